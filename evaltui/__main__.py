@@ -1,0 +1,3 @@
+from evaltui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,26 @@
+"""Model backends: one module per wire protocol, the shared retry/rate policy in base.py."""
+
+from __future__ import annotations
+
+import os
+
+from evaltui.backends.base import Backend, BackendError, Backoff, ModelClient, TokenBucket, make_client
+from evaltui.backends.lightllm import LightLLMBackend
+from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
+from evaltui.plan import ModelConfig
+
+BACKENDS: dict[str, type[Backend]] = {
+    "lightllm": LightLLMBackend,
+    "lightllm-chat": OpenAIChatBackend,
+    "openai-chat": OpenAIChatBackend,
+    "openai-completions": OpenAICompletionsBackend,
+}
+
+
+def make_backend(cfg: ModelConfig, client: ModelClient, *, url: str | None = None, **kwargs) -> Backend:
+    """The backend for `cfg.type`; the API key is read from the environment here and only here."""
+    api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+    return BACKENDS[cfg.type](cfg, client, api_key=api_key, url=url, **kwargs)
+
+
+__all__ = ["Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "make_backend", "make_client", "BACKENDS"]

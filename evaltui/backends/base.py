@@ -1,0 +1,258 @@
+"""What every backend shares: the retry policy, the token bucket, the HTTP client and error classes.
+
+The reference client retried some failures forever, dropped others on the floor, and let the
+rate limit be bypassed under concurrency. Here a single loop, `Backend._post`, owns every
+attempt: each one waits for a token, has its own timeout, is classified (retry or fail now),
+and the loop is bounded by `retry` on every path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+import random
+import time
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Awaitable, Callable, TypeVar
+
+import anyio
+import httpx
+
+from evaltui.backends.transport import FastHTTPTransport
+from evaltui.plan import ModelConfig
+
+T = TypeVar("T")
+
+RETRY_STATUSES = frozenset({408, 429})
+MAX_BACKOFF = 60.0
+MAX_RETRY_AFTER = 300.0
+
+
+class BackendError(Exception):
+    """A request that failed for good. `kind` is the error class a user sees in the failures list."""
+
+    def __init__(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1, retryable: bool = False):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.attempts = attempts
+        self.retryable = retryable
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, "status": self.status, "message": self.message, "attempts": self.attempts}
+
+    def __str__(self) -> str:
+        code = f" {self.status}" if self.status is not None else ""
+        return f"{self.kind}{code}: {self.message}"
+
+
+class Unparseable(Exception):
+    """The reply came back but is not what the protocol promises; retried like a 5xx."""
+
+
+class TokenBucket:
+    """`rate` requests per second shared by every caller, with a burst of `burst`.
+
+    Each caller reserves its slot before it sleeps, and reservation has no await in it, so any
+    number of concurrent callers together never exceed the rate. The clock and sleep are
+    injectable so tests can check the schedule without waiting for it.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ):
+        self.rate = rate
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.burst = max(1, burst)
+        self._clock = clock
+        self._sleep = sleep
+        self._next: float | None = None  # earliest time the next token is free (GCRA's TAT)
+
+    async def acquire(self) -> None:
+        if self.interval == 0.0:
+            return
+        now = self._clock()
+        tat = now if self._next is None else max(self._next, now)
+        allowed_at = tat - self.interval * (self.burst - 1)
+        self._next = tat + self.interval
+        wait = allowed_at - now
+        if wait > 0:
+            await self._sleep(wait)
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: attempt k waits base·2^(k-1) · U(0.5, 1], at most `cap`."""
+
+    base: float = 1.0
+    cap: float = MAX_BACKOFF
+    rng: random.Random | None = None
+
+    def delay(self, retry_number: int, retry_after: float | None = None) -> float:
+        rng = self.rng or random
+        d = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
+        if retry_after is not None:
+            d = max(d, min(retry_after, MAX_RETRY_AFTER))
+        return d
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def server_message(resp: httpx.Response) -> str:
+    """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the text."""
+    text = resp.text
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        for key in ("message", "detail", "error"):
+            if isinstance(data.get(key), str) and data[key]:
+                return data[key]
+    text = " ".join(text.split())
+    return text[:500] if text else (resp.reason_phrase or f"HTTP {resp.status_code}")
+
+
+class ModelClient(httpx.AsyncClient):
+    """The one httpx client of a model, with a lean send for the hot path.
+
+    `send_direct` hands the request to the client's transport for its URL (so mounts and env
+    proxies still apply) and reads the body, skipping what `AsyncClient.send` adds around it:
+    cookie extraction alone costs ~0.15 ms of CPU per reply, and model APIs use neither cookies,
+    auth flows nor redirects.
+    """
+
+    async def send_direct(self, request: httpx.Request) -> httpx.Response:
+        response = await self._transport_for_url(request.url).handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
+
+
+def make_client(cfg: ModelConfig, url: str | None = None) -> ModelClient:
+    """One client per model: pool size equals max_workers so connections are never the queue.
+
+    Plain-http servers (the usual local LightLLM/vLLM) get FastHTTPTransport; https keeps
+    httpx's own transport, whose TLS context is only built when it is needed.
+    """
+    limits = httpx.Limits(max_connections=cfg.max_workers, max_keepalive_connections=cfg.max_workers)
+    target = url or cfg.url
+    transport: httpx.AsyncBaseTransport
+    if target.startswith("https://"):
+        transport = httpx.AsyncHTTPTransport(limits=limits)
+    else:
+        transport = FastHTTPTransport(max_connections=cfg.max_workers)
+    return ModelClient(timeout=httpx.Timeout(cfg.timeout), limits=limits, transport=transport, follow_redirects=False)
+
+
+class Backend(ABC):
+    """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
+
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        client: ModelClient,
+        *,
+        api_key: str | None = None,
+        url: str | None = None,
+        backoff: Backoff | None = None,
+        bucket: TokenBucket | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ):
+        self.cfg = cfg
+        self.client = client
+        self.url = url or cfg.url
+        self.backoff = backoff or Backoff(base=cfg.backoff)
+        self.bucket = bucket or TokenBucket(cfg.rate_per_worker)
+        self._sleep = sleep
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(cfg.headers)
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self._headers = headers
+        self._timeouts = httpx.Timeout(cfg.timeout).as_dict()
+
+    @abstractmethod
+    async def generate(self, prompt: str, system: str = "") -> str:
+        """The model's answer to one prompt (a BackendError when it fails for good)."""
+
+    async def ppl(self, text: str) -> float:
+        raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
+
+    async def _post(self, url: httpx.URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
+        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError."""
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        attempts = self.cfg.retry + 1
+        last: BackendError | None = None
+        retry_after: float | None = None
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                await self._sleep(self.backoff.delay(attempt - 1, retry_after))
+            retry_after = None
+            await self.bucket.acquire()
+            request = httpx.Request("POST", url, headers=self._headers, content=body, extensions={"timeout": self._timeouts})
+            try:
+                with anyio.fail_after(self.cfg.timeout):
+                    resp = await self.client.send_direct(request)
+            except TimeoutError:
+                last = BackendError("timeout", f"no reply within {self.cfg.timeout:g} s", attempts=attempt, retryable=True)
+                continue
+            except httpx.TimeoutException as e:
+                last = BackendError("timeout", str(e) or type(e).__name__, attempts=attempt, retryable=True)
+                continue
+            except httpx.ConnectError as e:
+                last = BackendError("connect", str(e) or "cannot connect", attempts=attempt, retryable=True)
+                continue
+            except httpx.TransportError as e:
+                last = BackendError("connection", str(e) or type(e).__name__, attempts=attempt, retryable=True)
+                continue
+            status = resp.status_code
+            if 200 <= status < 300:
+                try:
+                    return parse(json.loads(resp.content))
+                except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
+                    snippet = " ".join(resp.text.split())[:200]
+                    last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)
+                    continue
+                except BackendError as e:
+                    e.attempts = attempt
+                    raise
+            message = server_message(resp)
+            if status in RETRY_STATUSES or status >= 500:
+                retry_after = parse_retry_after(resp.headers.get("retry-after"))
+                last = BackendError("http", message, status=status, attempts=attempt, retryable=True)
+                continue
+            raise BackendError("http", message, status=status, attempts=attempt)
+        assert last is not None
+        last.attempts = attempts
+        raise last
+
+
+def ppl_from_logprobs(logprobs: list[float]) -> float:
+    """Mean negative log-likelihood, OpenCompass's ce_loss: -sum(lp)/len(lp); 0.0 for no tokens."""
+    return -sum(logprobs) / len(logprobs) if logprobs else 0.0

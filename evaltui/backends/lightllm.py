@@ -1,0 +1,47 @@
+"""LightLLM's native `POST /generate` (also TGI-style servers that answer with a string)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
+
+PPL_FLAG_HINT = (
+    "the reply has no prompt_token_ids/prompt_logprobs: start the LightLLM server with "
+    "--return_all_prompt_logprobs to evaluate ppl-mode datasets"
+)
+
+
+def _generated_text(data: Any) -> str:
+    text = data["generated_text"]
+    if isinstance(text, list):
+        text = text[0]
+    if not isinstance(text, str):
+        raise Unparseable(f"generated_text is {type(text).__name__}, not text")
+    return text
+
+
+def _prompt_logprobs(data: Any) -> float:
+    if not isinstance(data, dict) or "prompt_token_ids" not in data or "prompt_logprobs" not in data:
+        raise BackendError("config", PPL_FLAG_HINT)
+    ids = data["prompt_token_ids"][1:]
+    items = [item[1] for item in data["prompt_logprobs"]]
+    return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items)])
+
+
+class LightLLMBackend(Backend):
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._url = httpx.URL(self.url)
+
+    async def generate(self, prompt: str, system: str = "") -> str:
+        inputs = f"{system}\n\n{prompt}" if system else prompt
+        payload = {"inputs": inputs, "parameters": self.cfg.generation_kwargs}
+        return await self._post(self._url, payload, _generated_text)
+
+    async def ppl(self, text: str) -> float:
+        # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.
+        params = {**self.cfg.generation_kwargs, "max_new_tokens": 1}
+        return await self._post(self._url, {"inputs": text, "parameters": params}, _prompt_logprobs)

@@ -1,0 +1,97 @@
+"""OpenAI-compatible `/v1/chat/completions` and `/v1/completions` (vLLM, SGLang, LightLLM's chat API, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
+
+# LightLLM-style keys that are not OpenAI sampling parameters.
+_RENAMED = {"max_new_tokens", "do_sample"}
+
+
+def base_url(url: str) -> str:
+    """`http://host:8000/v1` from that or from a full endpoint URL someone pasted."""
+    url = url.rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        if url.endswith(suffix):
+            return url[: -len(suffix)]
+    return url
+
+
+def sampling_params(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """generation_kwargs in OpenAI terms: max_new_tokens→max_tokens, do_sample=false→temperature 0."""
+    out = {k: v for k, v in kwargs.items() if k not in _RENAMED and not (k == "ignore_eos" and v is False)}
+    out["max_tokens"] = int(kwargs.get("max_new_tokens", 1024))
+    if "temperature" not in out:
+        out["temperature"] = 1.0 if kwargs.get("do_sample") else 0.0
+    return out
+
+
+class _OpenAIBackend(Backend):
+    endpoint = ""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._url = httpx.URL(base_url(self.url) + self.endpoint)
+        self._params = sampling_params(self.cfg.generation_kwargs)
+        self._model = self.cfg.model or self.cfg.abbr
+
+
+def _chat_content(data: Any) -> str:
+    content = data["choices"][0]["message"]["content"]
+    if content is None:
+        return ""
+    if not isinstance(content, str):
+        raise Unparseable("message.content is not text")
+    return content
+
+
+def _completion_text(data: Any) -> str:
+    text = data["choices"][0]["text"]
+    if not isinstance(text, str):
+        raise Unparseable("choices[0].text is not text")
+    return text
+
+
+class OpenAIChatBackend(_OpenAIBackend):
+    endpoint = "/chat/completions"
+
+    async def generate(self, prompt: str, system: str = "") -> str:
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": prompt})
+        payload = {"model": self._model, "messages": messages, **self._params}
+        return await self._post(self._url, payload, _chat_content)
+
+
+class OpenAICompletionsBackend(_OpenAIBackend):
+    endpoint = "/completions"
+
+    async def generate(self, prompt: str, system: str = "") -> str:
+        text = f"{system}\n\n{prompt}" if system else prompt
+        payload = {"model": self._model, "prompt": text, **self._params}
+        return await self._post(self._url, payload, _completion_text)
+
+    async def ppl(self, text: str) -> float:
+        payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}
+
+        def parse(data: Any) -> float:
+            choice = data["choices"][0]
+            lp = choice.get("logprobs")
+            if not isinstance(lp, dict) or not isinstance(lp.get("token_logprobs"), list):
+                raise BackendError(
+                    "config", "the reply has no echoed prompt logprobs: the server must support echo=true with logprobs"
+                )
+            values = lp["token_logprobs"]
+            offsets = lp.get("text_offset")
+            if isinstance(offsets, list) and len(offsets) == len(values):
+                # Offsets tell prompt tokens from the one generated token that follows them.
+                start = offsets[0] if offsets else 0
+                values = [v for v, off in zip(values, offsets) if off - start < len(text)]
+            elif len(choice.get("text", "")) > len(text):
+                values = values[:-1]
+            return ppl_from_logprobs([float(v) for v in values if v is not None])
+
+        return await self._post(self._url, payload, parse)

@@ -1,0 +1,69 @@
+"""Command line: `evaltui PLAN.toml [--no-ui]`, `evaltui serve-sim`, `--help`, `--version`.
+
+Only the interactive path may import textual; this module and the headless path never do, so a
+`--no-ui` run starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from evaltui import __version__
+
+EXIT_USAGE = 2
+
+
+def _csv(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list of abbrs")
+    return items
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evaltui",
+        description="Evaluate LLMs served over HTTP: concurrent inference, live scoring, a leaderboard.",
+        epilog="Also: `evaltui serve-sim --help` for the bundled simulated model server.",
+    )
+    p.add_argument("plan", metavar="PLAN.toml", help="the evaluation plan (see README.md)")
+    p.add_argument("--no-ui", action="store_true", help="run headless: plain progress lines and the final table")
+    p.add_argument("--work-dir", metavar="DIR", help="where predictions, results and logs go (overrides the plan)")
+    p.add_argument("--fresh", action="store_true", help="ignore earlier predictions in the work dir and start over")
+    p.add_argument("--models", type=_csv, metavar="A,B", help="run only these models (abbrs)")
+    p.add_argument("--datasets", type=_csv, metavar="X,Y", help="run only these datasets (abbrs)")
+    p.add_argument("--json", action="store_true", help="headless: print the final summary as JSON on stdout")
+    p.add_argument("--version", action="version", version=f"evaltui {__version__}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve-sim":
+        from evaltui.sim.cli import main as sim_main
+
+        return sim_main(argv[1:], prog="evaltui serve-sim")
+    args = build_parser().parse_args(argv)
+
+    from evaltui.plan import PlanError, load_plan, select
+
+    try:
+        plan = select(load_plan(Path(args.plan)), args.models, args.datasets)
+    except PlanError as e:
+        for line in e.problems:
+            print(line, file=sys.stderr)
+        return EXIT_USAGE
+
+    from evaltui.engine.runner import Runner
+    from evaltui.headless import run_headless
+
+    runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh)
+    headless = args.no_ui or args.json or not sys.stdout.isatty()
+    if not headless:
+        print("evaltui: the interactive session is not built yet; running headless (--no-ui).", file=sys.stderr)
+    try:
+        return run_headless(runner, as_json=args.json)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,138 @@
+"""Dataset records from .jsonl, .jsonl.gz, .json and .csv files, and the samples made from them.
+
+Records are plain dicts. A sample is rendered from its record only when a worker is about to send
+it, so a large dataset costs its records' memory and nothing per sample in flight.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from evaltui.plan import template_fields
+
+if TYPE_CHECKING:
+    from evaltui.plan import DatasetConfig, Plan
+
+
+class DatasetError(Exception):
+    """A data file that cannot be read as records; the message names the place."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    index: int
+    prompt: str
+    system: str
+    target: str
+    choices: tuple[str, ...]
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    if path.name.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
+    return open(path, encoding="utf-8-sig", newline="")  # -sig: a leading BOM is not data
+
+
+def iter_records(path: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Yield the file's records in order; DatasetError names the line or item that is wrong."""
+    name = path.name
+    try:
+        if name.endswith((".jsonl", ".jsonl.gz")):
+            with _open_text(path) as f:
+                for lineno, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rec = json.loads(line)
+                    except ValueError as e:
+                        raise DatasetError(f"{name} line {lineno}: not valid JSON ({e})") from None
+                    if not isinstance(rec, dict):
+                        raise DatasetError(f"{name} line {lineno}: expected a JSON object, got {type(rec).__name__}")
+                    yield rec
+        elif name.endswith(".json"):
+            with _open_text(path) as f:
+                try:
+                    data = json.load(f)
+                except ValueError as e:
+                    raise DatasetError(f"{name}: not valid JSON ({e})") from None
+            if not isinstance(data, list):
+                raise DatasetError(f"{name}: expected a JSON array of objects, got {type(data).__name__}")
+            for i, rec in enumerate(data):
+                if not isinstance(rec, dict):
+                    raise DatasetError(f"{name} item {i}: expected a JSON object, got {type(rec).__name__}")
+                yield rec
+        elif name.endswith(".csv"):
+            with _open_text(path) as f:
+                reader = csv.reader(f)
+                header = list(columns) if columns else next(reader, None)
+                if header is None:
+                    return
+                for rowno, row in enumerate(reader, 1 if columns else 2):
+                    if not row:
+                        continue
+                    if len(row) != len(header):
+                        raise DatasetError(
+                            f"{name} row {rowno}: {len(row)} values but {len(header)} columns ({', '.join(header)})"
+                        )
+                    yield dict(zip(header, row))
+        else:
+            raise DatasetError(f"{name}: unsupported file type")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as e:
+        raise DatasetError(f"{name}: cannot read: {e}") from None
+
+
+def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for rec in iter_records(plan.dataset_path(ds), ds.columns or None):
+        records.append(rec)
+        if ds.limit and len(records) >= ds.limit:
+            break
+    return records
+
+
+def _templates(ds: "DatasetConfig") -> dict[str, str]:
+    t = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
+    t.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
+    return t
+
+
+def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
+    """Problems with a dataset's data: unreadable file, empty, or templates naming absent fields."""
+    needs = {name: template_fields(tpl) for name, tpl in _templates(ds).items()}
+    problems: list[str] = []
+    count = 0
+    try:
+        for index, rec in enumerate(iter_records(plan.dataset_path(ds), ds.columns or None)):
+            if ds.limit and index >= ds.limit:
+                break
+            count += 1
+            for name, fields in list(needs.items()):
+                missing = sorted(fields - rec.keys())
+                if missing:
+                    have = ", ".join(sorted(rec)) or "none"
+                    problems.append(
+                        f"{name}: record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
+                    )
+                    del needs[name]  # one report per template is enough
+    except DatasetError as e:
+        return [f"path: {e}"]
+    if count == 0:
+        problems.append(f"path: {plan.dataset_path(ds).name} has no records")
+    return problems
+
+
+def render_sample(ds: "DatasetConfig", index: int, record: dict[str, Any]) -> Sample:
+    return Sample(
+        index=index,
+        prompt=ds.prompt.format_map(record),
+        system=ds.system.format_map(record) if ds.system else "",
+        target=ds.target.format_map(record),
+        choices=tuple(c.format_map(record) for c in ds.choices),
+    )

@@ -1,0 +1,309 @@
+"""One model's inference task: every dataset of the plan through one pool of `max_workers` slots.
+
+Layering, after Inspect AI's eval loop, each layer removing one dimension:
+  Runner (models) → ModelInference (datasets of one model) → DatasetRun (shards) → one sample.
+
+The pool is `max_workers` worker coroutines pulling the next sample in plan order, which is the
+OpenCompass semaphore without one task per sample: memory follows concurrency, not dataset
+size. The next dataset is loaded as soon as the running ones have fewer than 2 × max_workers
+samples left, so its first requests go out while the previous dataset's last ones are in
+flight and the pool never drains at a dataset boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import anyio
+
+from evaltui.backends import Backend, BackendError
+from evaltui.datasets import DatasetError, load_records, render_sample
+from evaltui.engine import events as ev
+from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, iter_checkpoint, write_predictions
+from evaltui.plan import DatasetConfig, ModelConfig, Plan
+
+PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
+
+
+def pair_version(model: ModelConfig, ds: DatasetConfig) -> str:
+    """Fingerprint of everything that shapes a prediction; a change means earlier ones are stale."""
+    keys = {
+        "dataset": ds.model_dump(include={"path", "columns", "prompt", "system", "target", "mode", "choices", "shards"}),
+        "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
+    }
+    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def shard_ranges(total: int, shards: int) -> list[range]:
+    return [range(k * total // shards, (k + 1) * total // shards) for k in range(shards)]
+
+
+@dataclass(eq=False)
+class ShardRun:
+    shard: int
+    indices: range
+    checkpoint: Checkpoint
+    completed: int = 0
+    failed: int = 0
+    outstanding: int = 0  # samples of this shard not yet finished in this run
+    last_write: float = 0.0
+
+    @property
+    def total(self) -> int:
+        return len(self.indices)
+
+
+@dataclass(eq=False)
+class DatasetRun:
+    cfg: DatasetConfig
+    total: int
+    version: str
+    shards: list[ShardRun]
+    done: set[int]  # indices finished successfully in earlier runs
+    records: list[dict[str, Any]] | None = None
+    todo: Iterator[tuple[ShardRun, int]] | None = None
+    remaining: int = 0  # samples not finished in this run (queued + in flight)
+    started: bool = False
+    loaded: anyio.Event = field(default_factory=anyio.Event)
+    load_error: str = ""
+
+
+class ModelInference:
+    def __init__(
+        self,
+        plan: Plan,
+        model: ModelConfig,
+        backend: Backend,
+        workdir: WorkDir,
+        board: StatusBoard,
+        emit: ev.Sink,
+        datasets: list[DatasetConfig] | None = None,
+        on_inferred: Any = None,
+    ):
+        self.plan = plan
+        self.model = model
+        self.backend = backend
+        self.workdir = workdir
+        self.board = board
+        self.emit = emit
+        self.datasets = plan.datasets if datasets is None else datasets
+        self.on_inferred = on_inferred or (lambda model, dataset: None)
+        self.runs: list[DatasetRun] = []
+        self._cursor = 0  # index into runs of the dataset whose samples are being handed out
+        self._next_to_start = 0
+        self._early_start_below = 2 * model.max_workers
+
+    # ------------------------------------------------------------------ planning (sync, fast)
+    def plan_pairs(self, totals: dict[str, int]) -> None:
+        """Decide per dataset what is left from earlier runs; write `pending` statuses; emit DatasetPlanned."""
+        m = self.model.abbr
+        for ds in self.datasets:
+            total = totals[ds.abbr]
+            version = pair_version(self.model, ds)
+            n = ds.shards
+            statuses = [self.workdir.read_status(m, ds.abbr, k, n) for k in range(n)]
+            old_versions = {s.get("version") for s in statuses if s}
+            if old_versions - {version, ""}:
+                self.workdir.forget_pair(m, ds.abbr)
+                statuses = [None] * n
+                self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
+            final = self.workdir.predictions_file(m, ds.abbr)
+            if final.exists():
+                if all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
+                    scored = self.workdir.has_scored_result(m, ds.abbr)
+                    completed = sum(s.get("completed", 0) for s in statuses)
+                    failed = sum(s.get("failed", 0) for s in statuses)
+                    self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done", "kept from an earlier run"))
+                    continue
+                final.unlink()  # predictions for another limit or an unfinished shard: rebuild them
+                self.workdir.result_file(m, ds.abbr).unlink(missing_ok=True)
+            self.workdir.result_file(m, ds.abbr).unlink(missing_ok=True)
+            ranges = shard_ranges(total, n)
+            done: set[int] = set()
+            for k in range(n):
+                for entry in iter_checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n)):
+                    if "error" not in entry and 0 <= entry["index"] < total:
+                        done.add(entry["index"])
+            shards = []
+            for k, r in enumerate(ranges):
+                cp = Checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n))
+                completed = sum(1 for i in r if i in done)
+                shards.append(ShardRun(k, r, cp, completed=completed))
+                self.board.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
+            run = DatasetRun(ds, total, version, shards, done, remaining=total - len(done))
+            self.runs.append(run)
+            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, "pending"))
+
+    # ------------------------------------------------------------------ running
+    async def run(self) -> None:
+        if not self.runs:
+            return
+        try:
+            async with anyio.create_task_group() as outer:
+                self._tg = outer
+                outer.start_soon(self._poll)
+                async with anyio.create_task_group() as workers:
+                    self._maybe_start_more()
+                    for _ in range(self.model.max_workers):
+                        workers.start_soon(self._worker)
+                outer.cancel_scope.cancel()  # the poll's safety net is not needed any more
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._close_interrupted()
+
+    async def _poll(self) -> None:
+        """The scheduling check every poll_interval, a safety net beside the per-sample checks."""
+        while True:
+            await anyio.sleep(self.plan.run.poll_interval)
+            self._maybe_start_more()
+
+    def _maybe_start_more(self) -> None:
+        while self._next_to_start < len(self.runs):
+            active_left = sum(r.remaining for r in self.runs[: self._next_to_start] if r.started)
+            if self._next_to_start > 0 and active_left >= self._early_start_below:
+                return
+            run = self.runs[self._next_to_start]
+            self._next_to_start += 1
+            run.started = True
+            self._tg.start_soon(self._load, run)
+
+    async def _load(self, run: DatasetRun) -> None:
+        m, d = self.model.abbr, run.cfg.abbr
+        try:
+            records = await anyio.to_thread.run_sync(load_records, self.plan, run.cfg)
+            if len(records) != run.total:
+                raise DatasetError(f"{run.cfg.path} now has {len(records)} records, expected {run.total}")
+        except (DatasetError, OSError) as e:
+            run.load_error = str(e)
+            for s in run.shards:
+                self.board.write(m, d, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=0, error=run.load_error, version=run.version)
+                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), "fail", s.total, s.completed, 0, run.load_error))
+            self.emit(ev.DatasetInferred(m, d, "fail", sum(s.completed for s in run.shards), 0))
+            run.todo = iter(())
+            run.loaded.set()
+            return
+        run.records = records
+        todo: list[tuple[ShardRun, int]] = []
+        for s in run.shards:
+            for i in s.indices:
+                if i not in run.done:
+                    todo.append((s, i))
+                    s.outstanding += 1
+        run.done = set()  # not needed any more; memory back
+        run.remaining = len(todo)
+        run.todo = iter(todo)
+        self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
+        for s in run.shards:
+            if s.outstanding:
+                s.checkpoint.open()
+                s.last_write = time.monotonic()
+                self.board.write(m, d, s.shard, len(run.shards), "running", total=s.total, completed=s.completed, failed=0, version=run.version)
+                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), "running", s.total, s.completed, 0))
+            else:
+                self._finish_shard(run, s)
+        run.loaded.set()
+        self._maybe_start_more()
+
+    async def _worker(self) -> None:
+        while self._cursor < len(self.runs):
+            run = self.runs[self._cursor]
+            if not run.started:
+                self._maybe_start_more()
+            if run.todo is None:
+                await run.loaded.wait()
+                continue
+            job = next(run.todo, None)
+            if job is None:
+                if self.runs[self._cursor] is run:
+                    self._cursor += 1
+                continue
+            shard, index = job
+            await self._sample(run, shard, index)
+
+    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int) -> None:
+        cfg = run.cfg
+        assert run.records is not None
+        sample = render_sample(cfg, index, run.records[index])
+        entry: dict[str, Any] = {"index": index, "origin_prompt": sample.prompt}
+        try:
+            if cfg.mode == "ppl":
+                ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
+                best = min(range(len(ppls)), key=ppls.__getitem__)
+                entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
+            else:
+                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
+        except BackendError as e:
+            entry.update(prediction="", gold=sample.target, error=e.as_dict())
+        except Exception as e:  # a bug must cost one sample, not the whole run
+            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": f"{type(e).__name__}: {e}", "attempts": 1})
+        shard.checkpoint.append(entry)
+        m, d = self.model.abbr, cfg.abbr
+        if "error" in entry:
+            shard.failed += 1
+            self.emit(ev.SampleFailed(m, d, shard.shard, index, entry["error"]))
+        else:
+            shard.completed += 1
+            self.emit(ev.SampleFinished(m, d, shard.shard, index))
+        shard.outstanding -= 1
+        run.remaining -= 1
+        if shard.outstanding == 0:
+            self._finish_shard(run, shard)
+        else:
+            now = time.monotonic()
+            if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
+                shard.last_write = now
+                self.board.write(m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version)
+        if run.remaining < self._early_start_below:
+            self._maybe_start_more()
+
+    def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
+        m, d = self.model.abbr, run.cfg.abbr
+        n = len(run.shards)
+        shard.checkpoint.close()
+        ok = shard.failed <= run.cfg.fail_on_error * shard.total
+        status = "done" if ok else "fail"
+        error = "" if ok else f"{shard.failed} of {shard.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
+        shard.outstanding = -1  # finished
+        others_final = all(s.outstanding == -1 for s in run.shards)
+        final_status = ""
+        if others_final:
+            final_status = "done" if all(s.failed <= run.cfg.fail_on_error * s.total for s in run.shards) else "fail"
+            if final_status == "done":
+                # Predictions before the last `done`: a watcher that sees all shards done finds them.
+                self._write_predictions(run)
+        self.board.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
+        self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
+        if others_final:
+            run.records = None
+            completed = sum(s.completed for s in run.shards)
+            failed = sum(s.failed for s in run.shards)
+            path = str(self.workdir.predictions_file(m, d)) if final_status == "done" else ""
+            self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path))
+            self.on_inferred(m, d)
+
+    def _write_predictions(self, run: DatasetRun) -> None:
+        m, d, n = self.model.abbr, run.cfg.abbr, len(run.shards)
+        entries: dict[int, dict[str, Any]] = {}
+        for k in range(n):
+            for idx, entry in Checkpoint(self.workdir.checkpoint_file(m, d, k, n)).read().items():
+                if idx < run.total and (idx not in entries or "error" in entries[idx]):
+                    entries[idx] = entry
+        write_predictions(self.workdir.predictions_file(m, d), list(entries.values()))
+
+    def _close_interrupted(self) -> None:
+        """On cancellation: close checkpoints and say in the status files that work is left."""
+        m = self.model.abbr
+        for run in self.runs:
+            if not run.started or run.load_error:
+                continue
+            for s in run.shards:
+                if s.outstanding > 0:
+                    s.checkpoint.close()
+                    self.board.write(
+                        m, run.cfg.abbr, s.shard, len(run.shards), "pending", total=s.total, completed=s.completed,
+                        failed=s.failed, error="interrupted; run again to resume", version=run.version,
+                    )

@@ -1,0 +1,82 @@
+"""The run's own record in `<work_dir>/logs/`: state changes as plain lines, failures as JSONL.
+
+`event_line` is also what the headless renderer prints, so the log file and the terminal of a
+`--no-ui` run say the same thing in the same words.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+
+from evaltui.engine import events as ev
+from evaltui.engine.workdir import WorkDir
+
+
+def _score(e: ev.DatasetScored) -> str:
+    if e.error:
+        return f"scoring failed: {e.error}"
+    return f"{e.metric} = {e.score:.2f}" if e.score is not None else f"{e.metric} = -"
+
+
+def event_line(e: ev.Event) -> str | None:
+    """One human line for an event that changes what a user would want to know; None otherwise."""
+    t = type(e)
+    if t is ev.DatasetStarted:
+        kept = e.total - e.remaining
+        resumed = f" (resuming: {kept} kept)" if kept else ""
+        return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
+    if t is ev.DatasetInferred:
+        if e.status == "done":
+            extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
+            return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
+        return f"{e.model}/{e.dataset}: inference FAILED: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+    if t is ev.DatasetScored:
+        return f"{e.model}/{e.dataset}: scored, {_score(e)}"
+    if t is ev.WatchSkipped:
+        names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
+        return f"watcher: not scored ({e.reason}): {names}"
+    if t is ev.DatasetPlanned:
+        if e.status == "scored":
+            return f"{e.model}/{e.dataset}: already scored in {e.note or 'an earlier run'}"
+        if e.status == "done":
+            return f"{e.model}/{e.dataset}: already inferred ({e.note}); scoring"
+        return None
+    if t is ev.ShardStatusChanged:
+        if e.status == "fail" and e.shards > 1:
+            return f"{e.model}/{e.dataset} shard {e.shard}: fail: {e.error}"
+        return None
+    if t is ev.SimulatorStarted:
+        return f"simulator: listening on {e.url}"
+    if t is ev.Notice:
+        return f"{e.level}: {e.message}" if e.level != "info" else e.message
+    if t is ev.RunStarted:
+        return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
+    if t is ev.RunFinished:
+        state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
+        return f"run finished in {e.elapsed:.1f} s: {state}"
+    return None
+
+
+class RunLog:
+    """A sink writing logs/run.log and logs/failures.jsonl; appends, so resumed runs add to them."""
+
+    def __init__(self, workdir: WorkDir):
+        workdir.logs_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", buffering=1)
+        self._failures_path = workdir.logs_dir / "failures.jsonl"
+        self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def __call__(self, e: ev.Event) -> None:
+        if type(e) is ev.SampleFailed:
+            line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.index, **e.error}
+            os.write(self._failures, (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+            return
+        text = event_line(e)
+        if text is not None:
+            self._log.write(f"{datetime.now().isoformat(timespec='seconds')} {text}\n")
+
+    def close(self) -> None:
+        self._log.close()
+        os.close(self._failures)

@@ -1,0 +1,221 @@
+"""The runner: one evaluation run from plan to leaderboard, and the small command API front ends use.
+
+    runner = Runner(plan, sink=print_event)
+    exit_code = await runner.run()        # or anyio.run(runner.run)
+    await runner.retry("llama", "gsm8k")  # later, from the UI: re-run that pair's failed samples
+    runner.cancel()
+
+It owns the run-wide pieces — work directory, plan snapshot, simulator, heartbeat thread, one
+HTTP client per model, the watch-scorer — and reports only through the event sink.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import tomli_w
+
+from evaltui import scoring
+from evaltui.backends import make_backend, make_client
+from evaltui.datasets import load_records
+from evaltui.engine import events as ev
+from evaltui.engine.heartbeat import HeartbeatThread
+from evaltui.engine.infer import ModelInference
+from evaltui.engine.runlog import RunLog
+from evaltui.engine.simproc import SimulatorProcess, sim_url_for
+from evaltui.engine.watch import WatchScorer
+from evaltui.engine.workdir import WorkDir
+from evaltui.fsutil import atomic_write_text
+from evaltui.plan import DatasetConfig, Plan
+
+
+class Runner:
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        sink: ev.Sink | None = None,
+        work_dir: str | Path | None = None,
+        fresh: bool = False,
+        code_workers: int = 2,
+    ):
+        self.plan = plan
+        self.workdir = WorkDir(Path(work_dir) if work_dir else plan.default_work_dir())
+        self.fresh = fresh
+        self.code_workers = code_workers
+        self._sinks: list[ev.Sink] = [sink] if sink else []
+        self._cancel_scope: anyio.CancelScope | None = None
+        self._urls: dict[str, str] = {}
+        self._sim: SimulatorProcess | None = None
+        self._totals: dict[str, int] = {}
+        self._board = None
+        self.interrupted = False
+
+    # ------------------------------------------------------------------ events
+    def subscribe(self, sink: ev.Sink) -> None:
+        """Add a consumer of the event stream (renderers subscribe before `run`)."""
+        self._sinks.append(sink)
+
+    def emit(self, event: ev.Event) -> None:
+        for sink in self._sinks:
+            sink(event)
+
+    # ------------------------------------------------------------------ command API
+    def cancel(self) -> None:
+        """Stop the run; finished samples are kept and a re-run resumes."""
+        self.interrupted = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def run(self) -> int:
+        """The whole run; returns the exit code of SPEC §2 (0 all scored, 1 otherwise, 130 cancelled)."""
+        from evaltui.engine.workdir import StatusBoard
+
+        started = time.monotonic()
+        wd = self.workdir
+        wd.prepare()
+        runlog = RunLog(wd)
+        self._sinks.append(runlog)
+        self._board = StatusBoard(wd)
+        exit_code = 1
+        try:
+            self._write_snapshot()
+            pairs = [(m.abbr, d.abbr) for m in self.plan.models for d in self.plan.datasets]
+            if self.fresh:
+                for pair in pairs:
+                    wd.forget_pair(*pair)
+            self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+            self._totals = {d.abbr: await anyio.to_thread.run_sync(_count, self.plan, d) for d in self.plan.datasets}
+            with anyio.CancelScope() as scope:
+                self._cancel_scope = scope
+                if self.interrupted:
+                    scope.cancel()
+                await self._start_simulator()
+                await self._infer_and_score(pairs)
+            exit_code = 130 if self.interrupted else self._exit_code(pairs)
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._stop_simulator()
+                scores = self._scores()
+                table = self.table(scores)
+                files = {}
+                if not self.interrupted or any(v is not None for v in scores.values()):
+                    files = self._write_summary(table)
+                self.emit(ev.RunFinished(exit_code if not self.interrupted else 130, self.interrupted, files, table, time.monotonic() - started))
+                runlog.close()
+                self._sinks.remove(runlog)
+        return exit_code if not self.interrupted else 130
+
+    async def retry(self, model: str, dataset: str) -> None:
+        """Re-run the failed samples of one pair (succeeded ones are kept) and score it again."""
+        pair = (model, dataset)
+        if self._board is None:
+            raise RuntimeError("retry() needs a runner that has run")
+        self.workdir.result_file(*pair).unlink(missing_ok=True)
+        await self._infer_and_score([pair])
+
+    # ------------------------------------------------------------------ parts
+    def _write_snapshot(self) -> None:
+        atomic_write_text(self.workdir.plan_file, tomli_w.dumps(self.plan.snapshot()))
+
+    async def _start_simulator(self) -> None:
+        for m in self.plan.models:
+            self._urls[m.abbr] = m.url
+        if not any(m.is_sim for m in self.plan.models):
+            return
+        self._sim = SimulatorProcess(self.plan)
+        base = self._sim.start()  # on this thread: the child is tied to it (dies with us)
+        for m in self.plan.models:
+            if m.is_sim:
+                self._urls[m.abbr] = sim_url_for(base, m.type, m.abbr)
+        self.emit(ev.SimulatorStarted(base))
+
+    def _stop_simulator(self) -> None:
+        if self._sim is not None:
+            self._sim.stop()
+            self._sim = None
+
+    async def _infer_and_score(self, pairs: list[tuple[str, str]]) -> None:
+        wd = self.workdir
+        assert self._board is not None
+        watcher = WatchScorer(self.plan, wd, self.emit, pairs, code_workers=self.code_workers)
+        models = [m for m in self.plan.models if any(p[0] == m.abbr for p in pairs)]
+        inferences: list[tuple[Any, ModelInference]] = []
+        async with AsyncExitStack() as stack:
+            for m in models:
+                url = self._urls.get(m.abbr, m.url)
+                client = await stack.enter_async_context(make_client(m, url))
+                backend = make_backend(m, client, url=url)
+                datasets: list[DatasetConfig] = [d for d in self.plan.datasets if (m.abbr, d.abbr) in pairs]
+                inf = ModelInference(self.plan, m, backend, wd, self._board, self.emit, datasets, on_inferred=lambda *_: watcher.wake())
+                inf.plan_pairs(self._totals)
+                inferences.append((m, inf))
+            limiter = anyio.CapacityLimiter(self.plan.run.max_num_workers)
+
+            async def infer_one(inf: ModelInference) -> None:
+                async with limiter:
+                    await inf.run()
+
+            async def all_inference() -> None:
+                try:
+                    with HeartbeatThread(wd, self.plan.run.heartbeat_interval):
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(self._report_heartbeats)
+                            async with anyio.create_task_group() as models_tg:
+                                for _, inf in inferences:
+                                    models_tg.start_soon(infer_one, inf)
+                            tg.cancel_scope.cancel()
+                finally:
+                    watcher.inference_finished()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(all_inference)
+                tg.start_soon(watcher.run)
+
+    async def _report_heartbeats(self) -> None:
+        last = None
+        while True:
+            age = self.workdir.heartbeat_age()
+            if age is not None:
+                at = time.time() - age
+                if last is None or abs(at - last) > 1e-3:
+                    last = at
+                    self.emit(ev.Heartbeat(at))
+            await anyio.sleep(min(1.0, self.plan.run.heartbeat_interval))
+
+    def _scores(self) -> dict[tuple[str, str], float | None]:
+        scores: dict[tuple[str, str], float | None] = {}
+        for m in self.plan.models:
+            for d in self.plan.datasets:
+                result = self.workdir.read_result(m.abbr, d.abbr)
+                metric = scoring.main_metric(d.evaluator.type)
+                value = result.get(metric) if result and "error" not in result else None
+                scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
+        return scores
+
+    def table(self, scores: dict[tuple[str, str], float | None]) -> Any:
+        rows = [
+            (d.abbr, scoring.dataset_version(d.model_dump(mode="json")), scoring.main_metric(d.evaluator.type), d.mode)
+            for d in self.plan.datasets
+        ]
+        return scoring.build_leaderboard(rows, [m.abbr for m in self.plan.models], scores)
+
+    def _write_summary(self, table: Any) -> dict[str, str]:
+        try:
+            paths = scoring.write_summary(self.workdir.root, table, datetime.now())
+        except OSError as e:
+            self.emit(ev.Notice(f"could not write the summary: {e}", "error"))
+            return {}
+        return {ext: str(p) for ext, p in paths.items()}
+
+    def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
+        return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
+
+
+def _count(plan: Plan, ds: DatasetConfig) -> int:
+    return len(load_records(plan, ds))

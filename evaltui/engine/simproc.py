@@ -1,0 +1,130 @@
+"""Start the bundled simulator for `sim://` models, so the demo needs no server of the user's.
+
+The simulator runs as a child process on a free loopback port — a real server on the other
+core, reached through the same HTTP client code as a real LightLLM or vLLM. It is told the
+references of the plan's datasets (its "knowledge") and each simulated model's accuracy, so two
+simulated models get different, known scores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from evaltui.datasets import load_records, render_sample
+from evaltui.plan import Plan, sim_options
+
+START_TIMEOUT = 30.0
+
+
+class SimulatorError(Exception):
+    pass
+
+
+def sim_url_for(base: str, model_type: str, abbr: str) -> str:
+    """The real URL a `sim://` model talks to: its own path prefix on the shared simulator."""
+    return f"{base}/{abbr}/generate" if model_type == "lightllm" else f"{base}/{abbr}/v1"
+
+
+def write_answer_key(plan: Plan, path: Path) -> int:
+    """One line per prompt the simulated models know, in the simulator's answer-key format."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for ds in plan.datasets:
+            for index, record in enumerate(load_records(plan, ds)):
+                s = render_sample(ds, index, record)
+                prompts = [s.prompt] + ([f"{s.system}\n\n{s.prompt}"] if s.system else [])
+                for prompt in prompts:
+                    line = {"prompt": prompt, "answer": s.target}
+                    if ds.mode == "ppl":
+                        line["choices"] = list(s.choices)
+                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                    count += 1
+    return count
+
+
+class SimulatorProcess:
+    """`python -m evaltui.sim` for the plan's sim:// models; `base_url` once started."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.base_url = ""
+        self._proc: subprocess.Popen[str] | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    def start(self) -> str:
+        self._tmp = tempfile.TemporaryDirectory(prefix="evaltui-sim-")
+        key = Path(self._tmp.name) / "answer_key.jsonl"
+        write_answer_key(self.plan, key)
+        cmd = [sys.executable, "-m", "evaltui.sim", "--host", "127.0.0.1", "--port", "0", "--answer-key", str(key)]
+        for m in self.plan.models:
+            if m.is_sim:
+                opts = sim_options(m.url)
+                spec = ",".join(f"{k}={v:g}" for k, v in opts.items())
+                cmd += ["--model", f"{m.abbr}:{spec}" if spec else m.abbr]
+        env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET"))}
+        self._proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        line = self._first_line()
+        prefix = "listening on "
+        if prefix not in line:
+            err = self._stderr_tail()
+            self.stop()
+            raise SimulatorError(f"the simulator did not start: {line.strip() or err or 'no output'}")
+        self.base_url = line.split(prefix, 1)[1].strip().rstrip("/")
+        # Drain its pipes so a chatty simulator can never block on a full pipe.
+        for stream in (self._proc.stdout, self._proc.stderr):
+            threading.Thread(target=_drain, args=(stream,), daemon=True).start()
+        return self.base_url
+
+    def _first_line(self) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self._proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(START_TIMEOUT)
+        return box[0] if box else ""
+
+    def _stderr_tail(self) -> str:
+        if self._proc is None or self._proc.stderr is None or self._proc.poll() is None:
+            return ""
+        return " ".join(self._proc.stderr.read().split()[-40:])
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=5)
+        self._proc = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it when evaltui dies, even by `kill -9`."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _drain(stream) -> None:  # type: ignore[no-untyped-def]
+    try:
+        for _ in stream:
+            pass
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,121 @@
+"""The watch-scorer (SPEC §7): scores each model×dataset as soon as all its shards are done.
+
+It reads the same status and heartbeat files a separate OpenCompass watcher would, so what it
+believes is what is on disk, never an in-memory shortcut: a pair is scored only when every shard
+status says `done` and the final predictions file exists. The in-process runner may `wake` it
+early and tells it when inference has ended, so it neither waits out `watch_interval` for a
+finished dataset nor `heartbeat_timeout` at the end of a run.
+
+Scoring runs in worker threads (code execution in subprocesses), never on the event loop, at
+most `eval_workers` at a time; an evaluator that raises becomes an error result for its pair.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import anyio
+
+from evaltui.datasets import load_records
+from evaltui.engine import events as ev
+from evaltui.engine.workdir import WorkDir, read_predictions
+from evaltui.fsutil import atomic_write_json
+from evaltui.plan import Plan
+from evaltui import scoring
+
+Pair = tuple[str, str]
+
+
+def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int) -> dict:
+    """Score one pair from its files and write its result file; runs in a worker thread."""
+    ds = plan.dataset(dataset)
+    predictions = read_predictions(workdir.predictions_file(model, dataset))
+    if predictions is None:
+        raise RuntimeError(f"predictions file missing or unreadable: {workdir.predictions_file(model, dataset)}")
+    records = load_records(plan, ds) if ds.evaluator.type == "code_exec" else None
+    result = scoring.score(ds.evaluator, predictions, records, workers=workers)
+    atomic_write_json(workdir.result_file(model, dataset), result)
+    return result
+
+
+class WatchScorer:
+    def __init__(
+        self,
+        plan: Plan,
+        workdir: WorkDir,
+        emit: ev.Sink,
+        pairs: list[Pair],
+        *,
+        clock: Callable[[], float] = time.time,
+        code_workers: int = 2,
+    ):
+        self.plan = plan
+        self.workdir = workdir
+        self.emit = emit
+        self.pending: list[Pair] = [p for p in pairs if not workdir.has_scored_result(*p)]
+        self.clock = clock
+        self.code_workers = code_workers
+        self._wake = anyio.Event()
+        self._inference_done = False
+        self._limiter = anyio.CapacityLimiter(plan.run.eval_workers)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def inference_finished(self) -> None:
+        self._inference_done = True
+        self._wake.set()
+
+    def _ready(self, pair: Pair) -> bool:
+        model, dataset = pair
+        n = self.plan.dataset(dataset).shards
+        for k in range(n):
+            status = self.workdir.read_status(model, dataset, k, n)
+            if not status or status.get("status") != "done":
+                return False
+        return self.workdir.predictions_file(model, dataset).exists()
+
+    async def run(self) -> None:
+        interval = self.plan.run.watch_interval
+        timeout = self.plan.run.heartbeat_timeout
+        started = self.clock()
+        async with anyio.create_task_group() as tg:
+            while self.pending:
+                final_scan = self._inference_done  # read before scanning: no finish slips between
+                for pair in [p for p in self.pending if self._ready(p)]:
+                    self.pending.remove(pair)
+                    tg.start_soon(self._score, pair)
+                if not self.pending:
+                    break
+                if final_scan:
+                    self.emit(ev.WatchSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
+                    break
+                now = self.clock()
+                age = self.workdir.heartbeat_age(now)
+                if age is None:  # no beat yet: count from our own start, as a beat that never came
+                    age = now - started
+                if age > timeout:
+                    self.emit(ev.WatchSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
+                    break
+                with anyio.move_on_after(interval):
+                    await self._wake.wait()
+                self._wake = anyio.Event()
+            self.pending = []
+
+    async def _score(self, pair: Pair) -> None:
+        model, dataset = pair
+        ds = self.plan.dataset(dataset)
+        metric = scoring.main_metric(ds.evaluator.type)
+        async with self._limiter:
+            try:
+                result = await anyio.to_thread.run_sync(score_pair, self.plan, self.workdir, model, dataset, self.code_workers)
+            except Exception as e:  # one evaluator's failure is that pair's error, not the run's
+                message = f"{type(e).__name__}: {e}"
+                try:
+                    atomic_write_json(self.workdir.result_file(model, dataset), {"error": message})
+                except OSError:
+                    pass
+                self.emit(ev.DatasetScored(model, dataset, metric, None, message, str(self.workdir.result_file(model, dataset))))
+                return
+        self.emit(ev.DatasetScored(model, dataset, metric, result.get(metric), "", str(self.workdir.result_file(model, dataset))))

@@ -1,0 +1,139 @@
+"""The `--no-ui` renderer: plain lines for CI, SSH and cron, and the leaderboard at the end.
+
+It consumes the same event stream as the interactive app: one line per state change (the same
+words as logs/run.log), a progress line every `log_interval`, then the table and the paths of
+the summary files. No ANSI escapes, ever, so logs stay greppable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+from typing import Any, TextIO
+
+import anyio
+
+from evaltui import scoring
+from evaltui.engine import events as ev
+from evaltui.engine.runlog import event_line
+from evaltui.engine.runner import Runner
+from evaltui.engine.state import RunState
+
+
+def _fmt_secs(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+class HeadlessRenderer:
+    def __init__(self, out: TextIO, *, log_interval: float = 30.0):
+        self.out = out
+        self.state = RunState()
+        self.log_interval = log_interval
+        self._last_progress = time.monotonic()
+
+    def __call__(self, e: ev.Event) -> None:
+        self.state.apply(e)
+        line = event_line(e)
+        if line is not None:
+            self.say(line)
+
+    def say(self, text: str) -> None:
+        self.out.write(f"[{datetime.now().strftime('%H:%M:%S')}] {text}\n")
+        self.out.flush()
+
+    def progress_line(self) -> str:
+        c, f, n = self.state.totals()
+        parts = []
+        for p in self.state.pairs.values():
+            if p.status == "running":
+                rate = p.throughput()
+                eta = p.eta()
+                extra = f" {rate:.0f}/s" if rate else ""
+                extra += f" ETA {_fmt_secs(eta)}" if eta is not None else ""
+                fails = f" ({p.failed} failed)" if p.failed else ""
+                parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{fails}{extra}")
+        running = "; ".join(parts) if parts else "no dataset running"
+        return f"progress: {c + f}/{n} samples, {f} failed | {running}"
+
+    async def tick(self) -> None:
+        while True:
+            await anyio.sleep(self.log_interval)
+            self.say(self.progress_line())
+
+
+def leaderboard_json(table: scoring.Leaderboard) -> dict[str, Any]:
+    return {
+        "models": list(table.models),
+        "datasets": [
+            {**row._asdict(), "scores": {m: table.score(m, row.abbr) for m in table.models}} for row in table.datasets
+        ],
+        "average": {m: table.average(m) for m in table.models},
+    }
+
+
+def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
+    table = finished.leaderboard
+    return {
+        "exit_code": finished.exit_code,
+        "interrupted": finished.interrupted,
+        "work_dir": state.work_dir,
+        "summary_files": finished.summary_files,
+        "leaderboard": leaderboard_json(table) if table is not None else None,
+        "pairs": [
+            {
+                "model": p.model,
+                "dataset": p.dataset,
+                "status": p.status,
+                "total": p.total,
+                "completed": p.completed,
+                "failed": p.failed,
+                "metric": p.metric,
+                "score": p.score,
+                "error": p.error,
+            }
+            for p in state.pairs.values()
+        ],
+        "elapsed": round(finished.elapsed, 3),
+    }
+
+
+def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = None) -> int:
+    """Run to the end printing lines; the exit code of SPEC §2."""
+    out = out or (sys.stderr if as_json else sys.stdout)
+    renderer = HeadlessRenderer(out, log_interval=runner.plan.run.log_interval)
+    runner.subscribe(renderer)
+
+    async def main() -> int:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_signal, runner)
+            tg.start_soon(renderer.tick)
+            code = await runner.run()
+            tg.cancel_scope.cancel()
+        return code
+
+    code = anyio.run(main)
+    finished = renderer.state.finished
+    if finished is not None and finished.leaderboard is not None:
+        out.write("\n" + scoring.render_txt(finished.leaderboard) + "\n")
+        if finished.summary_files:
+            out.write("\nsummary: " + "  ".join(finished.summary_files[k] for k in sorted(finished.summary_files)) + "\n")
+        out.flush()
+    if as_json and finished is not None:
+        sys.stdout.write(json.dumps(summary_json(renderer.state, finished), indent=2) + "\n")
+        sys.stdout.flush()
+    return code
+
+
+async def _cancel_on_signal(runner: Runner) -> None:
+    """First Ctrl-C / SIGTERM: stop gracefully (work kept). A second one: leave at once."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if runner.interrupted:
+                sys.stderr.write("interrupted twice: leaving now (finished samples are on disk)\n")
+                os._exit(130)
+            runner.cancel()

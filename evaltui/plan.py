@@ -1,0 +1,436 @@
+"""The TOML plan: pydantic models of SPEC §3 and a loader that reports every problem.
+
+A plan error is a user's typo, not a bug: `load_plan` never lets a traceback escape. It collects
+each problem as one line `plan.toml: models[1].max_workers: must be ≥ 1 (got 0)` and raises
+`PlanError` with all of them, so one run of `evaltui` shows everything to fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import string
+import sys
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MODEL_TYPES = ("lightllm", "lightllm-chat", "openai-chat", "openai-completions")
+CHAT_TYPES = ("lightllm-chat", "openai-chat")
+PPL_TYPES = ("lightllm", "openai-completions")
+EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
+SIM_OPTIONS = {"accuracy": (0.0, 1.0), "latency": (0.0, 600.0), "jitter": (0.0, 600.0)}
+DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv")
+
+
+def default_max_workers() -> int:
+    return min(32, (os.cpu_count() or 1) + 4)
+
+
+class PlanError(Exception):
+    """The plan (or the command line naming parts of it) is invalid; `problems` are ready to print."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RunConfig(_Strict):
+    work_dir: str | None = None
+    max_num_workers: int = Field(1, ge=1)
+    eval_workers: int = Field(4, ge=1)
+    heartbeat_interval: float = Field(5.0, gt=0)
+    poll_interval: float = Field(1.0, gt=0)
+    log_interval: float = Field(30.0, gt=0)
+    watch_interval: float = Field(5.0, gt=0)
+    heartbeat_timeout: float = Field(60.0, gt=0)
+
+
+class ModelConfig(_Strict):
+    abbr: str
+    type: Literal["lightllm", "lightllm-chat", "openai-chat", "openai-completions"]
+    url: str
+    max_workers: int = Field(default_factory=default_max_workers, ge=1)
+    rate_per_worker: float = Field(0.0, ge=0)
+    retry: int = Field(4, ge=0)
+    timeout: float = Field(120.0, gt=0)
+    backoff: float = Field(1.0, ge=0)
+    generation_kwargs: dict[str, Any] = Field(
+        default_factory=lambda: {"do_sample": False, "ignore_eos": False, "max_new_tokens": 1024}
+    )
+    model: str | None = None
+    api_key_env: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def is_sim(self) -> bool:
+        return self.url.startswith("sim://")
+
+    @property
+    def max_new_tokens(self) -> int:
+        return int(self.generation_kwargs.get("max_new_tokens", 1024))
+
+
+class EvaluatorConfig(_Strict):
+    type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec"]
+    pattern: str | None = None
+    timeout: float = Field(10.0, gt=0)
+    memory_mb: int = Field(1024, ge=16)
+
+
+class DatasetConfig(_Strict):
+    abbr: str
+    path: str
+    columns: list[str] = Field(default_factory=list)
+    prompt: str
+    system: str = ""
+    target: str
+    mode: Literal["gen", "ppl"] = "gen"
+    choices: list[str] = Field(default_factory=list)
+    shards: int = Field(1, ge=1)
+    limit: int = Field(0, ge=0)
+    fail_on_error: float = Field(0.0, ge=0, le=1)
+    evaluator: EvaluatorConfig | None = None
+
+    @model_validator(mode="after")
+    def _default_evaluator(self) -> "DatasetConfig":
+        if self.evaluator is None:
+            kind = "ppl" if self.mode == "ppl" else "exact"
+            object.__setattr__(self, "evaluator", EvaluatorConfig(type=kind))
+        return self
+
+
+class Plan(_Strict):
+    title: str = ""
+    run: RunConfig = Field(default_factory=RunConfig)
+    models: list[ModelConfig] = Field(min_length=1)
+    datasets: list[DatasetConfig] = Field(min_length=1)
+
+    # Filled by load_plan: where the plan came from, for relative paths and messages.
+    source: Path = Field(default=Path("plan.toml"), exclude=True)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.source.parent
+
+    def dataset_path(self, ds: DatasetConfig) -> Path:
+        p = Path(ds.path).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    def default_work_dir(self) -> Path:
+        if self.run.work_dir:
+            p = Path(self.run.work_dir).expanduser()
+            return p if p.is_absolute() else self.base_dir / p
+        return self.base_dir / "outputs" / self.source.stem
+
+    def model(self, abbr: str) -> ModelConfig:
+        return next(m for m in self.models if m.abbr == abbr)
+
+    def dataset(self, abbr: str) -> DatasetConfig:
+        return next(d for d in self.datasets if d.abbr == abbr)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The resolved plan for `<work_dir>/plan.toml`: defaults filled in, no secrets, no None."""
+        data = self.model_dump(mode="json", exclude={"source"})
+        for ds in data["datasets"]:
+            ds["path"] = str(self.dataset_path(self.dataset(ds["abbr"])).resolve())
+        return _drop_none(data)
+
+
+def _drop_none(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_drop_none(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------------------------------- loading
+
+
+def load_plan(path: str | os.PathLike[str], *, env: dict[str, str] | None = None, check_data: bool = True) -> Plan:
+    """Read, validate and check a plan file; raise PlanError listing every problem found."""
+    path = Path(path)
+    name = path.name
+    env = os.environ if env is None else env
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        raise PlanError([f"{path}: plan file not found"]) from None
+    except OSError as e:
+        raise PlanError([f"{path}: cannot read plan file: {e.strerror or e}"]) from None
+    try:
+        raw = tomllib.loads(raw_bytes.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise PlanError([f"{name}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
+    except tomllib.TOMLDecodeError as e:
+        raise PlanError([f"{name}: {_toml_error(e)}"]) from None
+    # `source` is set here, not by the user: a `source` key in the file is as unknown as any typo.
+    shadowed = ["source: unknown key (known keys: title, run, models, datasets)"] if "source" in raw else []
+    try:
+        plan = Plan.model_validate({**raw, "source": path.resolve()})
+    except ValidationError as e:
+        raise PlanError([f"{name}: {p}" for p in shadowed + _pydantic_problems(e, raw)]) from None
+    problems = shadowed + _check_semantics(plan, env)
+    if check_data:
+        from evaltui.datasets import check_dataset
+
+        for i, ds in enumerate(plan.datasets):
+            if not any(p.startswith(f"datasets[{i}].") for p in problems):
+                problems += [f"datasets[{i}].{p}" for p in check_dataset(plan, ds)]
+    if problems:
+        raise PlanError([f"{name}: {p}" for p in problems])
+    return plan
+
+
+def _toml_error(e: Exception) -> str:
+    msg = str(e)
+    m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    if m:
+        return f"line {m.group(1)}, column {m.group(2)}: invalid TOML: {msg[: m.start()].strip()}"
+    m = re.search(r"\(at end of document\)", msg)
+    if m:
+        return f"end of file: invalid TOML: {msg[: m.start()].strip()}"
+    return f"invalid TOML: {msg}"
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+_TYPE_NAMES = {
+    "int": "an integer",
+    "float": "a number",
+    "string": "a string",
+    "bool": "true or false",
+    "dict": "a table",
+    "list": "an array",
+    "model": "a table",
+}
+
+
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: type[BaseModel] = Plan
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        ann = field.annotation
+        inner = getattr(ann, "__args__", (ann,))
+        sub = next((a for a in inner if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if sub is None:
+            return []
+        model = sub
+    return [k for k in model.model_fields if k != "source"]
+
+
+def _pydantic_problems(e: ValidationError, raw: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+    for err in e.errors(include_url=False):
+        loc = tuple(err["loc"])
+        # pydantic reports Literal/union failures under a synthetic tag; keep the field path.
+        loc = tuple(p for p in loc if not (isinstance(p, str) and (p.startswith("literal[") or p in ("str", "int", "float", "EvaluatorConfig"))))
+        kind = err["type"]
+        ctx = err.get("ctx") or {}
+        got = err.get("input")
+        where = _loc(loc)
+        if kind == "extra_forbidden":
+            known = _known_keys(loc)
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else (f" (known keys: {', '.join(known)})" if known else "")
+            problems.append(f"{where}: unknown key{hint}")
+        elif kind == "missing":
+            problems.append(f"{where}: required field is missing")
+        elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+            sym = {"greater_than_equal": "≥", "greater_than": ">", "less_than_equal": "≤", "less_than": "<"}[kind]
+            bound = next(iter(ctx.values()))
+            problems.append(f"{where}: must be {sym} {bound} (got {got!r})")
+        elif kind == "literal_error":
+            problems.append(f"{where}: must be one of {ctx.get('expected')} (got {got!r})")
+        elif kind == "too_short":
+            problems.append(f"{where}: needs at least {ctx.get('min_length', 1)} entry")
+        elif kind.endswith("_type") or kind.endswith("_parsing"):
+            base = kind.rsplit("_", 1)[0]
+            want = _TYPE_NAMES.get(base, base)
+            problems.append(f"{where}: expected {want} (got {_toml_type(got)} {got!r})")
+        else:
+            problems.append(f"{where}: {err['msg']} (got {got!r})")
+    # Duplicates arise when one key fails in several union arms; keep the first.
+    return list(dict.fromkeys(problems))
+
+
+def _toml_type(v: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", dict: "table", list: "array"}.get(type(v), type(v).__name__)
+
+
+def _check_semantics(plan: Plan, env: dict[str, str]) -> list[str]:
+    problems: list[str] = []
+    for group, items in (("models", plan.models), ("datasets", plan.datasets)):
+        seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            if not ABBR_RE.match(item.abbr):
+                problems.append(
+                    f"{group}[{i}].abbr: {item.abbr!r} is not a safe name: use only letters, digits, '.', '_' and '-', "
+                    "starting with a letter or digit (it becomes a folder name)"
+                )
+            elif item.abbr in seen:
+                problems.append(f"{group}[{i}].abbr: duplicate abbr {item.abbr!r} (also {group}[{seen[item.abbr]}])")
+            else:
+                seen[item.abbr] = i
+    for i, m in enumerate(plan.models):
+        problems += [f"models[{i}].{p}" for p in _check_model(m, env)]
+    for i, ds in enumerate(plan.datasets):
+        problems += [f"datasets[{i}].{p}" for p in _check_dataset_config(plan, ds)]
+    return problems
+
+
+def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
+    problems: list[str] = []
+    parts = urlsplit(m.url)
+    if parts.scheme == "sim":
+        try:
+            sim_options(m.url)
+        except ValueError as e:
+            problems.append(f"url: {e}")
+    elif parts.scheme not in ("http", "https") or not parts.netloc:
+        problems.append(f"url: expected an http://, https:// or sim:// URL (got {m.url!r})")
+    if m.type != "lightllm" and not m.model and not m.is_sim:
+        problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
+    if m.api_key_env is not None:
+        if not m.api_key_env:
+            problems.append("api_key_env: must name an environment variable")
+        elif not env.get(m.api_key_env):
+            problems.append(f"api_key_env: environment variable {m.api_key_env} is not set (export it before running)")
+    mnt = m.generation_kwargs.get("max_new_tokens", 1024)
+    if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
+        problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
+    for k, v in m.headers.items():
+        if k.lower() == "authorization" and m.api_key_env is None:
+            problems.append("headers.Authorization: do not put secrets in the plan; name the variable in api_key_env")
+        if "\n" in k or "\n" in v or "\r" in k or "\r" in v:
+            problems.append(f"headers.{k}: header names and values must be one line")
+    return problems
+
+
+def sim_options(url: str) -> dict[str, float]:
+    """Options of a `sim://?accuracy=0.9&latency=0.05` URL, checked."""
+    parts = urlsplit(url)
+    if parts.path not in ("", "/") or parts.fragment:
+        raise ValueError(f"a simulated model URL looks like 'sim://?accuracy=0.9&latency=0.05' (got {url!r})")
+    out: dict[str, float] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key not in SIM_OPTIONS:
+            raise ValueError(f"unknown sim:// option {key!r} (known: {', '.join(SIM_OPTIONS)})")
+        try:
+            val = float(value)
+        except ValueError:
+            raise ValueError(f"sim:// option {key} must be a number (got {value!r})") from None
+        lo, hi = SIM_OPTIONS[key]
+        if not lo <= val <= hi:
+            raise ValueError(f"sim:// option {key} must be between {lo:g} and {hi:g} (got {value})")
+        out[key] = val
+    return out
+
+
+def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
+    problems: list[str] = []
+    p = plan.dataset_path(ds)
+    if not str(p).endswith(DATA_SUFFIXES):
+        problems.append(f"path: unsupported file type {p.name!r} (use {', '.join(DATA_SUFFIXES)})")
+    elif not p.is_file():
+        problems.append(f"path: file not found: {p}")
+    if ds.columns and not str(p).endswith(".csv"):
+        problems.append("columns: only used for .csv files without a header row")
+    if len(set(ds.columns)) != len(ds.columns):
+        problems.append("columns: names must be unique")
+    templates = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
+    templates.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
+    for name, tpl in templates.items():
+        try:
+            template_fields(tpl)
+        except ValueError as e:
+            problems.append(f"{name}: invalid template: {e}")
+    if ds.mode == "ppl":
+        if len(ds.choices) < 2:
+            problems.append("choices: ppl mode needs at least two candidate continuations")
+        bad = [m.abbr for m in plan.models if m.type not in PPL_TYPES]
+        if bad:
+            problems.append(
+                f"mode: 'ppl' needs prompt log-probabilities, which only types {', '.join(PPL_TYPES)} give "
+                f"(models {', '.join(bad)} cannot)"
+            )
+        if ds.evaluator and ds.evaluator.type != "ppl":
+            problems.append(f"evaluator.type: ppl mode is scored by the 'ppl' evaluator (got {ds.evaluator.type!r})")
+    else:
+        if ds.choices:
+            problems.append("choices: only used when mode = 'ppl'")
+        if ds.evaluator and ds.evaluator.type == "ppl":
+            problems.append("evaluator.type: 'ppl' scores mode = 'ppl' datasets only")
+    ev = ds.evaluator
+    if ev is not None and ev.type == "regex":
+        if not ev.pattern:
+            problems.append("evaluator.pattern: required for the regex evaluator")
+        else:
+            try:
+                re.compile(ev.pattern)
+            except re.error as e:
+                problems.append(f"evaluator.pattern: invalid regular expression: {e}")
+    elif ev is not None and ev.pattern is not None:
+        problems.append(f"evaluator.pattern: only used by the regex evaluator (type is {ev.type!r})")
+    return problems
+
+
+def template_fields(template: str) -> set[str]:
+    """The record fields a str.format template reads; ValueError for a malformed template."""
+    fields: set[str] = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        if root == "" or root.isdigit():
+            raise ValueError(f"'{{{name}}}' must name a record field, e.g. '{{question}}' (write '{{{{' for a literal brace)")
+        fields.add(root)
+        if spec:
+            fields |= template_fields(spec)
+    return fields
+
+
+def select(plan: Plan, models: list[str] | None, datasets: list[str] | None) -> Plan:
+    """The plan restricted to `--models` / `--datasets`; PlanError naming unknown abbrs."""
+    problems: list[str] = []
+    for flag, wanted, items in (("--models", models, plan.models), ("--datasets", datasets, plan.datasets)):
+        if wanted is None:
+            continue
+        known = [x.abbr for x in items]
+        for w in wanted:
+            if w not in known:
+                problems.append(f"{plan.source.name}: {flag}: unknown abbr {w!r} (the plan has: {', '.join(known)})")
+    if problems:
+        raise PlanError(problems)
+    update: dict[str, Any] = {}
+    if models is not None:
+        update["models"] = [m for m in plan.models if m.abbr in models]
+    if datasets is not None:
+        update["datasets"] = [d for d in plan.datasets if d.abbr in datasets]
+    return plan.model_copy(update=update)

@@ -1,0 +1,37 @@
+"""Scoring: judge a model's predictions for one dataset, and summarise many as a leaderboard.
+
+Standard library only (plus evaltui's own helpers): the watch-scorer runs it beside the UI and
+it must never pull in the UI's dependencies.  Model-written code runs only in subprocesses.
+"""
+
+from .choice import extract_choice
+from .gsm8k import extract_gold_number, extract_prediction_number
+from .judgement import Judgement
+from .leaderboard import DatasetRow, Leaderboard, RankedModel, build_leaderboard, rank_models
+from .normalize import normalize
+from .sandbox import run_program
+from .score import EVALUATOR_TYPES, main_metric, score
+from .summary import render_csv, render_md, render_txt, write_summary
+from .version import dataset_version
+
+__all__ = [
+    "EVALUATOR_TYPES",
+    "DatasetRow",
+    "Judgement",
+    "Leaderboard",
+    "RankedModel",
+    "build_leaderboard",
+    "dataset_version",
+    "extract_choice",
+    "extract_gold_number",
+    "extract_prediction_number",
+    "main_metric",
+    "normalize",
+    "rank_models",
+    "render_csv",
+    "render_md",
+    "render_txt",
+    "run_program",
+    "score",
+    "write_summary",
+]

@@ -1,0 +1,104 @@
+"""The leaderboard's content: datasets x models, an average row, and a ranking.
+
+Kept apart from the renderers so the UI, the headless `--json` output and the summary files
+all show the same numbers.  Layout follows OpenCompass's summary: one row per dataset
+(`dataset, version, metric, mode, <model scores...>`) and an `Average` row.  A model's average
+appears in that row only when it has a score for every dataset: a mean over fewer datasets
+would not be comparable with the other models'.  The ranking (for the live UI) does use the
+partial mean, together with how many datasets it covers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, NamedTuple
+
+MISSING = "-"
+AVERAGE_ROW = ("Average", MISSING, "naive_average", MISSING)
+HEADER_FIXED = ("dataset", "version", "metric", "mode")
+
+
+class DatasetRow(NamedTuple):
+    abbr: str
+    version: str
+    metric: str
+    mode: str
+
+
+class RankedModel(NamedTuple):
+    model: str
+    average: float | None  # mean of the scores that exist; None when there are none
+    scored: int
+    total: int
+
+
+def format_score(value: float | None) -> str:
+    return MISSING if value is None else f"{float(value):.2f}"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    datasets: tuple[DatasetRow, ...]
+    models: tuple[str, ...]
+    scores: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
+
+    def score(self, model: str, dataset: str) -> float | None:
+        value = self.scores.get((model, dataset))
+        return None if value is None else float(value)
+
+    def _present(self, model: str) -> list[float]:
+        found = (self.score(model, row.abbr) for row in self.datasets)
+        return [value for value in found if value is not None]
+
+    def average(self, model: str) -> float | None:
+        """Mean over all datasets, or None while any of them is unscored."""
+        present = self._present(model)
+        if not self.datasets or len(present) < len(self.datasets):
+            return None
+        return _mean(present)
+
+    @property
+    def header(self) -> list[str]:
+        return [*HEADER_FIXED, *self.models]
+
+    def rows(self) -> list[list[str]]:
+        """Every cell as display text: the dataset rows, then the Average row."""
+        body = [
+            [*row, *(format_score(self.score(model, row.abbr)) for model in self.models)]
+            for row in self.datasets
+        ]
+        body.append([*AVERAGE_ROW, *(format_score(self.average(model)) for model in self.models)])
+        return body
+
+    def ranking(self) -> list[RankedModel]:
+        """Best partial mean first; more datasets scored breaks ties; unscored models last."""
+        ranked = []
+        for model in self.models:
+            present = self._present(model)
+            ranked.append(RankedModel(model, _mean(present), len(present), len(self.datasets)))
+        order = {model: i for i, model in enumerate(self.models)}
+        return sorted(
+            ranked,
+            key=lambda r: (r.average is None, -(r.average or 0.0), -r.scored, order[r.model]),
+        )
+
+
+def build_leaderboard(
+    datasets: Iterable[tuple[str, str, str, str]],
+    models: Iterable[str],
+    scores: Mapping[tuple[str, str], float | None],
+) -> Leaderboard:
+    """`datasets` as (abbr, version, metric, mode) in display order; `scores` by (model, abbr)."""
+    return Leaderboard(
+        datasets=tuple(DatasetRow(*row) for row in datasets),
+        models=tuple(models),
+        scores=dict(scores),
+    )
+
+
+def rank_models(table: Leaderboard) -> list[RankedModel]:
+    return table.ranking()

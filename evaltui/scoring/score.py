@@ -1,0 +1,130 @@
+"""Score one model x dataset: every sample judged, one headline percentage.
+
+The result has the shape of OpenCompass's results files (`{"accuracy": 71.23, "details":
+[...]}`), so the summary and anyone's tooling read it the same way.  A sample that failed at
+inference (it has an `"error"`) is never judged: it scores 0 and its detail keeps the error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from .choice import judge_choice
+from .code_exec import is_pass, run_code_samples
+from .gsm8k import judge_gsm8k
+from .judgement import Judge
+from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
+
+EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
+
+_FIXED_JUDGES: dict[str, Judge] = {
+    "exact": judge_exact,
+    "includes": judge_includes,
+    "gsm8k": judge_gsm8k,
+    "choice": judge_choice,
+    "ppl": judge_ppl,
+}
+
+
+def _type_name(evaluator_type: Any) -> str:
+    """Accept a plain string or a str-valued Enum."""
+    return str(getattr(evaluator_type, "value", evaluator_type))
+
+
+def main_metric(evaluator_type: Any) -> str:
+    name = _type_name(evaluator_type)
+    if name not in EVALUATOR_TYPES:
+        raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATOR_TYPES)}")
+    return "pass@1" if name == "code_exec" else "accuracy"
+
+
+def _as_text(value: Any) -> str:
+    """Keeps falsy references: `0` becomes "0", not ""; only a missing value becomes ""."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _percent(correct: int, total: int) -> float:
+    return round(100.0 * correct / total, 2) if total else 0.0
+
+
+def _detail(position: int, sample: dict, extracted: str | None, correct: bool) -> dict:
+    detail = {
+        "index": sample.get("index", position),
+        "prediction": _as_text(sample.get("prediction")),
+        "gold": sample.get("gold"),
+        "extracted": extracted,
+        "correct": bool(correct),
+    }
+    if sample.get("error") is not None:
+        detail["error"] = sample["error"]
+    return detail
+
+
+def _failed_at_inference(sample: dict) -> bool:
+    return sample.get("error") is not None
+
+
+def _judge_text(judge: Judge, predictions: Sequence[dict]) -> list[dict]:
+    details = []
+    for position, sample in enumerate(predictions):
+        if _failed_at_inference(sample):
+            details.append(_detail(position, sample, None, False))
+            continue
+        verdict = judge(_as_text(sample.get("prediction")), _as_text(sample.get("gold")))
+        details.append(_detail(position, sample, verdict.extracted, verdict.correct))
+    return details
+
+
+def _inference_failure(error: Any) -> str:
+    kind = error.get("type") if isinstance(error, dict) else None
+    return f"failed: inference failed ({kind or 'error'})"
+
+
+def _record_for(position: int, sample: dict, records: Sequence[Any]) -> Any:
+    index = sample.get("index", position)
+    if isinstance(index, str) and index.isdigit():
+        index = int(index)
+    if isinstance(index, int) and 0 <= index < len(records):
+        return records[index]
+    return None
+
+
+def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None, workers: int) -> list[dict]:
+    if records is None:
+        raise ValueError("evaluator type 'code_exec' needs the dataset records (prompt, test, entry_point)")
+    runnable = [
+        (position, sample) for position, sample in enumerate(predictions) if not _failed_at_inference(sample)
+    ]
+    results = run_code_samples(
+        [(_as_text(sample.get("prediction")), _record_for(position, sample, records)) for position, sample in runnable],
+        timeout=float(getattr(evaluator, "timeout", 10.0)),
+        memory_mb=int(getattr(evaluator, "memory_mb", 1024)),
+        workers=workers,
+    )
+    by_position = dict(zip((position for position, _ in runnable), results))
+    details = []
+    for position, sample in enumerate(predictions):
+        if position in by_position:
+            completion, result = by_position[position]
+            detail = _detail(position, sample, completion, is_pass(result))
+        else:
+            detail = _detail(position, sample, None, False)
+            result = _inference_failure(sample["error"])
+        detail["result"] = result
+        details.append(detail)
+    return details
+
+
+def score(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None = None, *, workers: int = 2) -> dict:
+    """`{<main metric>: percent rounded to 2 decimals, "details": [one per sample]}`."""
+    name = _type_name(getattr(evaluator, "type", None))
+    metric = main_metric(name)
+    if name == "code_exec":
+        details = _judge_code(evaluator, predictions, records, workers)
+    else:
+        judge = make_regex_judge(getattr(evaluator, "pattern", None)) if name == "regex" else _FIXED_JUDGES[name]
+        details = _judge_text(judge, predictions)
+    correct = sum(1 for detail in details if detail["correct"])
+    return {metric: _percent(correct, len(details)), "details": details}

@@ -1,0 +1,287 @@
+"""The headless core end to end on the simulated server: scores, concurrency, work dir, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from planmaker import arithmetic, chat, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
+
+from evaltui.engine import events as ev
+from evaltui.engine.workdir import WorkDir, iter_checkpoint
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, answers_correctly
+
+
+def key_for(rows: list[dict], prompt_tpl: str = "{question}", target_tpl: str = "{answer}") -> AnswerKey:
+    k = AnswerKey()
+    for r in rows:
+        k.add_gen(prompt_tpl.format(**r), target_tpl.format(**r))
+    return k
+
+
+def expected_accuracy(model: str, prompts: list[str], accuracy: float) -> float:
+    right = sum(answers_correctly(model, p, accuracy) for p in prompts)
+    return round(100.0 * right / len(prompts), 2)
+
+
+def test_scores_equal_the_simulators_known_accuracy(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(120)
+    mc = [{"question": f"Pick the even number ({i})", "A": str(2 * i + 1), "B": str(2 * i), "answer": "B"} for i in range(80)]
+    key = key_for(rows)
+    for r in mc:
+        key.add_gen(f"{r['question']}\nA. {r['A']}\nB. {r['B']}\nAnswer:", r["answer"])
+    profiles = {"strong": ModelProfile(accuracy=0.8, latency=0.002), "weak": ModelProfile(accuracy=0.35, latency=0.002)}
+    sim = sim_factory(SimConfig(answer_key=key, models=profiles))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("strong", sim.url), chat("weak", sim.url)],
+        datasets=[
+            gsm_dataset("arith", write_jsonl(tmp_path / "arith.jsonl", rows)),
+            {"abbr": "mc", "path": str(write_jsonl(tmp_path / "mc.jsonl", mc)), "prompt": "{question}\nA. {A}\nB. {B}\nAnswer:", "target": "{answer}", "evaluator": {"type": "choice"}},
+        ],
+        run={"max_num_workers": 2},
+    )
+    code, events, runner = run_plan(plan)
+    assert code == 0
+    scored = {(e.model, e.dataset): e.score for e in of_type(events, ev.DatasetScored)}
+    prompts = {"arith": [r["question"] for r in rows], "mc": [f"{r['question']}\nA. {r['A']}\nB. {r['B']}\nAnswer:" for r in mc]}
+    for model, acc in (("strong", 0.8), ("weak", 0.35)):
+        for ds in ("arith", "mc"):
+            assert scored[(model, ds)] == expected_accuracy(model, prompts[ds], acc), (model, ds)
+    assert scored[("strong", "arith")] > scored[("weak", "arith")]
+    # The result files say the same, in percent, with per-sample details.
+    wd = runner.workdir
+    result = json.loads(wd.result_file("weak", "mc").read_text())
+    assert result["accuracy"] == scored[("weak", "mc")] and len(result["details"]) == 80
+    # The summary files exist and hold the leaderboard.
+    finished = of_type(events, ev.RunFinished)[-1]
+    txt = Path(finished.summary_files["txt"]).read_text()
+    assert "arith" in txt and "strong" in txt and "Average" in txt
+    assert f"{scored[('strong', 'arith')]:.2f}" in txt
+
+
+def test_work_dir_layout_and_formats(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(30) + [{"question": "zero?", "answer": "#### 0"}, {"question": "empty?", "answer": ""}]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=0.005)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, api_key_env="EVALTUI_TEST_API_KEY")],
+        datasets=[gsm_dataset("one", write_jsonl(tmp_path / "d.jsonl", rows)), gsm_dataset("split", tmp_path / "d.jsonl", shards=3)],
+    )
+    import os
+
+    os.environ["EVALTUI_TEST_API_KEY"] = "sk-very-secret"
+    try:
+        code, events, runner = run_plan(plan)
+    finally:
+        del os.environ["EVALTUI_TEST_API_KEY"]
+    assert code == 1 or code == 0
+    wd = runner.workdir
+    root = wd.root
+    assert (root / "plan.toml").is_file() and "EVALTUI_TEST_API_KEY" in (root / "plan.toml").read_text()
+    for f in root.rglob("*"):
+        if f.is_file():
+            assert "sk-very-secret" not in f.read_text(errors="replace"), f
+    assert (root / "infer_heartbeat").read_text().strip()[:4].isdigit()
+    assert (root / "infer_status/m/one.json").is_file()
+    assert [p.name for p in sorted((root / "infer_status/m").glob("split*"))] == ["split_0.json", "split_1.json", "split_2.json"]
+    assert (root / "predictions/m/tmp_split_2.jsonl").is_file() and (root / "predictions/m/tmp_one.jsonl").is_file()
+    status = json.loads((root / "infer_status/m/split_1.json").read_text())
+    assert status["status"] == "done" and status["total"] == 11 and status["completed"] == 11 and status["failed"] == 0
+    assert set(status) >= {"status", "total", "completed", "failed", "error", "updated_at"}
+    for ds in ("one", "split"):
+        preds = json.loads(wd.predictions_file("m", ds).read_text())
+        assert list(preds) == [str(i) for i in range(32)]  # index order, not completion order
+        assert set(preds["0"]) >= {"origin_prompt", "prediction", "gold"}
+        assert preds["30"]["gold"] == "#### 0" and preds["31"]["gold"] == ""  # falsy golds kept
+    result = json.loads(wd.result_file("m", "split").read_text())
+    assert 0 <= result["accuracy"] <= 100 and len(result["details"]) == 32
+    assert list((root / "summary").glob("summary_*.txt")) and list((root / "summary").glob("summary_*.csv")) and list((root / "summary").glob("summary_*.md"))
+    assert (root / "logs" / "run.log").read_text().count("scored") == 2
+    # No temporary files left behind by atomic writes.
+    assert not [p for p in root.rglob("*.tmp")]
+
+
+def test_concurrency_is_one_pool_per_model_and_the_next_dataset_starts_early(tmp_path: Path, sim_factory) -> None:
+    a, b = arithmetic(60, "A"), arithmetic(60, "B")
+    sim = sim_factory(SimConfig(answer_key=key_for(a + b), default=ModelProfile(latency=0.03, jitter=0.03)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=6)],
+        datasets=[gsm_dataset("a", write_jsonl(tmp_path / "a.jsonl", a)), gsm_dataset("b", write_jsonl(tmp_path / "b.jsonl", b))],
+    )
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    stats = sim.stats
+    assert stats.max_in_flight == 6  # the pool is full and never over max_workers
+    log = sorted(stats.log, key=lambda r: r.t_received)
+    first_b = next(r for r in log if r.prompt.startswith("B"))
+    in_flight_a = [r for r in log if r.prompt.startswith("A") and r.t_received <= first_b.t_received < r.t_done]
+    assert in_flight_a, "dataset b's first request must go out while dataset a still has requests in flight"
+    # Plan order: every dataset-a request was sent before the last ones of b.
+    assert max(r.t_received for r in log if r.prompt.startswith("A")) < max(r.t_received for r in log if r.prompt.startswith("B"))
+    started = [e.dataset for e in of_type(events, ev.DatasetStarted)]
+    assert started == ["a", "b"]
+
+
+def test_max_num_workers_runs_models_side_by_side(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=0.03)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m1", sim.url, max_workers=3), lightllm("m2", sim.url, max_workers=3), lightllm("m3", sim.url, max_workers=3)],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))],
+        run={"max_num_workers": 2},
+    )
+    code, _, _ = run_plan(plan)
+    assert code == 0
+    assert sim.stats.max_in_flight == 6  # two models at a time, three slots each
+
+
+def test_failures_are_recorded_and_a_plain_rerun_retries_only_them(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    key = key_for(rows)
+    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))  # long prompts get 400
+    long_ones = {r["question"] for r in rows if len(r["question"]) > 20}
+    assert 0 < len(long_ones) < 40
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    code, events, runner = run_plan(plan)
+    assert code == 1
+    failed = of_type(events, ev.SampleFailed)
+    assert len(failed) == len(long_ones)
+    err = failed[0].error
+    assert err["type"] == "http" and err["status"] == 400 and "too long" in err["message"]
+    status = runner.workdir.read_status("m", "d")
+    assert status["status"] == "fail" and status["failed"] == len(long_ones) and status["completed"] == 40 - len(long_ones)
+    assert not runner.workdir.predictions_file("m", "d").exists()  # never scored while incomplete
+    assert not runner.workdir.result_file("m", "d").exists()
+    assert of_type(events, ev.WatchSkipped)[0].pairs == (("m", "d"),)
+    failures_log = (runner.workdir.logs_dir / "failures.jsonl").read_text().splitlines()
+    assert len(failures_log) == len(long_ones) and json.loads(failures_log[0])["status"] == 400
+
+    # The server is fixed; a plain re-run sends only the failed samples.
+    sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+    sim.reset_stats()
+    code, events, runner = run_plan(plan)
+    assert code == 0
+    assert {r.prompt for r in sim.stats.log} == long_ones
+    preds = json.loads(runner.workdir.predictions_file("m", "d").read_text())
+    assert len(preds) == 40 and all(p["prediction"] for p in preds.values())
+    assert of_type(events, ev.DatasetScored)[0].score == 100.0
+
+
+def test_fail_on_error_tolerates_a_fraction(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    long_ones = sum(len(r["question"]) > 20 for r in rows)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), fail_on_error=0.9)])
+    code, events, runner = run_plan(plan)
+    assert code == 0
+    (scored,) = of_type(events, ev.DatasetScored)
+    assert scored.score == round(100 * (40 - long_ones) / 40, 2)  # failed samples score 0
+    preds = json.loads(runner.workdir.predictions_file("m", "d").read_text())
+    assert sum("error" in p for p in preds.values()) == long_ones
+
+
+def test_resume_skips_finished_pairs_and_samples(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(50)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data), gsm_dataset("e", data, limit=20)])
+    assert run_plan(plan)[0] == 0
+    wd = WorkDir(tmp_path / "out")
+    # Dataset-level resume: everything is kept, nothing is sent again.
+    sim.reset_stats()
+    code, events, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 0
+    assert {e.status for e in of_type(events, ev.DatasetPlanned)} == {"scored"}
+    # Sample-level resume: drop the final file and half the checkpoint, with a torn last line.
+    wd.predictions_file("m", "d").unlink()
+    wd.result_file("m", "d").unlink()
+    cp = wd.checkpoint_file("m", "d")
+    lines = cp.read_text().splitlines(keepends=True)
+    kept = lines[:30]
+    cp.write_text("".join(kept) + lines[30][: len(lines[30]) // 2])
+    kept_indices = {json.loads(line)["index"] for line in kept}
+    sim.reset_stats()
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    assert sim.stats.requests_total == 20  # only what was not kept, the torn line included
+    assert {r.prompt for r in sim.stats.log} == {rows[i]["question"] for i in range(50) if i not in kept_indices}
+    indices = [e["index"] for e in iter_checkpoint(cp)]
+    assert sorted(indices) == list(range(50))  # no duplicates, nothing lost
+    assert len(json.loads(wd.predictions_file("m", "d").read_text())) == 50
+    # --fresh starts over.
+    sim.reset_stats()
+    code, _, _ = run_plan(plan, fresh=True)
+    assert code == 0 and sim.stats.requests_total == 70
+
+
+def test_changed_prompt_starts_the_pair_over(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(10)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    assert run_plan(plan)[0] == 0
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, prompt="Q: {question}")])
+    sim.reset_stats()
+    code, events, _ = run_plan(plan)
+    assert sim.stats.requests_total == 10
+    assert any("changed" in e.message for e in of_type(events, ev.Notice))
+
+
+def test_one_evaluator_raising_leaves_the_others_intact(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    from evaltui import scoring
+
+    rows = arithmetic(20)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url)],
+        datasets=[gsm_dataset("a", data), {**gsm_dataset("broken", data), "evaluator": {"type": "exact"}}, gsm_dataset("c", data)],
+    )
+    real = scoring.score
+
+    def flaky(evaluator, predictions, records=None, **kw):  # type: ignore[no-untyped-def]
+        if evaluator.type == "exact":
+            raise ZeroDivisionError("evaluator bug")
+        return real(evaluator, predictions, records, **kw)
+
+    monkeypatch.setattr(scoring, "score", flaky)
+    code, events, runner = run_plan(plan)
+    assert code == 1
+    by_ds = {e.dataset: e for e in of_type(events, ev.DatasetScored)}
+    assert by_ds["a"].score == 100.0 and by_ds["c"].score == 100.0
+    assert by_ds["broken"].score is None and "ZeroDivisionError: evaluator bug" in by_ds["broken"].error
+    assert json.loads(runner.workdir.result_file("m", "broken").read_text()) == {"error": "ZeroDivisionError: evaluator bug"}
+    assert runner.workdir.has_scored_result("m", "a") and runner.workdir.has_scored_result("m", "c")
+
+
+def test_ppl_mode_end_to_end(tmp_path: Path, sim_factory) -> None:
+    rows = [{"text": f"{i} plus {i} equals", "A": str(2 * i), "B": str(2 * i + 1), "answer": str(2 * i)} for i in range(30)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_ppl(r["text"], [f" {r['A']}", f" {r['B']}"], f" {r['answer']}")
+    sim = sim_factory(SimConfig(answer_key=key, models={"m": ModelProfile(accuracy=0.6)}))
+    ds = {"abbr": "p", "path": str(write_jsonl(tmp_path / "p.jsonl", rows)), "mode": "ppl", "prompt": "{text}", "choices": [" {A}", " {B}"], "target": " {answer}", "evaluator": {"type": "ppl"}}
+    code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[ds]))
+    assert code == 0
+    (scored,) = of_type(events, ev.DatasetScored)
+    assert scored.score == expected_accuracy("m", [r["text"] for r in rows], 0.6)
+    preds = json.loads(runner.workdir.predictions_file("m", "p").read_text())
+    assert len(preds["0"]["ppl"]) == 2 and sim.stats.requests_total == 60
+
+
+def test_humaneval_canonical_pass_and_broken_fail_through_the_engine(tmp_path: Path, sim_factory) -> None:
+    rows = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "sample_configs/data/code.jsonl").read_text().splitlines()]
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["prompt"], r["canonical_solution"])
+    sim = sim_factory(SimConfig(answer_key=key, models={"good": ModelProfile(accuracy=1.0), "bad": ModelProfile(accuracy=0.0)}))
+    ds = {"abbr": "code", "path": str(write_jsonl(tmp_path / "c.jsonl", rows)), "prompt": "{prompt}", "target": "{canonical_solution}", "evaluator": {"type": "code_exec", "timeout": 5.0}}
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("good", sim.url), lightllm("bad", sim.url)], datasets=[ds], run={"max_num_workers": 2}))
+    assert code == 0
+    scores = {e.model: e.score for e in of_type(events, ev.DatasetScored)}
+    assert scores == {"good": 100.0, "bad": 0.0}

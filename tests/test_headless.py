@@ -1,0 +1,149 @@
+"""`evaltui PLAN --no-ui` as a user runs it: lines, table, --json, subsets, exit codes, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from planmaker import arithmetic, chat, gsm_dataset, lightllm, write_jsonl, write_plan
+
+from evaltui.engine.workdir import WorkDir
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def evaltui(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evaltui", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def two_by_two(tmp_path: Path, sim_factory, **faults):  # type: ignore[no-untyped-def]
+    rows = arithmetic(30)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, models={"good": ModelProfile(accuracy=1.0), "half": ModelProfile(accuracy=0.5)}, faults=Faults(**faults)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(tmp_path, models=[lightllm("good", sim.url), chat("half", sim.url)], datasets=[gsm_dataset("x", data), gsm_dataset("y", data, limit=10)])
+    return plan, sim
+
+
+def test_no_ui_prints_state_lines_then_the_leaderboard(tmp_path: Path, sim_factory) -> None:
+    plan, _ = two_by_two(tmp_path, sim_factory)
+    r = evaltui(str(plan), "--no-ui")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "\x1b" not in out  # not a TTY: no ANSI
+    for pair in ("good/x", "good/y", "half/x", "half/y"):
+        assert f"{pair}: started" in out and f"{pair}: scored, accuracy = " in out
+    table = out[out.index("dataset ") :]
+    assert table.splitlines()[0].split() == ["dataset", "version", "metric", "mode", "good", "half"]
+    assert "Average" in table and "100.00" in table
+    summary = next(line for line in out.splitlines() if line.startswith("summary: "))
+    paths = summary.removeprefix("summary: ").split()
+    assert len(paths) == 3 and all(Path(p).is_file() for p in paths)
+
+
+def test_json_summary_on_stdout(tmp_path: Path, sim_factory) -> None:
+    plan, _ = two_by_two(tmp_path, sim_factory)
+    r = evaltui(str(plan), "--no-ui", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)  # nothing but JSON on stdout
+    assert data["exit_code"] == 0
+    assert data["leaderboard"]["models"] == ["good", "half"]
+    rows = {row["abbr"]: row for row in data["leaderboard"]["datasets"]}
+    assert rows["x"]["scores"]["good"] == 100.0 and rows["x"]["metric"] == "accuracy"
+    assert data["leaderboard"]["average"]["good"] == 100.0
+    assert {(p["model"], p["dataset"]) for p in data["pairs"] if p["status"] == "scored"} == {("good", "x"), ("good", "y"), ("half", "x"), ("half", "y")}
+    assert "scored" in r.stderr  # progress lines went to stderr
+
+
+def test_subset_and_work_dir_options(tmp_path: Path, sim_factory) -> None:
+    plan, sim = two_by_two(tmp_path, sim_factory)
+    elsewhere = tmp_path / "elsewhere"
+    r = evaltui(str(plan), "--no-ui", "--models", "half", "--datasets", "y", "--work-dir", str(elsewhere))
+    assert r.returncode == 0, r.stderr
+    wd = WorkDir(elsewhere)
+    assert wd.result_file("half", "y").is_file()
+    assert not wd.result_file("good", "y").exists() and not wd.result_file("half", "x").exists()
+    assert not (tmp_path / "out").exists()  # the plan's own work_dir was not touched
+    assert {rec.model for rec in sim.stats.log} == {"half"} and sim.stats.requests_total == 10
+    bad = evaltui(str(plan), "--no-ui", "--models", "nope")
+    assert bad.returncode == 2 and "--models: unknown abbr 'nope'" in bad.stderr
+
+
+def test_exit_code_1_when_something_is_not_scored(tmp_path: Path, sim_factory) -> None:
+    plan, _ = two_by_two(tmp_path, sim_factory, fail_first=9, fail_first_kind="422")
+    r = evaltui(str(plan), "--no-ui")
+    assert r.returncode == 1
+    assert "inference FAILED" in r.stdout and "not scored" in r.stdout
+
+
+def test_ctrl_c_keeps_work_and_exits_130(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(400)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, default=ModelProfile(latency=0.05)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    wd = WorkDir(tmp_path / "out")
+    proc = subprocess.Popen([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    cp = wd.checkpoint_file("m", "d")
+    while time.monotonic() < deadline and (not cp.exists() or cp.read_bytes().count(b"\n") < 10):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in out
+    status = wd.read_status("m", "d")
+    assert status["status"] == "pending" and "interrupted" in status["error"]
+    done = cp.read_bytes().count(b"\n")
+    assert 10 <= done < 400
+    # Run again: it resumes and only the rest is sent.
+    sim.reset_stats()
+    r = evaltui(str(plan), "--no-ui")
+    assert r.returncode == 0, r.stderr
+    assert sim.stats.requests_total == 400 - done
+
+
+def test_headless_path_never_imports_textual() -> None:
+    code = (
+        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.runner, evaltui.backends, evaltui.scoring, evaltui.sim;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_version_and_help() -> None:
+    from evaltui import __version__
+
+    r = evaltui("--version")
+    assert r.returncode == 0 and __version__ in r.stdout
+    r = evaltui("--help")
+    assert r.returncode == 0 and "--no-ui" in r.stdout and "serve-sim" in r.stdout
+    r = evaltui("serve-sim", "--help")
+    assert r.returncode == 0 and "--port" in r.stdout and "--fail-first" in r.stdout
+
+
+def test_the_demo_runs_end_to_end_on_the_bundled_simulator(tmp_path: Path) -> None:
+    r = evaltui(str(REPO / "sample_configs" / "demo.toml"), "--no-ui", "--json", "--work-dir", str(tmp_path / "demo"))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert "simulator: listening on http://127.0.0.1:" in r.stderr
+    average = data["leaderboard"]["average"]
+    assert average["sim-strong"] > average["sim-weak"] + 15  # two models of different, known skill
+    assert len(data["leaderboard"]["datasets"]) == 4
+    assert {p["status"] for p in data["pairs"]} == {"scored"}
+
+
+def test_committed_demo_data_is_what_the_generator_makes() -> None:
+    r = subprocess.run([sys.executable, str(REPO / "sample_configs" / "make_demo_data.py"), "--check"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -1,0 +1,71 @@
+"""Option-letter extraction from realistic model replies, and its precedence."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaltui.scoring.choice import extract_choice, gold_letter, judge_choice
+
+
+@pytest.mark.parametrize(
+    "reply, letter",
+    [
+        # 1. explicit statements
+        ("The answer is C.", "C"),
+        ("I think the answer is D", "D"),
+        ("Answer: A\nExplanation: A is the only option that ...", "A"),
+        ("answer: (B)", "B"),
+        ("**Answer:** (C) Paris", "C"),
+        ("The correct answer would be B because it is larger.", "B"),
+        ("The correct option is B since", "B"),
+        ("The answer is option C.", "C"),
+        ("答案是 D", "D"),
+        ("A and B are wrong, so the answer is C.", "C"),  # explicit beats earlier letters
+        ("The answer is B.\n\nQuestion: ... The answer is A.", "B"),  # the first statement
+        # 2. just the letter
+        ("D", "D"),
+        ("  (D) ", "D"),
+        ("D.", "D"),
+        ("D)", "D"),
+        ("D:", "D"),
+        ("**B**", "B"),
+        # 3. leading label
+        ("(B) Paris", "B"),
+        ("B. Paris", "B"),
+        ("C) Berlin is the capital", "C"),
+        # 4. last standalone letter between punctuation / line ends
+        ("Between A and B I'd pick (B), clearly.", "B"),
+        ("Looking at the options, I'd go with C.", "C"),
+        ("The options are tricky.\nB\n", "B"),
+        # no letter at all
+        ("I don't know.", None),
+        ("A dog is a mammal.", None),  # an article is not an option
+        ("The U.S. has fifty states", None),
+        ("Option B is plausible but I am not sure", None),
+        ("the answer is c", None),  # only capitals are option letters
+        ("", None),
+    ],
+)
+def test_extract_choice(reply, letter):
+    assert extract_choice(reply) == letter
+
+
+def test_pronoun_i_is_not_an_option_unless_bracketed():
+    assert extract_choice("Honestly, neither do I.") is None
+    assert extract_choice("It has to be (I).") == "I"
+
+
+def test_explicit_statement_beats_leading_label():
+    assert extract_choice("A) is tempting, but the answer is D.") == "D"
+
+
+@pytest.mark.parametrize("gold", ["C", "(C)", "C.", "c", " C ", "C)", "Answer: C"])
+def test_gold_forms(gold):
+    assert gold_letter(gold) == "C"
+
+
+def test_judge_choice():
+    assert judge_choice("The answer is C.", "(C)") == ("C", True)
+    assert judge_choice("The answer is C.", "B") == ("C", False)
+    assert judge_choice("I don't know.", "A") == (None, False)
+    assert judge_choice("A", "") == ("A", False)

@@ -1,0 +1,177 @@
+"""exact / includes / regex / ppl, and what score() does for every evaluator type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from evaltui.scoring import main_metric, normalize, score
+from evaltui.scoring.text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
+
+
+@dataclass
+class Ev:
+    type: str
+    pattern: str | None = None
+    timeout: float = 10.0
+    memory_mb: int = 1024
+
+
+def preds(*pairs: tuple[str, object]) -> list[dict]:
+    return [{"index": i, "origin_prompt": "q", "prediction": p, "gold": g} for i, (p, g) in enumerate(pairs)]
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("  Paris  ", "paris"),
+        ("PARIS.", "paris"),
+        ('"Paris"', "paris"),
+        ("'Paris'.", "paris"),
+        ('"Paris."', "paris"),
+        ("\u201cNew   York\u201d", "new york"),
+        ("New\n\tYork", "new york"),
+        ("STRASSE", "strasse"),
+        ("Straße", "strasse"),  # casefold, not lower
+        ("3.14", "3.14"),
+        ("", ""),
+        ('""', ""),
+        ("0", "0"),
+        (0, "0"),
+    ],
+)
+def test_normalize(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_exact_correct_and_incorrect():
+    assert judge_exact("  paris. ", "Paris").correct
+    assert judge_exact('"PARIS"', "paris").correct
+    assert not judge_exact("Paris, France", "Paris").correct
+    assert judge_exact("Paris, France", "Paris").extracted == "paris, france"
+
+
+def test_exact_keeps_falsy_gold():
+    assert judge_exact("0", "0").correct
+    assert not judge_exact("", "0").correct
+    assert judge_exact("", "").correct
+    assert not judge_exact("something", "").correct
+
+
+def test_includes():
+    assert judge_includes("The capital is PARIS, of course.", "paris").correct
+    assert not judge_includes("The capital is Lyon.", "Paris").correct
+    assert judge_includes("It is 0 degrees", "0").correct
+    assert not judge_includes("no digits here", "0").correct
+
+
+def test_includes_empty_gold_is_equality_not_match_all():
+    assert not judge_includes("anything at all", "").correct
+    assert judge_includes("  ", "").correct
+
+
+def test_regex_first_group_then_normalised_equality():
+    judge = make_regex_judge(r"Answer:\s*(\w+)")
+    assert judge("Let me think.\nAnswer: PARIS", "paris") == ("PARIS", True)
+    assert judge("Answer: Lyon", "paris") == ("Lyon", False)
+    assert judge("no marker", "paris") == (None, False)
+
+
+def test_regex_without_groups_uses_whole_match():
+    judge = make_regex_judge(r"\d+")
+    assert judge("there are 42 of them", "42") == ("42", True)
+    assert judge("zero: 0", "0") == ("0", True)
+
+
+def test_regex_optional_group_that_did_not_match():
+    judge = make_regex_judge(r"x(\d)?")
+    assert judge("x", "1") == (None, False)
+
+
+def test_ppl_compares_chosen_candidate():
+    assert judge_ppl("Yes.", "yes").correct
+    assert not judge_ppl("No", "yes").correct
+
+
+def test_score_metric_is_percent_rounded_to_two_decimals():
+    result = score(Ev("exact"), preds(("a", "a"), ("b", "x"), ("c", "c")))
+    assert result["accuracy"] == 66.67
+    assert [d["correct"] for d in result["details"]] == [True, False, True]
+    assert set(result) == {"accuracy", "details"}
+
+
+def test_score_detail_shape():
+    result = score(Ev("exact"), preds(("Paris.", "paris")))
+    assert result["details"] == [
+        {"index": 0, "prediction": "Paris.", "gold": "paris", "extracted": "paris", "correct": True}
+    ]
+
+
+def test_score_empty_predictions_is_zero():
+    for kind in ("exact", "includes", "gsm8k", "choice", "ppl"):
+        result = score(Ev(kind), [])
+        assert result == {"accuracy": 0.0, "details": []}
+    assert score(Ev("regex", pattern="x"), []) == {"accuracy": 0.0, "details": []}
+    assert score(Ev("code_exec"), [], records=[]) == {"pass@1": 0.0, "details": []}
+
+
+def test_score_error_sample_scores_zero_and_says_why():
+    error = {"type": "HTTPStatusError", "status": 500, "message": "boom"}
+    samples = preds(("x", "x"), ("", ""))
+    samples[1]["error"] = error  # an empty gold would otherwise match the empty prediction
+    result = score(Ev("exact"), samples)
+    assert result["accuracy"] == 50.0
+    assert result["details"][1]["correct"] is False
+    assert result["details"][1]["error"] == error
+    assert result["details"][1]["extracted"] is None
+    assert "error" not in result["details"][0]
+
+
+def test_score_keeps_falsy_gold_values():
+    result = score(Ev("exact"), preds(("0", 0), ("", "")))
+    assert result["accuracy"] == 100.0
+    assert result["details"][0]["gold"] == 0
+
+
+def test_score_all_types_dispatch():
+    assert score(Ev("includes"), preds(("it is paris", "Paris")))["accuracy"] == 100.0
+    assert score(Ev("regex", pattern=r"is (\w+)"), preds(("it is paris", "Paris")))["accuracy"] == 100.0
+    assert score(Ev("gsm8k"), preds(("so #### 18", "... #### 18")))["accuracy"] == 100.0
+    assert score(Ev("choice"), preds(("The answer is C.", "C")))["accuracy"] == 100.0
+    ppl_sample = preds(("B", "B"))
+    ppl_sample[0]["ppl"] = [2.5, 1.1]
+    assert score(Ev("ppl"), ppl_sample)["accuracy"] == 100.0
+
+
+def test_main_metric():
+    assert main_metric("code_exec") == "pass@1"
+    for kind in ("exact", "includes", "regex", "gsm8k", "choice", "ppl"):
+        assert main_metric(kind) == "accuracy"
+
+
+def test_unknown_type_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown evaluator type 'bleu'"):
+        score(Ev("bleu"), preds(("a", "a")))
+    with pytest.raises(ValueError, match="unknown evaluator type"):
+        main_metric("nope")
+
+
+@pytest.mark.parametrize("pattern", [None, ""])
+def test_regex_without_pattern_is_a_clear_error(pattern):
+    with pytest.raises(ValueError, match="needs a non-empty 'pattern'"):
+        score(Ev("regex", pattern=pattern), preds(("a", "a")))
+
+
+def test_regex_with_invalid_pattern_is_a_clear_error():
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        score(Ev("regex", pattern="(unclosed"), preds(("a", "a")))
+
+
+def test_enum_valued_type_is_accepted():
+    import enum
+
+    class Kind(str, enum.Enum):
+        EXACT = "exact"
+
+    assert score(Ev(Kind.EXACT), preds(("a", "a")))["accuracy"] == 100.0
