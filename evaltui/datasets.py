@@ -88,6 +88,27 @@ def iter_records(path: Path, columns: list[str] | None = None) -> Iterator[dict[
         raise DatasetError(f"{name}: cannot read: {e}") from None
 
 
+# Record counts seen while validating, keyed by the file's identity, so a run does not parse a
+# dataset once more just to learn its size.
+_COUNTS: dict[tuple[Any, ...], int] = {}
+
+
+def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
+    path = plan.dataset_path(ds)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_mtime_ns, st.st_size, tuple(ds.columns), ds.limit)
+
+
+def count_records(plan: "Plan", ds: "DatasetConfig") -> int:
+    key = _count_key(plan, ds)
+    if key is not None and key in _COUNTS:
+        return _COUNTS[key]
+    return len(load_records(plan, ds))
+
+
 def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     for rec in iter_records(plan.dataset_path(ds), ds.columns or None):
@@ -123,6 +144,9 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
                     del needs[name]  # one report per template is enough
     except DatasetError as e:
         return [f"path: {e}"]
+    key = _count_key(plan, ds)
+    if key is not None:
+        _COUNTS[key] = count
     if count == 0:
         problems.append(f"path: {plan.dataset_path(ds).name} has no records")
     return problems

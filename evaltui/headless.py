@@ -17,7 +17,6 @@ from typing import Any, TextIO
 
 import anyio
 
-from evaltui import scoring
 from evaltui.engine import events as ev
 from evaltui.engine.runlog import event_line
 from evaltui.engine.runner import Runner
@@ -66,7 +65,7 @@ class HeadlessRenderer:
             self.say(self.progress_line())
 
 
-def leaderboard_json(table: scoring.Leaderboard) -> dict[str, Any]:
+def leaderboard_json(table: Any) -> dict[str, Any]:
     return {
         "models": list(table.models),
         "datasets": [
@@ -119,7 +118,9 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
     code = anyio.run(main)
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:
-        out.write("\n" + scoring.render_txt(finished.leaderboard) + "\n")
+        from evaltui.scoring import render_txt
+
+        out.write("\n" + render_txt(finished.leaderboard) + "\n")
         if finished.summary_files:
             out.write("\nsummary: " + "  ".join(finished.summary_files[k] for k in sorted(finished.summary_files)) + "\n")
         out.flush()

@@ -285,3 +285,33 @@ def test_humaneval_canonical_pass_and_broken_fail_through_the_engine(tmp_path: P
     assert code == 0
     scores = {e.model: e.score for e in of_type(events, ev.DatasetScored)}
     assert scores == {"good": 100.0, "bad": 0.0}
+
+
+def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path, sim_factory) -> None:
+    import anyio
+
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    long_ones = {r["question"] for r in rows if len(r["question"]) > 20}
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data), gsm_dataset("e", data, limit=5)]))
+    events: list[ev.Event] = []
+    runner = Runner(plan, sink=events.append)
+
+    async def session() -> int:
+        with anyio.fail_after(60):
+            code = await runner.run()
+            assert runner.workdir.read_status("m", "d")["status"] == "fail"
+            sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
+            sim.reset_stats()
+            await runner.retry("m", "d")
+            return code
+
+    assert anyio.run(session) == 1
+    assert {r.prompt for r in sim.stats.log} == long_ones  # only the failed ones, only that pair
+    scored = [e for e in of_type(events, ev.DatasetScored) if e.dataset == "d"]
+    assert scored[-1].score == 100.0
+    assert runner.workdir.read_status("m", "d")["status"] == "done"

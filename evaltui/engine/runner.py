@@ -20,9 +20,8 @@ from typing import Any
 import anyio
 import tomli_w
 
-from evaltui import scoring
 from evaltui.backends import make_backend, make_client
-from evaltui.datasets import load_records
+from evaltui.datasets import count_records
 from evaltui.engine import events as ev
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import ModelInference
@@ -90,7 +89,7 @@ class Runner:
                 for pair in pairs:
                     wd.forget_pair(*pair)
             self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
-            self._totals = {d.abbr: await anyio.to_thread.run_sync(_count, self.plan, d) for d in self.plan.datasets}
+            self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
                 if self.interrupted:
@@ -189,6 +188,8 @@ class Runner:
             await anyio.sleep(min(1.0, self.plan.run.heartbeat_interval))
 
     def _scores(self) -> dict[tuple[str, str], float | None]:
+        from evaltui import scoring  # imported when first needed: not on the path to the first request
+
         scores: dict[tuple[str, str], float | None] = {}
         for m in self.plan.models:
             for d in self.plan.datasets:
@@ -199,6 +200,8 @@ class Runner:
         return scores
 
     def table(self, scores: dict[tuple[str, str], float | None]) -> Any:
+        from evaltui import scoring
+
         rows = [
             (d.abbr, scoring.dataset_version(d.model_dump(mode="json")), scoring.main_metric(d.evaluator.type), d.mode)
             for d in self.plan.datasets
@@ -206,6 +209,8 @@ class Runner:
         return scoring.build_leaderboard(rows, [m.abbr for m in self.plan.models], scores)
 
     def _write_summary(self, table: Any) -> dict[str, str]:
+        from evaltui import scoring
+
         try:
             paths = scoring.write_summary(self.workdir.root, table, datetime.now())
         except OSError as e:
@@ -215,7 +220,3 @@ class Runner:
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
-
-
-def _count(plan: Plan, ds: DatasetConfig) -> int:
-    return len(load_records(plan, ds))

@@ -22,13 +22,14 @@ from evaltui.engine import events as ev
 from evaltui.engine.workdir import WorkDir, read_predictions
 from evaltui.fsutil import atomic_write_json
 from evaltui.plan import Plan
-from evaltui import scoring
 
 Pair = tuple[str, str]
 
 
 def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int) -> dict:
     """Score one pair from its files and write its result file; runs in a worker thread."""
+    from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
+
     ds = plan.dataset(dataset)
     predictions = read_predictions(workdir.predictions_file(model, dataset))
     if predictions is None:
@@ -105,8 +106,9 @@ class WatchScorer:
 
     async def _score(self, pair: Pair) -> None:
         model, dataset = pair
-        ds = self.plan.dataset(dataset)
-        metric = scoring.main_metric(ds.evaluator.type)
+        from evaltui.scoring import main_metric
+
+        metric = main_metric(self.plan.dataset(dataset).evaluator.type)
         async with self._limiter:
             try:
                 result = await anyio.to_thread.run_sync(score_pair, self.plan, self.workdir, model, dataset, self.code_workers)

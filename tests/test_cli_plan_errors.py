@@ -1,0 +1,328 @@
+"""`evaltui PLAN.toml` on a broken plan: exit code 2, one clear line per problem, never a traceback.
+
+Each case breaks one thing in an otherwise valid plan and checks what the user reads on stderr:
+the plan file's name, the table/field path and the words that say what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import tomli_w
+
+from evaltui.cli import main
+
+PLAN_NAME = "llama_gsm8k.toml"
+UNSET_VAR = "EVALTUI_TEST_SURELY_UNSET_KEY"
+
+
+def write_data(folder: Path) -> None:
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(4)]
+    (folder / "data" / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "data" / "mcq.csv").write_text('What is 2+2?,3,4,5,6,B\n"Pick, one",x,y,z,w,A\n', encoding="utf-8")
+
+
+def base_plan() -> dict[str, Any]:
+    return {
+        "title": "cli errors",
+        "run": {"work_dir": "out"},
+        "models": [
+            {"abbr": "llama", "type": "lightllm", "url": "http://127.0.0.1:1/generate"},
+            {"abbr": "gpt", "type": "openai-chat", "url": "http://127.0.0.1:1/v1", "model": "gpt-x"},
+        ],
+        "datasets": [
+            {"abbr": "math", "path": "data/math.jsonl", "prompt": "Q: {question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}},
+            {
+                "abbr": "mcq",
+                "path": "data/mcq.csv",
+                "columns": ["question", "A", "B", "C", "D", "answer"],
+                "prompt": "{question}\nA. {A}\nB. {B}\nC. {C}\nD. {D}\nAnswer:",
+                "target": "{answer}",
+                "evaluator": {"type": "choice"},
+            },
+        ],
+    }
+
+
+@pytest.fixture(autouse=True)
+def _never_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan that should have been rejected must not start a run (no network, no work dir)."""
+
+    def refuse(*a: Any, **kw: Any) -> Any:
+        raise AssertionError("the plan was accepted and a run was started")
+
+    import evaltui.engine.runner
+
+    monkeypatch.setattr(evaltui.engine.runner, "Runner", refuse)
+    monkeypatch.delenv(UNSET_VAR, raising=False)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert out == ""
+    return code, err
+
+
+def check(code: int, err: str, *fragments: str) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert PLAN_NAME in err
+    for f in fragments:
+        assert f in err, f"{f!r} not in stderr:\n{err}"
+
+
+def test_the_base_plan_is_valid(tmp_path: Path) -> None:
+    """Every case below breaks exactly one thing in this plan."""
+    from evaltui.plan import load_plan
+
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(base_plan()), encoding="utf-8")
+    plan = load_plan(tmp_path / PLAN_NAME)
+    assert [m.abbr for m in plan.models] == ["llama", "gpt"]
+
+
+# Each case: (id, change to the plan dict, fragments that must appear on stderr).
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Edit:
+    def edit(d: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        for p in parents:
+            d = d[int(p)] if p.isdigit() else d[p]  # type: ignore[index]
+        if value is _DELETE:
+            del d[last]
+        else:
+            d[last] = value
+
+    return edit
+
+
+_DELETE = object()
+
+CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
+    ("unknown-top-key", _set("modles", []), ("modles: unknown key", "did you mean 'models'")),
+    ("unknown-run-key", _set("run.workdir", "x"), ("run.workdir: unknown key", "work_dir")),
+    ("unknown-model-key", _set("models.1.max_worker", 4), ("models[1].max_worker: unknown key", "max_workers")),
+    ("unknown-evaluator-key", _set("datasets.0.evaluator.patern", "x"), ("datasets[0].evaluator.patern: unknown key", "pattern")),
+    ("source-key", _set("source", "x.toml"), ("source: unknown key",)),
+    ("int-as-string", _set("models.1.max_workers", "8"), ("models[1].max_workers: expected an integer", "'8'")),
+    ("int-as-float", _set("models.0.retry", 1.5), ("models[0].retry: expected an integer", "1.5")),
+    ("int-as-bool", _set("datasets.0.limit", True), ("datasets[0].limit: expected an integer", "boolean")),
+    ("float-as-string", _set("run.poll_interval", "fast"), ("run.poll_interval: expected a number", "'fast'")),
+    ("table-as-int", _set("models.0.generation_kwargs", 5), ("models[0].generation_kwargs: expected a table",)),
+    ("header-not-string", _set("models.1.headers", {"X-Team": 1}), ("models[1].headers.X-Team: expected a string",)),
+    ("array-as-string", _set("datasets.1.columns", "question,A"), ("datasets[1].columns: expected an array",)),
+    ("run-not-table", _set("run", 3), ("run: expected a table",)),
+    ("below-minimum", _set("models.1.max_workers", 0), ("models[1].max_workers: must be ≥ 1 (got 0)",)),
+    ("above-maximum", _set("datasets.0.fail_on_error", 1.5), ("datasets[0].fail_on_error: must be ≤ 1", "1.5")),
+    ("zero-timeout", _set("models.0.timeout", 0.0), ("models[0].timeout: must be > 0",)),
+    ("bad-model-type", _set("models.0.type", "vllm"), ("models[0].type: must be one of", "'vllm'")),
+    ("bad-mode", _set("datasets.0.mode", "generate"), ("datasets[0].mode: must be one of", "'generate'")),
+    ("bad-evaluator", _set("datasets.0.evaluator.type", "bleu"), ("datasets[0].evaluator.type: must be one of", "'bleu'")),
+    ("missing-prompt", _set("datasets.0.prompt", _DELETE), ("datasets[0].prompt: required field is missing",)),
+    ("missing-url", _set("models.0.url", _DELETE), ("models[0].url: required field is missing",)),
+    ("no-models", _set("models", []), ("models: needs at least",)),
+    ("duplicate-model-abbr", _set("models.1.abbr", "llama"), ("models[1].abbr: duplicate abbr 'llama'", "models[0]")),
+    ("duplicate-dataset-abbr", _set("datasets.1.abbr", "math"), ("datasets[1].abbr: duplicate abbr 'math'",)),
+    ("abbr-dotdot", _set("models.0.abbr", "../up"), ("models[0].abbr:", "'../up'", "not a safe name")),
+    ("abbr-slash", _set("datasets.0.abbr", "gsm8k/test"), ("datasets[0].abbr:", "not a safe name")),
+    ("abbr-space", _set("models.1.abbr", "my model"), ("models[1].abbr:", "not a safe name")),
+    ("abbr-colon", _set("models.1.abbr", "c:x"), ("models[1].abbr:", "not a safe name")),
+    ("abbr-unicode", _set("models.1.abbr", "modèle"), ("models[1].abbr:", "not a safe name")),
+    ("abbr-empty", _set("models.1.abbr", ""), ("models[1].abbr:", "not a safe name")),
+    ("missing-data-file", _set("datasets.0.path", "data/nope.jsonl"), ("datasets[0].path: file not found", "nope.jsonl")),
+    ("unsupported-data-file", _set("datasets.0.path", "data/math.txt"), ("datasets[0].path: unsupported file type", "math.txt")),
+    ("template-field-missing", _set("datasets.0.prompt", "{question} {context}"), ("datasets[0].prompt: record 0 has no field 'context'",)),
+    ("csv-template-field-missing", _set("datasets.1.target", "{E}"), ("datasets[1].target: record 0 has no field 'E'",)),
+    ("system-template-field-missing", _set("datasets.0.system", "You are {persona}."), ("datasets[0].system:", "'persona'")),
+    ("template-positional", _set("datasets.0.prompt", "Q: {0}"), ("datasets[0].prompt: invalid template",)),
+    ("template-unbalanced", _set("datasets.0.target", "{answer"), ("datasets[0].target: invalid template",)),
+    ("api-key-env-unset", _set("models.1.api_key_env", UNSET_VAR), ("models[1].api_key_env:", UNSET_VAR, "not set")),
+    ("openai-chat-without-model", _set("models.1.model", _DELETE), ("models[1].model: required for type 'openai-chat'",)),
+    ("url-ftp", _set("models.0.url", "ftp://127.0.0.1/generate"), ("models[0].url:", "http://", "'ftp://127.0.0.1/generate'")),
+    ("url-no-scheme", _set("models.0.url", "127.0.0.1:8000/generate"), ("models[0].url:", "http://")),
+    ("url-no-host", _set("models.1.url", "http:///v1"), ("models[1].url:", "http://")),
+    ("sim-out-of-range", _set("models.0.url", "sim://?accuracy=2"), ("models[0].url:", "accuracy", "between 0 and 1")),
+    ("sim-unknown-option", _set("models.0.url", "sim://?speed=3"), ("models[0].url:", "unknown sim:// option 'speed'")),
+    ("sim-not-a-number", _set("models.0.url", "sim://?latency=slow"), ("models[0].url:", "latency must be a number")),
+    ("sim-with-path", _set("models.0.url", "sim://host/generate"), ("models[0].url:", "sim://?accuracy=")),
+    ("regex-without-pattern", _set("datasets.0.evaluator", {"type": "regex"}), ("datasets[0].evaluator.pattern: required",)),
+    ("regex-invalid", _set("datasets.0.evaluator", {"type": "regex", "pattern": "([0-9]+"}), ("datasets[0].evaluator.pattern: invalid regular expression",)),
+    ("pattern-on-other-evaluator", _set("datasets.0.evaluator.pattern", "x"), ("datasets[0].evaluator.pattern: only used by the regex evaluator",)),
+    ("authorization-header", _set("models.1.headers", {"Authorization": "Bearer sk-x"}), ("models[1].headers.Authorization:", "api_key_env")),
+    ("max-new-tokens-zero", _set("models.0.generation_kwargs", {"max_new_tokens": 0}), ("models[0].generation_kwargs.max_new_tokens: must be an integer ≥ 1",)),
+    ("choices-in-gen-mode", _set("datasets.0.choices", ["a", "b"]), ("datasets[0].choices: only used when mode = 'ppl'",)),
+    ("columns-on-jsonl", _set("datasets.0.columns", ["question", "answer"]), ("datasets[0].columns: only used for .csv",)),
+]
+
+
+@pytest.mark.parametrize(("edit", "fragments"), [pytest.param(e, f, id=i) for i, e, f in CASES])
+def test_plan_problem_exits_2_with_a_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Edit, fragments: tuple[str, ...]
+) -> None:
+    data = base_plan()
+    edit(data)
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    code, err = run_cli(capsys, str(tmp_path / PLAN_NAME), "--no-ui")
+    check(code, err, *fragments)
+    assert all(line.startswith(PLAN_NAME + ": ") for line in err.splitlines()), err
+
+
+@pytest.mark.parametrize("model_type", ["openai-chat", "openai-completions", "lightllm-chat"])
+def test_model_name_is_required_for_named_model_types(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str
+) -> None:
+    data = base_plan()
+    data["models"][1] = {"abbr": "srv", "type": model_type, "url": "http://127.0.0.1:1/v1"}
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "models[1].model: required", repr(model_type))
+
+
+@pytest.mark.parametrize("model_type", ["openai-chat", "lightllm-chat"])
+def test_ppl_mode_with_a_chat_model_type(tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str) -> None:
+    data = base_plan()
+    data["models"][1]["type"] = model_type
+    data["datasets"][1].update(mode="ppl", choices=[" A", " B", " C", " D"], evaluator={"type": "ppl"})
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "datasets[1].mode:", "ppl", "gpt")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ('title = "x"\n[run]\nmax_num_workers = = 2\n', ("line 3, column", "invalid TOML")),
+        ('title = "x"\ntitle = "y"\n', ("line 2, column", "invalid TOML")),
+        ('[[models]]\nabbr = "a\n', ("line 2, column", "invalid TOML")),
+        ("x = [1,\n", ("invalid TOML",)),
+    ],
+    ids=["double-equals", "duplicate-key", "unterminated-string", "unterminated-array"],
+)
+def test_toml_syntax_error_names_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, fragments: tuple[str, ...]
+) -> None:
+    (tmp_path / PLAN_NAME).write_text(text, encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), *fragments)
+
+
+def test_plan_that_is_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / PLAN_NAME).write_bytes(b'title = "caf\xe9"\n')
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "UTF-8")
+
+
+def test_plan_file_that_does_not_exist(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "not found")
+
+
+def test_plan_path_that_is_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / PLAN_NAME
+    folder.mkdir()
+    check(*run_cli(capsys, str(folder)), "cannot read")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        ('{"question": "a", "answer": "1"}\n{"question": \n', ("datasets[0].path:", "line 2", "not valid JSON")),
+        ('{"question": "a", "answer": "1"}\n\n["a", "b"]\n', ("datasets[0].path:", "line 3", "expected a JSON object")),
+        ("", ("datasets[0].path:", "has no records")),
+    ],
+    ids=["invalid-json-line", "non-object-line", "empty"],
+)
+def test_unreadable_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, fragments: tuple[str, ...]) -> None:
+    write_data(tmp_path)
+    (tmp_path / "data" / "math.jsonl").write_text(content, encoding="utf-8")
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(base_plan()), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), *fragments)
+
+
+def test_csv_row_with_wrong_width(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_data(tmp_path)
+    (tmp_path / "data" / "mcq.csv").write_text("q1,a,b,c,d,A\nq2,a,b,c,B\n", encoding="utf-8")
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(base_plan()), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "datasets[1].path:", "row 2", "5 values but 6 columns")
+
+
+def test_several_problems_are_all_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = base_plan()
+    data["models"][0]["url"] = "ftp://x/generate"
+    data["models"][1]["abbr"] = "llama"
+    data["models"][1]["api_key_env"] = UNSET_VAR
+    data["datasets"][0]["path"] = "data/gone.jsonl"
+    data["datasets"][1]["evaluator"] = {"type": "regex"}
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    code, err = run_cli(capsys, str(tmp_path / PLAN_NAME))
+    check(
+        code,
+        err,
+        "models[0].url:",
+        "models[1].abbr: duplicate",
+        "models[1].api_key_env:",
+        "datasets[0].path: file not found",
+        "datasets[1].evaluator.pattern: required",
+    )
+    assert len(err.strip().splitlines()) == 5
+
+
+def test_several_type_problems_are_all_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = base_plan()
+    data["run"]["eval_workers"] = 0
+    data["models"][0]["max_workers"] = "lots"
+    data["datasets"][1]["shards"] = 0
+    data["datasets"][0]["promt"] = "typo"
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    code, err = run_cli(capsys, str(tmp_path / PLAN_NAME))
+    check(code, err, "run.eval_workers: must be ≥ 1", "models[0].max_workers: expected an integer", "datasets[1].shards: must be ≥ 1", "datasets[0].promt: unknown key")
+    assert len(err.strip().splitlines()) == 4
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragments"),
+    [
+        (["--models", "llama,claude"], ("--models: unknown abbr 'claude'", "llama, gpt")),
+        (["--datasets", "gsm8k"], ("--datasets: unknown abbr 'gsm8k'", "math, mcq")),
+        (["--models", "x", "--datasets", "y"], ("--models: unknown abbr 'x'", "--datasets: unknown abbr 'y'")),
+    ],
+    ids=["models", "datasets", "both"],
+)
+def test_unknown_abbr_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], fragments: tuple[str, ...]
+) -> None:
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(base_plan()), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME), "--no-ui", *flags), *fragments)
+
+
+def test_bad_plan_via_python_dash_m(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"][1]["max_workers"] = 0
+    write_data(tmp_path)
+    plan = tmp_path / PLAN_NAME
+    plan.write_text(tomli_w.dumps(data), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltui", str(plan), "--no-ui"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{PLAN_NAME}: models[1].max_workers: must be ≥ 1 (got 0)" in proc.stderr
+    assert proc.stdout == ""

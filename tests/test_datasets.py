@@ -1,0 +1,313 @@
+"""Reading dataset files into records and rendering samples; the real GSM8K/HumanEval/MMLU files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from evaltui.datasets import DatasetError, check_dataset, iter_records, load_records, render_sample
+from evaltui.plan import DatasetConfig, Plan, load_plan
+
+# tests/ -> repo root (/work/main) -> its parent, which holds shared/datasets.
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared datasets folder not found at {SHARED}")
+MMLU_COLUMNS = ["question", "A", "B", "C", "D", "answer"]
+MMLU_PROMPT = "{question}\nA. {A}\nB. {B}\nC. {C}\nD. {D}\nAnswer:"
+
+
+def plan_for(folder: Path, **ds: Any) -> tuple[Plan, DatasetConfig]:
+    """A plan with one lightllm model and one dataset (defaults: prompt {question}, target {answer})."""
+    dataset = {"abbr": "d", "prompt": "{question}", "target": "{answer}", **ds}
+    data = {"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": [dataset]}
+    path = folder / "plan.toml"
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    plan = load_plan(path, check_data=False)
+    return plan, plan.datasets[0]
+
+
+def records(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    return list(iter_records(path, columns))
+
+
+# ---------------------------------------------------------------------------------------- jsonl
+
+
+def test_jsonl_skips_blank_lines_and_keeps_order(tmp_path: Path) -> None:
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"q": 1}\n\n   \n{"q": 2, "nested": {"x": [1, 2]}}\r\n{"q": "tr\\u00e8s"}', encoding="utf-8")
+    assert records(p) == [{"q": 1}, {"q": 2, "nested": {"x": [1, 2]}}, {"q": "très"}]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ('{"q": 1}\n\n{"q": \n', ("line 3", "not valid JSON")),
+        ('{"q": 1}\n[1, 2]\n', ("line 2", "expected a JSON object", "list")),
+        ('"just a string"\n', ("line 1", "expected a JSON object", "str")),
+        ('{"q": 1}\n{"q": 2}\nnull\n', ("line 3", "expected a JSON object")),
+    ],
+    ids=["invalid-json", "array-line", "string-line", "null-line"],
+)
+def test_jsonl_bad_line_names_the_line(tmp_path: Path, content: str, words: tuple[str, ...]) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content, encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        records(p)
+    msg = str(info.value)
+    assert "bad.jsonl" in msg
+    for w in words:
+        assert w in msg
+
+
+def test_jsonl_gz(tmp_path: Path) -> None:
+    p = tmp_path / "d.jsonl.gz"
+    rows = [{"task_id": f"T/{i}", "prompt": "def f():\n"} for i in range(3)]
+    p.write_bytes(gzip.compress(("\n".join(json.dumps(r) for r in rows) + "\n\n").encode()))
+    assert records(p) == rows
+
+
+def test_corrupt_gzip_is_a_dataset_error(tmp_path: Path) -> None:
+    raw = bytearray(gzip.compress(b'{"q": 1}\n' * 2000))
+    for i in range(30, 60):  # damage the deflate stream itself
+        raw[i] ^= 0xFF
+    p = tmp_path / "broken.jsonl.gz"
+    p.write_bytes(bytes(raw))
+    with pytest.raises(DatasetError, match="broken.jsonl.gz"):
+        records(p)
+    truncated = tmp_path / "short.jsonl.gz"
+    truncated.write_bytes(gzip.compress(b'{"q": 1}\n' * 2000)[:-20])
+    with pytest.raises(DatasetError, match="short.jsonl.gz"):
+        records(truncated)
+
+
+def test_not_utf8_is_a_dataset_error(tmp_path: Path) -> None:
+    p = tmp_path / "latin.jsonl"
+    p.write_bytes(b'{"q": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match="latin.jsonl"):
+        records(p)
+
+
+def test_byte_order_mark_is_not_part_of_the_data(tmp_path: Path) -> None:
+    j = tmp_path / "bom.jsonl"
+    j.write_bytes('\ufeff{"q": 1}\n'.encode())
+    assert records(j) == [{"q": 1}]
+    c = tmp_path / "bom.csv"
+    c.write_bytes("\ufeffquestion,answer\nx,1\n".encode())
+    assert records(c) == [{"question": "x", "answer": "1"}]
+
+
+# ----------------------------------------------------------------------------------------- json
+
+
+def test_json_list_of_objects(tmp_path: Path) -> None:
+    p = tmp_path / "d.json"
+    p.write_text(json.dumps([{"q": 1}, {"q": 2}]), encoding="utf-8")
+    assert records(p) == [{"q": 1}, {"q": 2}]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ('{"data": [{"q": 1}]}', ("expected a JSON array", "dict")),
+        ('[{"q": 1}, 5]', ("item 1", "expected a JSON object")),
+        ('[{"q": 1},', ("not valid JSON",)),
+    ],
+    ids=["object-not-list", "non-object-item", "invalid"],
+)
+def test_json_errors(tmp_path: Path, content: str, words: tuple[str, ...]) -> None:
+    p = tmp_path / "bad.json"
+    p.write_text(content, encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        records(p)
+    for w in ("bad.json", *words):
+        assert w in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------ csv
+
+
+def test_csv_with_header(tmp_path: Path) -> None:
+    p = tmp_path / "d.csv"
+    p.write_text('question,answer\n"Is 1,000 > 999?",yes\n\nplain,no\n', encoding="utf-8")
+    assert records(p) == [{"question": "Is 1,000 > 999?", "answer": "yes"}, {"question": "plain", "answer": "no"}]
+
+
+def test_csv_without_header_uses_columns_mmlu_style(tmp_path: Path) -> None:
+    p = tmp_path / "mmlu.csv"
+    p.write_text(
+        '"Which, if any?","True, True","line one\nline two",x,"say ""hi""",A\r\nSecond,1,2,3,4,D\r\n', encoding="utf-8"
+    )
+    rows = records(p, MMLU_COLUMNS)
+    assert rows == [
+        {"question": "Which, if any?", "A": "True, True", "B": "line one\nline two", "C": "x", "D": 'say "hi"', "answer": "A"},
+        {"question": "Second", "A": "1", "B": "2", "C": "3", "D": "4", "answer": "D"},
+    ]
+    # Without columns the first row would be taken as a header: one record fewer.
+    assert len(records(p)) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "columns", "row"),
+    [
+        ("a,b,c,d,e,A\nq,1,2,3,A\n", MMLU_COLUMNS, "row 2"),
+        ("a,b,c,d,e,A,extra\n", MMLU_COLUMNS, "row 1"),
+        ("question,answer\nx,1\ny,2,3\n", None, "row 3"),
+    ],
+    ids=["short-row", "long-row", "header-file"],
+)
+def test_csv_row_of_wrong_width_names_the_row(tmp_path: Path, content: str, columns: list[str] | None, row: str) -> None:
+    p = tmp_path / "bad.csv"
+    p.write_text(content, encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        records(p, columns)
+    assert "bad.csv" in str(info.value) and row in str(info.value)
+
+
+def test_empty_csv_has_no_records(tmp_path: Path) -> None:
+    p = tmp_path / "empty.csv"
+    p.write_text("", encoding="utf-8")
+    assert records(p) == [] and records(p, ["a"]) == []
+
+
+# ---------------------------------------------------------------------------- load, check, render
+
+
+def test_load_records_limit(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"question": i, "answer": i}) + "\n" for i in range(10)))
+    plan, ds = plan_for(tmp_path, path="d.jsonl", limit=3)
+    assert [r["question"] for r in load_records(plan, ds)] == [0, 1, 2]
+    plan, ds = plan_for(tmp_path, path="d.jsonl")
+    assert len(load_records(plan, ds)) == 10
+    plan, ds = plan_for(tmp_path, path="d.jsonl", limit=50)
+    assert len(load_records(plan, ds)) == 10
+
+
+def test_check_dataset_reports_missing_fields_with_the_record_index(tmp_path: Path) -> None:
+    rows = [{"question": "a", "answer": "1"}, {"question": "b", "answer": "2"}, {"question": "c", "hint": "h"}]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plan, ds = plan_for(tmp_path, path="d.jsonl", system="{hint}")
+    problems = check_dataset(plan, ds)
+    assert "system: record 0 has no field 'hint' (its fields: answer, question)" in problems
+    assert "target: record 2 has no field 'answer' (its fields: hint, question)" in problems
+    assert len(problems) == 2
+    plan, ds = plan_for(tmp_path, path="d.jsonl", limit=2)  # record 2 is past the limit
+    assert check_dataset(plan, ds) == []
+
+
+def test_check_dataset_empty_and_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    plan, ds = plan_for(tmp_path, path="empty.jsonl")
+    assert check_dataset(plan, ds) == ["path: empty.jsonl has no records"]
+    (tmp_path / "bad.jsonl").write_text('{"question": 1, "answer": 2}\nnope\n')
+    plan, ds = plan_for(tmp_path, path="bad.jsonl")
+    (problem,) = check_dataset(plan, ds)
+    assert problem.startswith("path: ") and "bad.jsonl line 2" in problem
+
+
+def test_render_sample_formats_every_template(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text("")
+    plan, ds = plan_for(
+        tmp_path,
+        path="d.jsonl",
+        prompt="Q: {question}\nOptions: {opts[0]} / {opts[1]} ({meta[level]})",
+        system="You are {role}.",
+        target="{answer}",
+        mode="ppl",
+        choices=[" {opts[0]}", " {opts[1]}"],
+        evaluator={"type": "ppl"},
+    )
+    rec = {"question": "2+2?", "opts": ["4", "5"], "meta": {"level": "easy"}, "role": "a tutor", "answer": "4"}
+    s = render_sample(ds, 7, rec)
+    assert s.index == 7
+    assert s.prompt == "Q: 2+2?\nOptions: 4 / 5 (easy)"
+    assert s.system == "You are a tutor."
+    assert s.target == "4"
+    assert s.choices == (" 4", " 5")
+
+
+@pytest.mark.parametrize(("gold", "expected"), [(0, "0"), ("", ""), (0.0, "0.0"), (False, "False"), ("0", "0")])
+def test_falsy_gold_is_kept(tmp_path: Path, gold: Any, expected: str) -> None:
+    (tmp_path / "d.jsonl").write_text("")
+    plan, ds = plan_for(tmp_path, path="d.jsonl")
+    s = render_sample(ds, 0, {"question": "q", "answer": gold})
+    assert s.target == expected
+    assert s.system == "" and s.choices == ()
+
+
+def test_literal_braces_in_templates(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(json.dumps({"question": "x", "answer": "y"}) + "\n")
+    plan, ds = plan_for(tmp_path, path="d.jsonl", prompt='Reply as JSON {{"answer": ...}}: {question}')
+    assert check_dataset(plan, ds) == []
+    assert render_sample(ds, 0, {"question": "x", "answer": "y"}).prompt == 'Reply as JSON {"answer": ...}: x'
+
+
+# ------------------------------------------------------------------------------------ real data
+
+
+@needs_shared
+def test_gsm8k_test_split() -> None:
+    rows = records(SHARED / "gsm8k" / "test.jsonl")
+    assert len(rows) == 1319
+    assert all(set(r) == {"question", "answer"} for r in rows)
+    assert all("####" in r["answer"] for r in rows)
+
+
+@needs_shared
+def test_humaneval_gz() -> None:
+    rows = records(SHARED / "humaneval" / "HumanEval.jsonl.gz")
+    assert len(rows) == 164
+    keys = {"task_id", "prompt", "canonical_solution", "test", "entry_point"}
+    assert all(keys <= set(r) for r in rows)
+    assert rows[0]["task_id"] == "HumanEval/0" and rows[-1]["task_id"] == "HumanEval/163"
+
+
+@needs_shared
+def test_mmlu_val_all_files_count() -> None:
+    files = sorted((SHARED / "mmlu" / "data" / "val").glob("*.csv"))
+    assert len(files) == 57
+    total = 0
+    for f in files:
+        rows = records(f, MMLU_COLUMNS)
+        assert all(r["answer"] in ("A", "B", "C", "D") for r in rows), f.name
+        total += len(rows)
+    assert total == 1542
+
+
+@needs_shared
+def test_plan_over_real_datasets_loads_and_renders(tmp_path: Path) -> None:
+    mmlu = SHARED / "mmlu" / "data" / "val" / "abstract_algebra_val.csv"
+    data = {
+        "models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}],
+        "datasets": [
+            {"abbr": "mmlu-aa", "path": str(mmlu), "columns": MMLU_COLUMNS, "prompt": MMLU_PROMPT, "target": "{answer}", "evaluator": {"type": "choice"}},
+            {"abbr": "gsm8k", "path": str(SHARED / "gsm8k" / "test.jsonl"), "prompt": "Question: {question}\nAnswer:", "target": "{answer}", "limit": 5, "evaluator": {"type": "gsm8k"}},
+            {"abbr": "humaneval", "path": str(SHARED / "humaneval" / "HumanEval.jsonl.gz"), "prompt": "{prompt}", "target": "{canonical_solution}", "evaluator": {"type": "code_exec"}},
+        ],
+    }
+    path = tmp_path / "real.toml"
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    plan = load_plan(path)  # checks every record against the templates
+
+    aa = plan.dataset("mmlu-aa")
+    rows = load_records(plan, aa)
+    assert len(rows) == 11
+    s = render_sample(aa, 0, rows[0])
+    assert s.prompt.startswith("The cyclic subgroup of Z_24 generated by 18 has order\nA. 4\nB. 8\nC. 12\nD. 6\nAnswer:")
+    assert s.target == "A"
+    third = render_sample(aa, 2, rows[2])  # quoted options with commas
+    assert "\nA. True, True\nB. False, False\n" in third.prompt
+
+    gsm = load_records(plan, plan.dataset("gsm8k"))
+    assert len(gsm) == 5
+    g = render_sample(plan.dataset("gsm8k"), 0, gsm[0])
+    assert g.prompt.startswith("Question: ") and "####" in g.target
+
+    he = load_records(plan, plan.dataset("humaneval"))
+    assert len(he) == 164
+    h = render_sample(plan.dataset("humaneval"), 0, he[0])
+    assert h.prompt.startswith("from typing import List") and h.target.strip()

@@ -1,0 +1,290 @@
+"""Loading a plan: the happy path (defaults, paths, snapshot) and the problems `load_plan`/`select` report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from evaltui.plan import Plan, PlanError, load_plan, select
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SECRET = "sk-test-0123456789-do-not-leak"
+
+
+def write_data(folder: Path) -> None:
+    (folder / "data").mkdir(parents=True, exist_ok=True)
+    rows = [{"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"} for i in range(5)]
+    (folder / "data" / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "data" / "mcq.csv").write_text(
+        'What is 2+2?,3,4,5,6,B\n"Pick one, please",x,y,z,w,A\n', encoding="utf-8"
+    )
+
+
+def base_plan() -> dict[str, Any]:
+    return {
+        "title": "unit",
+        "models": [
+            {"abbr": "llama", "type": "lightllm", "url": "http://127.0.0.1:1/generate"},
+            {"abbr": "gpt", "type": "openai-chat", "url": "http://127.0.0.1:1/v1", "model": "gpt-x"},
+        ],
+        "datasets": [
+            {"abbr": "math", "path": "data/math.jsonl", "prompt": "Q: {question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}},
+            {
+                "abbr": "mcq",
+                "path": "data/mcq.csv",
+                "columns": ["question", "A", "B", "C", "D", "answer"],
+                "prompt": "{question}\nA. {A}\nB. {B}\nC. {C}\nD. {D}\nAnswer:",
+                "target": "{answer}",
+                "evaluator": {"type": "choice"},
+            },
+        ],
+    }
+
+
+def write_plan(folder: Path, data: dict[str, Any], name: str = "my-eval.toml") -> Path:
+    write_data(folder)
+    path = folder / name
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    return path
+
+
+def problems_of(path: Path, **kw: Any) -> list[str]:
+    with pytest.raises(PlanError) as info:
+        load_plan(path, **kw)
+    return info.value.problems
+
+
+# ------------------------------------------------------------------------------------ happy path
+
+
+def test_valid_plan_loads_with_spec_defaults(tmp_path: Path) -> None:
+    plan = load_plan(write_plan(tmp_path, base_plan()))
+    assert plan.title == "unit"
+    assert [m.abbr for m in plan.models] == ["llama", "gpt"]
+    assert [d.abbr for d in plan.datasets] == ["math", "mcq"]
+    run = plan.run
+    assert (run.max_num_workers, run.eval_workers) == (1, 4)
+    assert (run.heartbeat_interval, run.poll_interval, run.log_interval) == (5.0, 1.0, 30.0)
+    assert (run.watch_interval, run.heartbeat_timeout) == (5.0, 60.0)
+    assert plan.default_work_dir() == tmp_path / "outputs" / "my-eval"
+    m = plan.models[0]
+    assert m.max_workers == min(32, (os.cpu_count() or 1) + 4)
+    assert (m.rate_per_worker, m.retry, m.timeout) == (0, 4, 120.0)
+    assert m.generation_kwargs == {"do_sample": False, "ignore_eos": False, "max_new_tokens": 1024}
+    assert m.headers == {} and m.api_key_env is None
+    d = plan.datasets[0]
+    assert (d.columns, d.system, d.mode, d.choices, d.shards, d.limit, d.fail_on_error) == ([], "", "gen", [], 1, 0, 0.0)
+    assert d.evaluator is not None and d.evaluator.type == "gsm8k"
+
+
+@pytest.mark.parametrize(("cpus", "expected"), [(2, 6), (1, 5), (28, 32), (96, 32), (None, 5)])
+def test_default_max_workers_is_cpu_count_plus_4_capped_at_32(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpus: int | None, expected: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    plan = load_plan(write_plan(tmp_path, base_plan()))
+    assert [m.max_workers for m in plan.models] == [expected, expected]
+
+
+def test_explicit_values_are_kept(tmp_path: Path) -> None:
+    data = base_plan()
+    data["run"] = {"work_dir": "/abs/elsewhere", "max_num_workers": 2, "poll_interval": 0.25, "heartbeat_timeout": 30}
+    data["models"][0].update(max_workers=64, timeout=5, generation_kwargs={"max_new_tokens": 7})
+    data["datasets"][0].update(limit=3, shards=2, fail_on_error=0.5)
+    del data["datasets"][0]["evaluator"]
+    plan = load_plan(write_plan(tmp_path, data))
+    assert plan.default_work_dir() == Path("/abs/elsewhere")
+    assert plan.run.max_num_workers == 2 and plan.run.poll_interval == 0.25 and plan.run.heartbeat_timeout == 30
+    assert plan.models[0].max_workers == 64 and plan.models[0].timeout == 5
+    assert plan.models[0].max_new_tokens == 7
+    assert (plan.datasets[0].limit, plan.datasets[0].shards, plan.datasets[0].fail_on_error) == (3, 2, 0.5)
+    assert plan.datasets[0].evaluator is not None and plan.datasets[0].evaluator.type == "exact"
+
+
+def test_relative_paths_resolve_against_the_plan_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "configs" / "nested"
+    data = base_plan()
+    data["run"] = {"work_dir": "runs/one"}
+    data["datasets"][1]["path"] = str((folder / "data" / "mcq.csv").resolve())  # absolute stays absolute
+    path = write_plan(folder, data)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the working directory must not matter
+    plan = load_plan(Path(os.path.relpath(path, elsewhere)))
+    assert plan.dataset_path(plan.datasets[0]).resolve() == (folder / "data" / "math.jsonl").resolve()
+    assert plan.dataset_path(plan.datasets[1]) == (folder / "data" / "mcq.csv").resolve()
+    assert plan.default_work_dir().resolve() == (folder / "runs" / "one").resolve()
+
+
+def test_sim_url_needs_no_model_name(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"] = [{"abbr": "sim", "type": "openai-chat", "url": "sim://?accuracy=0.9&latency=0.01"}]
+    plan = load_plan(write_plan(tmp_path, data))
+    assert plan.models[0].is_sim
+
+
+def _walk(obj: Any) -> list[Any]:
+    if isinstance(obj, dict):
+        return [obj, *(x for v in obj.values() for x in _walk(v))]
+    if isinstance(obj, list):
+        return [obj, *(x for v in obj for x in _walk(v))]
+    return [obj]
+
+
+def test_snapshot_has_no_none_no_secret_and_round_trips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALTUI_TEST_API_KEY", SECRET)
+    data = base_plan()
+    data["models"][1]["api_key_env"] = "EVALTUI_TEST_API_KEY"
+    data["models"][1]["headers"] = {"X-Team": "eval"}
+    path = write_plan(tmp_path, data)
+    plan = load_plan(path)
+
+    snap = plan.snapshot()
+    assert all(v is not None for v in _walk(snap))
+    text = tomli_w.dumps(snap)  # the work dir's plan.toml
+    assert "EVALTUI_TEST_API_KEY" in text
+    assert SECRET not in text
+    assert "source" not in snap
+    # Defaults are filled in, dataset paths are absolute.
+    assert snap["run"]["eval_workers"] == 4
+    assert snap["models"][0]["max_workers"] == plan.models[0].max_workers
+    assert snap["models"][0]["generation_kwargs"]["max_new_tokens"] == 1024
+    assert snap["datasets"][0]["path"] == str((tmp_path / "data" / "math.jsonl").resolve())
+    assert snap["datasets"][0]["evaluator"]["type"] == "gsm8k"
+
+    again = Plan.model_validate({**tomllib.loads(text), "source": path.resolve()})
+    assert again.snapshot() == snap
+    assert again.model(abbr="gpt").api_key_env == "EVALTUI_TEST_API_KEY"
+    # Written out as a plan file of its own, it loads again from another folder.
+    copy_path = tmp_path / "elsewhere" / "resolved.toml"
+    copy_path.parent.mkdir()
+    copy_path.write_text(text, encoding="utf-8")
+    reloaded = load_plan(copy_path)
+    assert [reloaded.dataset_path(d) for d in reloaded.datasets] == [plan.dataset_path(d).resolve() for d in plan.datasets]
+
+
+# -------------------------------------------------------------------------------------- problems
+
+
+def test_issue_example_line_format(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"][1]["max_workers"] = 0
+    assert problems_of(write_plan(tmp_path, data)) == ["my-eval.toml: models[1].max_workers: must be ≥ 1 (got 0)"]
+
+
+def test_every_type_problem_is_reported_at_once(tmp_path: Path) -> None:
+    data = base_plan()
+    data["run"] = {"eval_workers": "4", "pol_interval": 1.0}
+    data["models"][0]["retry"] = -1
+    data["models"][1]["max_workers"] = 2.5
+    data["datasets"][1]["mode"] = "generate"
+    del data["datasets"][0]["target"]
+    problems = problems_of(write_plan(tmp_path, data))
+    assert all(p.startswith("my-eval.toml: ") for p in problems)
+    joined = "\n".join(problems)
+    for fragment in (
+        "run.eval_workers: expected an integer",
+        "run.pol_interval: unknown key (did you mean 'poll_interval'?)",
+        "models[0].retry: must be ≥ 0 (got -1)",
+        "models[1].max_workers: expected an integer",
+        "datasets[1].mode: must be one of",
+        "datasets[0].target: required field is missing",
+    ):
+        assert fragment in joined
+    assert len(problems) == 6
+
+
+def test_every_semantic_problem_is_reported_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALTUI_SURELY_UNSET_KEY", raising=False)
+    data = base_plan()
+    data["models"][1]["abbr"] = "llama"
+    data["models"][0]["url"] = "ftp://127.0.0.1/generate"
+    data["models"][1]["api_key_env"] = "EVALTUI_SURELY_UNSET_KEY"
+    data["datasets"][0]["path"] = "data/missing.jsonl"
+    data["datasets"][1]["prompt"] = "{question} {E}"
+    problems = problems_of(write_plan(tmp_path, data))
+    joined = "\n".join(problems)
+    assert "models[1].abbr: duplicate abbr 'llama'" in joined
+    assert "models[0].url:" in joined
+    assert "models[1].api_key_env: environment variable EVALTUI_SURELY_UNSET_KEY is not set" in joined
+    assert "datasets[0].path: file not found" in joined and "missing.jsonl" in joined
+    assert "datasets[1].prompt: record 0 has no field 'E'" in joined
+    assert len(problems) == 5
+
+
+def test_api_key_env_is_looked_up_in_the_given_environment(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"][1]["api_key_env"] = "MY_KEY"
+    path = write_plan(tmp_path, data)
+    assert any("MY_KEY is not set" in p for p in problems_of(path, env={}))
+    assert load_plan(path, env={"MY_KEY": SECRET}).models[1].api_key_env == "MY_KEY"
+
+
+def test_template_problem_names_the_record_index(tmp_path: Path) -> None:
+    path = write_plan(tmp_path, base_plan())
+    rows = [{"question": "a", "answer": "1"}, {"question": "b", "answer": "2"}, {"question": "c"}]
+    (tmp_path / "data" / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert problems_of(path) == [
+        "my-eval.toml: datasets[0].target: record 2 has no field 'answer' (its fields: question)"
+    ]
+    # Records past `limit` are never used, so they are not checked.
+    data = base_plan()
+    data["datasets"][0]["limit"] = 2
+    write_plan(tmp_path, data)
+    (tmp_path / "data" / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert load_plan(path).datasets[0].limit == 2
+
+
+def test_check_data_false_skips_the_data_files(tmp_path: Path) -> None:
+    data = base_plan()
+    data["datasets"][0]["prompt"] = "{no_such_field}"
+    path = write_plan(tmp_path, data)
+    assert problems_of(path)
+    assert load_plan(path, check_data=False).datasets[0].prompt == "{no_such_field}"
+
+
+def test_source_key_in_the_file_is_unknown(tmp_path: Path) -> None:
+    data = base_plan()
+    data["source"] = "/somewhere/else.toml"
+    problems = problems_of(write_plan(tmp_path, data))
+    assert problems == ["my-eval.toml: source: unknown key (known keys: title, run, models, datasets)"]
+
+
+def test_missing_plan_file(tmp_path: Path) -> None:
+    problems = problems_of(tmp_path / "nope.toml")
+    assert len(problems) == 1 and "nope.toml" in problems[0] and "not found" in problems[0]
+
+
+# ------------------------------------------------------------------------------------------ select
+
+
+def test_select_restricts_models_and_datasets_in_plan_order(tmp_path: Path) -> None:
+    plan = load_plan(write_plan(tmp_path, base_plan()))
+    sub = select(plan, ["gpt"], ["mcq", "math"])
+    assert [m.abbr for m in sub.models] == ["gpt"]
+    assert [d.abbr for d in sub.datasets] == ["math", "mcq"]
+    assert sub.source == plan.source
+    assert select(plan, None, None) == plan
+    assert [m.abbr for m in plan.models] == ["llama", "gpt"]  # the original is untouched
+
+
+def test_select_unknown_abbrs_are_all_reported(tmp_path: Path) -> None:
+    plan = load_plan(write_plan(tmp_path, base_plan()))
+    with pytest.raises(PlanError) as info:
+        select(plan, ["gpt", "claude"], ["gsm8k"])
+    problems = info.value.problems
+    assert len(problems) == 2
+    assert "my-eval.toml" in problems[0] and "--models" in problems[0] and "'claude'" in problems[0]
+    assert "llama, gpt" in problems[0]  # what the plan does have
+    assert "--datasets" in problems[1] and "'gsm8k'" in problems[1] and "math, mcq" in problems[1]
+
