@@ -1,3 +1,3 @@
-from evaltui.cli import main
+from evaltui.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -232,8 +232,6 @@ def test_changed_prompt_starts_the_pair_over(tmp_path: Path, sim_factory) -> Non
 
 
 def test_one_evaluator_raising_leaves_the_others_intact(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    from evaltui import scoring
-
     rows = arithmetic(20)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
     data = write_jsonl(tmp_path / "d.jsonl", rows)
@@ -242,14 +240,12 @@ def test_one_evaluator_raising_leaves_the_others_intact(tmp_path: Path, sim_fact
         models=[lightllm("m", sim.url)],
         datasets=[gsm_dataset("a", data), {**gsm_dataset("broken", data), "evaluator": {"type": "exact"}}, gsm_dataset("c", data)],
     )
-    real = scoring.score
+    from evaltui.scoring.score import _FIXED_JUDGES
 
-    def flaky(evaluator, predictions, records=None, **kw):  # type: ignore[no-untyped-def]
-        if evaluator.type == "exact":
-            raise ZeroDivisionError("evaluator bug")
-        return real(evaluator, predictions, records, **kw)
+    def broken_judge(prediction: str, gold: str):  # type: ignore[no-untyped-def]
+        raise ZeroDivisionError("evaluator bug")
 
-    monkeypatch.setattr(scoring, "score", flaky)
+    monkeypatch.setitem(_FIXED_JUDGES, "exact", broken_judge)
     code, events, runner = run_plan(plan)
     assert code == 1
     by_ds = {e.dataset: e for e in of_type(events, ev.DatasetScored)}
@@ -315,3 +311,30 @@ def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path,
     scored = [e for e in of_type(events, ev.DatasetScored) if e.dataset == "d"]
     assert scored[-1].score == 100.0
     assert runner.workdir.read_status("m", "d")["status"] == "done"
+
+
+def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_path: Path) -> None:
+    from evaltui.engine.workdir import Checkpoint, merge_checkpoints, scan_checkpoint
+
+    cps = [Checkpoint(tmp_path / f"tmp_d_{k}.jsonl") for k in range(2)]
+    for cp in cps:
+        cp.open()
+    cps[1].append({"index": 3, "origin_prompt": 'a "quoted" \u2028 prompt, "error": {', "prediction": "", "gold": "0", "error": {"type": "http", "status": 500, "message": "x"}})
+    cps[0].append({"index": 1, "origin_prompt": "p1", "prediction": 'says "error": {no}', "gold": ""})
+    cps[1].append({"index": 2, "origin_prompt": "p2", "prediction": "two", "gold": "2", "ppl": [1.5, 0.25]})
+    cps[0].append({"index": 0, "origin_prompt": "p0", "prediction": "zero", "gold": "0"})
+    cps[1].append({"index": 3, "origin_prompt": "p3", "prediction": "three", "gold": "3"})  # the retry that worked
+    cps[1].append({"index": 3, "origin_prompt": "p3", "prediction": "", "gold": "3", "error": {"type": "timeout", "status": None, "message": "late"}})
+    for cp in cps:
+        cp.close()
+    with open(cps[0].path, "ab") as f:
+        f.write(b'{"index": 4, "origin_pro')  # torn last line
+    assert [(i, ok) for i, ok, _ in scan_checkpoint(cps[1].path)] == [(3, False), (2, True), (3, True), (3, False)]
+    assert [(i, ok) for i, ok, _ in scan_checkpoint(cps[0].path)] == [(1, True), (0, True)]
+    out = tmp_path / "d.json"
+    assert merge_checkpoints([c.path for c in cps], 5, out) == 4
+    data = json.loads(out.read_text())
+    assert list(data) == ["0", "1", "2", "3"]
+    assert data["3"] == {"origin_prompt": "p3", "prediction": "three", "gold": "3"}
+    assert data["1"]["prediction"] == 'says "error": {no}' and data["1"]["gold"] == ""
+    assert data["2"]["ppl"] == [1.5, 0.25]

@@ -487,6 +487,28 @@ def test_silent_server_gives_read_timeout_and_pool_recovers() -> None:
     run(main)
 
 
+def test_attempt_timeout_extension_bounds_a_trickling_reply() -> None:
+    """A server that sends one byte every 50 ms never trips the read timeout; the attempt timeout ends it."""
+    from evaltui.backends.transport import ATTEMPT_TIMEOUT
+
+    async def handler(req: Req, w: asyncio.StreamWriter, srv: Server) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        for _ in range(100):  # 5 s of trickle at most
+            w.write(b"x")
+            await w.drain()
+            await asyncio.sleep(0.05)
+        return False
+
+    async def main() -> None:
+        async with Server(handler) as srv, client(timeout=httpx.Timeout(1.0)) as c:
+            request = c.build_request("GET", srv.url("/trickle"), extensions={"timeout": httpx.Timeout(1.0).as_dict(), ATTEMPT_TIMEOUT: 0.3})
+            # Without the attempt timeout the trickle would end in the server closing: RemoteProtocolError.
+            with pytest.raises(httpx.ReadTimeout):
+                await c.send(request)
+
+    run(main)
+
+
 def test_connection_refused_is_connect_error() -> None:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

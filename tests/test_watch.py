@@ -12,8 +12,8 @@ from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 from evaltui.engine import events as ev
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.watch import WatchScorer
-from evaltui.engine.workdir import StatusBoard, WorkDir, parse_iso, write_predictions
-from evaltui.fsutil import atomic_write_text
+from evaltui.engine.workdir import StatusBoard, WorkDir, parse_iso
+from evaltui.fsutil import atomic_write_json, atomic_write_text
 from evaltui.plan import load_plan
 
 ROWS = arithmetic(5)
@@ -26,6 +26,10 @@ def setup(tmp_path: Path, *, shards: int = 1, **run):  # type: ignore[no-untyped
     wd = WorkDir(tmp_path / "out")
     wd.prepare()
     return plan, wd, StatusBoard(wd)
+
+
+def write_predictions(path: Path, entries: list[dict]) -> None:
+    atomic_write_json(path, {str(e["index"]): {k: v for k, v in e.items() if k != "index"} for e in entries})
 
 
 def finish(wd: WorkDir, board: StatusBoard, dataset: str, shards: int = 1) -> None:

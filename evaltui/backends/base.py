@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import httpx
 
-from evaltui.backends.transport import FastHTTPTransport
+from evaltui.backends.transport import ATTEMPT_TIMEOUT, FastHTTPTransport, honours_attempt_timeout
 from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
@@ -148,10 +148,17 @@ class ModelClient(httpx.AsyncClient):
     async def send_direct(self, request: httpx.Request) -> httpx.Response:
         response = await self._transport_for_url(request.url).handle_async_request(request)
         try:
-            await response.aread()
-        finally:
-            await response.aclose()
+            response.content  # already read by FastHTTPTransport
+        except httpx.ResponseNotRead:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
         return response
+
+    def honours_attempt_timeout(self, url: httpx.URL) -> bool:
+        """Whether the transport for `url` enforces the `evaltui.attempt_timeout` request extension."""
+        return honours_attempt_timeout(self._transport_for_url(url))
 
 
 def make_client(cfg: ModelConfig, url: str | None = None) -> ModelClient:
@@ -206,19 +213,26 @@ class Backend(ABC):
 
     async def _post(self, url: httpx.URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError."""
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        body = json.dumps(payload).encode("ascii")
         attempts = self.cfg.retry + 1
         last: BackendError | None = None
         retry_after: float | None = None
+        own_timeout = self.client.honours_attempt_timeout(url)
         for attempt in range(1, attempts + 1):
             if attempt > 1:
                 await self._sleep(self.backoff.delay(attempt - 1, retry_after))
             retry_after = None
             await self.bucket.acquire()
-            request = httpx.Request("POST", url, headers=self._headers, content=body, extensions={"timeout": self._timeouts})
+            extensions: dict[str, Any] = {"timeout": self._timeouts}
             try:
-                with anyio.fail_after(self.cfg.timeout):
+                if own_timeout:  # the transport bounds the whole attempt itself
+                    extensions[ATTEMPT_TIMEOUT] = self.cfg.timeout
+                    request = httpx.Request("POST", url, headers=self._headers, content=body, extensions=extensions)
                     resp = await self.client.send_direct(request)
+                else:
+                    request = httpx.Request("POST", url, headers=self._headers, content=body, extensions=extensions)
+                    with anyio.fail_after(self.cfg.timeout):
+                        resp = await self.client.send_direct(request)
             except TimeoutError:
                 last = BackendError("timeout", f"no reply within {self.cfg.timeout:g} s", attempts=attempt, retryable=True)
                 continue

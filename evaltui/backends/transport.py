@@ -27,7 +27,7 @@ _MAX_BODY = 512 * 1024 * 1024
 
 
 class _Conn(asyncio.Protocol):
-    __slots__ = ("transport", "buf", "waiter", "closed", "exc")
+    __slots__ = ("transport", "buf", "waiter", "closed", "exc", "deadline")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -35,6 +35,7 @@ class _Conn(asyncio.Protocol):
         self.waiter: asyncio.Future[None] | None = None
         self.closed = False
         self.exc: BaseException | None = None
+        self.deadline: float | None = None  # loop time by which the whole reply must be in
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -62,19 +63,29 @@ class _Conn(asyncio.Protocol):
             w.set_result(None)
 
     # -- reading
-    async def _more(self, read_timeout: float | None) -> None:
-        """Wait for more bytes (or the peer closing); ReadTimeout after read_timeout s of silence."""
-        if self.closed:
-            raise httpx.RemoteProtocolError("Server disconnected without sending a complete response.")
+    async def _wait(self, read_timeout: float | None) -> None:
+        """Wait for bytes or the peer closing; ReadTimeout after read_timeout s of silence or at the deadline."""
         loop = asyncio.get_running_loop()
+        delay = read_timeout
+        if self.deadline is not None:
+            left = self.deadline - loop.time()
+            if delay is None or left < delay:
+                delay = max(0.0, left)
         self.waiter = w = loop.create_future()
-        timer = loop.call_later(read_timeout, _expire, w) if read_timeout is not None else None
+        timer = loop.call_later(delay, _expire, w) if delay is not None else None
         try:
             await w
         finally:
             self.waiter = None
             if timer is not None:
                 timer.cancel()
+
+    async def _more(self, read_timeout: float | None) -> None:
+        if self.closed:
+            if self.exc is not None:
+                raise httpx.ReadError(f"Connection lost: {self.exc}.")
+            raise httpx.RemoteProtocolError("Server disconnected without sending a complete response.")
+        await self._wait(read_timeout)
 
     async def read_head(self, read_timeout: float | None) -> tuple[bytes, int]:
         while True:
@@ -109,15 +120,7 @@ class _Conn(asyncio.Protocol):
         while not self.closed:
             if len(self.buf) > _MAX_BODY:
                 raise httpx.RemoteProtocolError("Response body is too large.")
-            loop = asyncio.get_running_loop()
-            self.waiter = w = loop.create_future()
-            timer = loop.call_later(read_timeout, _expire, w) if read_timeout is not None else None
-            try:
-                await w
-            finally:
-                self.waiter = None
-                if timer is not None:
-                    timer.cancel()
+            await self._wait(read_timeout)
         if self.exc is not None:  # a reset, not an orderly close: the body may be cut short
             raise httpx.ReadError(f"Connection lost while reading the response body: {self.exc}.")
         data = bytes(self.buf)
@@ -151,6 +154,17 @@ class _Conn(asyncio.Protocol):
 def _expire(w: asyncio.Future[None]) -> None:
     if not w.done():
         w.set_exception(httpx.ReadTimeout("Timed out waiting for the server's reply."))
+
+
+ATTEMPT_TIMEOUT = "evaltui.attempt_timeout"
+"""Request extension: seconds within which the whole attempt (connect, send, full reply) must end.
+
+Only FastHTTPTransport reads it (see `honours_attempt_timeout`); it replaces a cancel scope around
+each request, which costs more than the rest of this transport's bookkeeping together."""
+
+
+def honours_attempt_timeout(transport: object) -> bool:
+    return isinstance(transport, FastHTTPTransport)
 
 
 def _parse_head(head: bytes) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
@@ -223,8 +237,16 @@ class FastHTTPTransport(httpx.AsyncBaseTransport):
         head += [k + b": " + v for k, v in request.headers.raw]
         wire = b"\r\n".join(head) + b"\r\n\r\n" + body
 
+        attempt_timeout = request.extensions.get(ATTEMPT_TIMEOUT)
+        connect_timeout = timeouts.get("connect")
+        deadline = None
+        if attempt_timeout is not None:
+            deadline = asyncio.get_running_loop().time() + attempt_timeout
+            connect_timeout = attempt_timeout if connect_timeout is None else min(attempt_timeout, connect_timeout)
+
         async with self._slots:
-            conn = self._checkout(origin) or await self._connect(origin, timeouts.get("connect"))
+            conn = self._checkout(origin) or await self._connect(origin, connect_timeout)
+            conn.deadline = deadline
             try:
                 assert conn.transport is not None
                 conn.transport.write(wire)
@@ -266,12 +288,15 @@ class FastHTTPTransport(httpx.AsyncBaseTransport):
                 self._idle[origin].append((conn, time.monotonic()))
             else:
                 conn.abort()
-        return httpx.Response(
-            status,
-            headers=headers,
-            stream=httpx.ByteStream(data),
-            extensions={"http_version": version, "reason_phrase": reason},
+        response = httpx.Response(
+            status, headers=headers, stream=httpx.ByteStream(data), extensions={"http_version": version, "reason_phrase": reason}
         )
+        if not any(name.lower() == b"content-encoding" for name, _ in headers):
+            # The body is already whole and needs no decoding, so it is handed over as read;
+            # httpx's decode pipeline would cost more per reply than this entire transport.
+            # (Encoded bodies, e.g. gzip, are left to httpx to decode when read.)
+            response._content = data
+        return response
 
     async def aclose(self) -> None:
         self._closed = True

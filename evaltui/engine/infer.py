@@ -23,7 +23,7 @@ import anyio
 from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, load_records, render_sample
 from evaltui.engine import events as ev
-from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, iter_checkpoint, write_predictions
+from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, merge_checkpoints, scan_checkpoint
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
@@ -70,6 +70,14 @@ class DatasetRun:
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
     load_error: str = ""
+
+
+def _todo(shards: list[ShardRun], done: set[int]) -> Iterator[tuple[ShardRun, int]]:
+    """The samples left to run, in index order, generated as workers take them."""
+    for s in shards:
+        for i in s.indices:
+            if i not in done:
+                yield s, i
 
 
 class ModelInference:
@@ -125,9 +133,9 @@ class ModelInference:
             ranges = shard_ranges(total, n)
             done: set[int] = set()
             for k in range(n):
-                for entry in iter_checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n)):
-                    if "error" not in entry and 0 <= entry["index"] < total:
-                        done.add(entry["index"])
+                for index, ok, _ in scan_checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n)):
+                    if ok and 0 <= index < total:
+                        done.add(index)
             shards = []
             for k, r in enumerate(ranges):
                 cp = Checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n))
@@ -187,15 +195,10 @@ class ModelInference:
             run.loaded.set()
             return
         run.records = records
-        todo: list[tuple[ShardRun, int]] = []
         for s in run.shards:
-            for i in s.indices:
-                if i not in run.done:
-                    todo.append((s, i))
-                    s.outstanding += 1
-        run.done = set()  # not needed any more; memory back
-        run.remaining = len(todo)
-        run.todo = iter(todo)
+            s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
+        run.remaining = sum(s.outstanding for s in run.shards)
+        run.todo = _todo(run.shards, run.done)
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         for s in run.shards:
             if s.outstanding:
@@ -204,7 +207,7 @@ class ModelInference:
                 self.board.write(m, d, s.shard, len(run.shards), "running", total=s.total, completed=s.completed, failed=0, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), "running", s.total, s.completed, 0))
             else:
-                self._finish_shard(run, s)
+                await self._finish_shard(run, s)
         run.loaded.set()
         self._maybe_start_more()
 
@@ -251,7 +254,7 @@ class ModelInference:
         shard.outstanding -= 1
         run.remaining -= 1
         if shard.outstanding == 0:
-            self._finish_shard(run, shard)
+            await self._finish_shard(run, shard)
         else:
             now = time.monotonic()
             if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
@@ -260,7 +263,7 @@ class ModelInference:
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
 
-    def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
+    async def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
         n = len(run.shards)
         shard.checkpoint.close()
@@ -274,7 +277,7 @@ class ModelInference:
             final_status = "done" if all(s.failed <= run.cfg.fail_on_error * s.total for s in run.shards) else "fail"
             if final_status == "done":
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
-                self._write_predictions(run)
+                await self._write_predictions(run)
         self.board.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
         self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
         if others_final:
@@ -285,14 +288,11 @@ class ModelInference:
             self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path))
             self.on_inferred(m, d)
 
-    def _write_predictions(self, run: DatasetRun) -> None:
+    async def _write_predictions(self, run: DatasetRun) -> None:
+        """Merge the shards' checkpoints into the final file, in a thread: it reads every line."""
         m, d, n = self.model.abbr, run.cfg.abbr, len(run.shards)
-        entries: dict[int, dict[str, Any]] = {}
-        for k in range(n):
-            for idx, entry in Checkpoint(self.workdir.checkpoint_file(m, d, k, n)).read().items():
-                if idx < run.total and (idx not in entries or "error" in entries[idx]):
-                    entries[idx] = entry
-        write_predictions(self.workdir.predictions_file(m, d), list(entries.values()))
+        paths = [self.workdir.checkpoint_file(m, d, k, n) for k in range(n)]
+        await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
 
     def _close_interrupted(self) -> None:
         """On cancellation: close checkpoints and say in the status files that work is left."""

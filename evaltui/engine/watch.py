@@ -12,6 +12,10 @@ most `eval_workers` at a time; an evaluator that raises becomes an error result 
 
 from __future__ import annotations
 
+import importlib
+import json
+import shutil
+import tempfile
 import time
 from typing import Callable
 
@@ -19,25 +23,47 @@ import anyio
 
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
-from evaltui.engine.workdir import WorkDir, read_predictions
-from evaltui.fsutil import atomic_write_json
+from evaltui.engine.workdir import WorkDir, iter_predictions, read_predictions
+from evaltui.fsutil import atomic_write_json, atomic_writer
 from evaltui.plan import Plan
 
 Pair = tuple[str, str]
 
 
-def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int) -> dict:
-    """Score one pair from its files and write its result file; runs in a worker thread."""
+def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int) -> float:
+    """Score one pair from its files, write its result file, return the main metric.
+
+    Runs in a worker thread. Text evaluators stream: predictions are read, judged and written
+    out as details one at a time, so scoring a million samples holds none of them; code_exec
+    runs samples in parallel subprocesses and takes the (small) dataset whole.
+    """
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
 
     ds = plan.dataset(dataset)
-    predictions = read_predictions(workdir.predictions_file(model, dataset))
-    if predictions is None:
-        raise RuntimeError(f"predictions file missing or unreadable: {workdir.predictions_file(model, dataset)}")
-    records = load_records(plan, ds) if ds.evaluator.type == "code_exec" else None
-    result = scoring.score(ds.evaluator, predictions, records, workers=workers)
-    atomic_write_json(workdir.result_file(model, dataset), result)
-    return result
+    path = workdir.predictions_file(model, dataset)
+    metric = scoring.main_metric(ds.evaluator.type)
+    out = workdir.result_file(model, dataset)
+    if ds.evaluator.type == "code_exec":
+        predictions = read_predictions(path)
+        if predictions is None:
+            raise ValueError(f"predictions file missing or unreadable: {path}")
+        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers)
+        atomic_write_json(out, result)
+        return result[metric]
+    total = correct = 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out.parent) as details:
+        for detail in scoring.iter_details(ds.evaluator, iter_predictions(path)):
+            details.write(b"%s\n    %s" % (b"," if total else b"", json.dumps(detail, ensure_ascii=False).encode("utf-8")))
+            total += 1
+            correct += bool(detail["correct"])
+        value = scoring.percent(correct, total)
+        details.seek(0)
+        with atomic_writer(out) as w:
+            w.write(b'{\n  %s: %s,\n  "details": [' % (json.dumps(metric).encode(), json.dumps(value).encode()))
+            shutil.copyfileobj(details, w)
+            w.write(b"\n  ]\n}\n" if total else b"]\n}\n")
+    return value
 
 
 class WatchScorer:
@@ -82,6 +108,7 @@ class WatchScorer:
         timeout = self.plan.run.heartbeat_timeout
         started = self.clock()
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self._warm_up)
             while self.pending:
                 final_scan = self._inference_done  # read before scanning: no finish slips between
                 for pair in [p for p in self.pending if self._ready(p)]:
@@ -104,6 +131,15 @@ class WatchScorer:
                 self._wake = anyio.Event()
             self.pending = []
 
+    async def _warm_up(self) -> None:
+        """Import the evaluators in a thread while inference waits on the network.
+
+        Not at once (it would compete with start-up for the GIL and delay the first request) and
+        not at the first scoring (after the last dataset it would add to the run's wall time).
+        """
+        await anyio.sleep(0.5)
+        await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
+
     async def _score(self, pair: Pair) -> None:
         model, dataset = pair
         from evaltui.scoring import main_metric
@@ -111,7 +147,7 @@ class WatchScorer:
         metric = main_metric(self.plan.dataset(dataset).evaluator.type)
         async with self._limiter:
             try:
-                result = await anyio.to_thread.run_sync(score_pair, self.plan, self.workdir, model, dataset, self.code_workers)
+                value = await anyio.to_thread.run_sync(score_pair, self.plan, self.workdir, model, dataset, self.code_workers)
             except Exception as e:  # one evaluator's failure is that pair's error, not the run's
                 message = f"{type(e).__name__}: {e}"
                 try:
@@ -120,4 +156,4 @@ class WatchScorer:
                     pass
                 self.emit(ev.DatasetScored(model, dataset, metric, None, message, str(self.workdir.result_file(model, dataset))))
                 return
-        self.emit(ev.DatasetScored(model, dataset, metric, result.get(metric), "", str(self.workdir.result_file(model, dataset))))
+        self.emit(ev.DatasetScored(model, dataset, metric, value, "", str(self.workdir.result_file(model, dataset))))

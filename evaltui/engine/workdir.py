@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
+from array import array
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from evaltui.fsutil import atomic_write_json, atomic_write_text, read_json
+from evaltui.fsutil import atomic_write_json, atomic_write_text, atomic_writer, read_json
 
 TERMINAL = ("done", "fail")
 
@@ -175,16 +177,6 @@ class Checkpoint:
         self.path = path
         self._fd: int | None = None
 
-    def read(self) -> dict[int, dict[str, Any]]:
-        """index → entry, a success beating an earlier failure; torn or foreign lines skipped."""
-        entries: dict[int, dict[str, Any]] = {}
-        for entry in iter_checkpoint(self.path):
-            idx = entry["index"]
-            old = entries.get(idx)
-            if old is None or "error" in old:
-                entries[idx] = entry
-        return entries
-
     def open(self) -> None:
         """Open for appending, first cutting off a torn last line so the next line starts clean."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -233,11 +225,76 @@ def iter_checkpoint(path: Path) -> Iterator[dict[str, Any]]:
                 yield entry
 
 
-def write_predictions(path: Path, entries: list[dict[str, Any]]) -> None:
-    """The final predictions file: {"0": {...}, "1": {...}} in index order, falsy golds kept."""
-    ordered = sorted(entries, key=lambda e: e["index"])
-    out = {str(e["index"]): {k: v for k, v in e.items() if k != "index"} for e in ordered}
-    atomic_write_json(path, out)
+# A checkpoint line as Checkpoint.append writes it starts `{"index": N, `. Inside a JSON string
+# every quote is escaped, so `"error": {` can only be the key of a failure entry: lines can be
+# classified without parsing them, which keeps resume and merge fast for millions of samples.
+_ENTRY_HEAD = re.compile(rb'\{"index": (\d+), ')
+_ERROR_KEY = b'"error": {'
+
+
+def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
+    """(index, succeeded, byte offset) of each complete line; torn or foreign lines are skipped."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        offset = 0
+        for line in f:
+            start = offset
+            offset += len(line)
+            if not line.endswith(b"\n"):
+                break  # torn by a kill mid-write: that sample is simply not done
+            m = _ENTRY_HEAD.match(line)
+            if m is not None:
+                yield int(m.group(1)), _ERROR_KEY not in line, start
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("index"), int):
+                yield entry["index"], "error" not in entry, start
+
+
+def merge_checkpoints(paths: list[Path], total: int, out: Path) -> int:
+    """Write the final predictions file from the shards' checkpoints, streaming, in index order.
+
+    Keeps 10 bytes per sample in memory (where its best line is), never the entries themselves,
+    and copies each line's bytes with the `index` key dropped. Returns the entries written.
+    """
+    where = array("q", [-1]) * total
+    which = bytearray(total)
+    good = bytearray(total)
+    for k, path in enumerate(paths):
+        for index, ok, offset in scan_checkpoint(path):
+            if 0 <= index < total and (where[index] < 0 or (ok and not good[index])):
+                where[index], which[index], good[index] = offset, k, ok
+    files = [open(p, "rb") for p in paths]
+    written = 0
+    try:
+        with atomic_writer(out) as w:
+            w.write(b"{")
+            for index in range(total):
+                if where[index] < 0:
+                    continue
+                f = files[which[index]]
+                f.seek(where[index])
+                line = f.readline().rstrip(b"\n")
+                m = _ENTRY_HEAD.match(line)
+                if m is not None:
+                    value = b"{" + line[m.end() :]
+                else:
+                    entry = json.loads(line)
+                    entry.pop("index", None)
+                    value = json.dumps(entry, ensure_ascii=False).encode("utf-8")
+                w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
+                written += 1
+            w.write(b"\n}\n")
+    finally:
+        for f in files:
+            f.close()
+    return written
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]] | None:
@@ -245,6 +302,42 @@ def read_predictions(path: Path) -> list[dict[str, Any]] | None:
     if not isinstance(data, dict):
         return None
     return [{"index": int(k), **v} for k, v in sorted(data.items(), key=lambda kv: int(kv[0]))]
+
+
+_PREDICTION_LINE = re.compile(rb'^  "(\d+)": (\{.*\}),?$')
+
+
+def iter_predictions(path: Path) -> Iterator[dict[str, Any]]:
+    """The final predictions file's entries in index order, streamed in batches.
+
+    Files evaltui wrote hold one entry per line; any other valid layout (a file written by
+    another tool) is read whole instead. ValueError/OSError when the file is unusable.
+    """
+    yielded = False
+    with open(path, "rb") as f:
+        if f.readline().rstrip() == b"{":
+            batch: list[dict[str, Any]] = []
+            for raw in f:
+                line = raw.rstrip(b"\r\n")
+                if line == b"}":
+                    yield from batch
+                    return
+                m = _PREDICTION_LINE.match(line)
+                if m is None:
+                    if yielded:
+                        raise ValueError(f"{path.name}: malformed line in the predictions file")
+                    break  # another layout: read it whole below
+                batch.append({"index": int(m.group(1)), **json.loads(m.group(2))})
+                if len(batch) >= 256:
+                    yielded = True
+                    yield from batch
+                    batch = []
+            else:
+                raise ValueError(f"{path.name}: truncated predictions file")
+    entries = read_predictions(path)
+    if entries is None:
+        raise ValueError(f"{path.name}: not a JSON object of predictions")
+    yield from entries
 
 
 def remove_tree(path: Path) -> None:

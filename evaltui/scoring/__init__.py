@@ -10,7 +10,7 @@ from .judgement import Judgement
 from .leaderboard import DatasetRow, Leaderboard, RankedModel, build_leaderboard, rank_models
 from .normalize import normalize
 from .sandbox import run_program
-from .score import EVALUATOR_TYPES, main_metric, score
+from .score import EVALUATOR_TYPES, iter_details, main_metric, percent, score
 from .summary import render_csv, render_md, render_txt, write_summary
 from .version import dataset_version
 
@@ -25,8 +25,10 @@ __all__ = [
     "extract_choice",
     "extract_gold_number",
     "extract_prediction_number",
+    "iter_details",
     "main_metric",
     "normalize",
+    "percent",
     "rank_models",
     "render_csv",
     "render_md",

@@ -7,7 +7,7 @@ inference (it has an `"error"`) is never judged: it scores 0 and its detail keep
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from .choice import judge_choice
 from .code_exec import is_pass, run_code_samples
@@ -45,7 +45,7 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def _percent(correct: int, total: int) -> float:
+def percent(correct: int, total: int) -> float:
     return round(100.0 * correct / total, 2) if total else 0.0
 
 
@@ -66,15 +66,27 @@ def _failed_at_inference(sample: dict) -> bool:
     return sample.get("error") is not None
 
 
-def _judge_text(judge: Judge, predictions: Sequence[dict]) -> list[dict]:
-    details = []
+def _judge_text(judge: Judge, predictions: Iterable[dict]) -> Iterator[dict]:
     for position, sample in enumerate(predictions):
         if _failed_at_inference(sample):
-            details.append(_detail(position, sample, None, False))
+            yield _detail(position, sample, None, False)
             continue
         verdict = judge(_as_text(sample.get("prediction")), _as_text(sample.get("gold")))
-        details.append(_detail(position, sample, verdict.extracted, verdict.correct))
-    return details
+        yield _detail(position, sample, verdict.extracted, verdict.correct)
+
+
+def iter_details(evaluator: Any, predictions: Iterable[dict]) -> Iterator[dict]:
+    """One detail per sample, lazily, for every evaluator but code_exec.
+
+    Lets the watch-scorer stream a dataset of millions of predictions from file to result file
+    without holding them; code_exec runs its samples in parallel and needs them all at once.
+    """
+    name = _type_name(getattr(evaluator, "type", None))
+    main_metric(name)
+    if name == "code_exec":
+        raise ValueError("code_exec is scored with score(), which runs samples in parallel")
+    judge = make_regex_judge(getattr(evaluator, "pattern", None)) if name == "regex" else _FIXED_JUDGES[name]
+    return _judge_text(judge, predictions)
 
 
 def _inference_failure(error: Any) -> str:
@@ -124,7 +136,6 @@ def score(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | 
     if name == "code_exec":
         details = _judge_code(evaluator, predictions, records, workers)
     else:
-        judge = make_regex_judge(getattr(evaluator, "pattern", None)) if name == "regex" else _FIXED_JUDGES[name]
-        details = _judge_text(judge, predictions)
+        details = list(iter_details(evaluator, predictions))
     correct = sum(1 for detail in details if detail["correct"])
-    return {metric: _percent(correct, len(details)), "details": details}
+    return {metric: percent(correct, len(details)), "details": details}
