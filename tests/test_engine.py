@@ -293,24 +293,38 @@ def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path,
     sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
     long_ones = {r["question"] for r in rows if len(r["question"]) > 20}
     data = write_jsonl(tmp_path / "d.jsonl", rows)
-    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data), gsm_dataset("e", data, limit=5)]))
+    plan = load_plan(
+        write_plan(
+            tmp_path,
+            models=[lightllm("m", sim.url)],
+            # d fails outright; t tolerates its failures (done, scored 25 %), and a retry still re-runs them
+            datasets=[gsm_dataset("d", data), gsm_dataset("e", data, limit=5), gsm_dataset("t", data, fail_on_error=0.9)],
+        )
+    )
     events: list[ev.Event] = []
     runner = Runner(plan, sink=events.append)
 
-    async def session() -> int:
+    async def session() -> tuple[int, int, int]:
         with anyio.fail_after(60):
-            code = await runner.run()
+            first = await runner.run()
             assert runner.workdir.read_status("m", "d")["status"] == "fail"
             sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
             sim.reset_stats()
-            await runner.retry("m", "d")
-            return code
+            second = await runner.retry("m", "d")
+            retried_d = {r.prompt for r in sim.stats.log}
+            sim.reset_stats()
+            third = await runner.retry("m", "t")
+            assert {r.prompt for r in sim.stats.log} == long_ones
+            assert retried_d == long_ones  # only the failed ones, only that pair
+            return first, second, third
 
-    assert anyio.run(session) == 1
-    assert {r.prompt for r in sim.stats.log} == long_ones  # only the failed ones, only that pair
-    scored = [e for e in of_type(events, ev.DatasetScored) if e.dataset == "d"]
-    assert scored[-1].score == 100.0
+    assert anyio.run(session) == (1, 0, 0)
+    scored = {(e.dataset, e.score) for e in of_type(events, ev.DatasetScored)}
+    assert ("d", 100.0) in scored and ("t", 25.0) in scored and ("t", 100.0) in scored
     assert runner.workdir.read_status("m", "d")["status"] == "done"
+    finished = of_type(events, ev.RunFinished)
+    assert [f.exit_code for f in finished] == [1, 0, 0]
+    assert finished[-1].leaderboard.score("m", "d") == 100.0  # the leaderboard follows the retries
 
 
 def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import anyio
 
 from evaltui.backends import Backend, BackendError
-from evaltui.datasets import DatasetError, load_records, render_sample
+from evaltui.datasets import DatasetError, Sample, load_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, merge_checkpoints, scan_checkpoint
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
@@ -230,19 +230,13 @@ class ModelInference:
     async def _sample(self, run: DatasetRun, shard: ShardRun, index: int) -> None:
         cfg = run.cfg
         assert run.records is not None
-        sample = render_sample(cfg, index, run.records[index])
-        entry: dict[str, Any] = {"index": index, "origin_prompt": sample.prompt}
         try:
-            if cfg.mode == "ppl":
-                ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
-                best = min(range(len(ppls)), key=ppls.__getitem__)
-                entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
-            else:
-                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
-        except BackendError as e:
-            entry.update(prediction="", gold=sample.target, error=e.as_dict())
-        except Exception as e:  # a bug must cost one sample, not the whole run
-            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": f"{type(e).__name__}: {e}", "attempts": 1})
+            sample = render_sample(cfg, index, run.records[index])
+        except (KeyError, IndexError, AttributeError, ValueError) as e:  # the file changed since it was checked
+            message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
+            entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
+        else:
+            entry = await self._infer(cfg, sample)
         shard.checkpoint.append(entry)
         m, d = self.model.abbr, cfg.abbr
         if "error" in entry:
@@ -262,6 +256,22 @@ class ModelInference:
                 self.board.write(m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version)
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
+
+    async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
+        """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
+        entry: dict[str, Any] = {"index": sample.index, "origin_prompt": sample.prompt}
+        try:
+            if cfg.mode == "ppl":
+                ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
+                best = min(range(len(ppls)), key=ppls.__getitem__)
+                entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
+            else:
+                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
+        except BackendError as e:
+            entry.update(prediction="", gold=sample.target, error=e.as_dict())
+        except Exception as e:  # a bug must cost one sample, not the whole run
+            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": f"{type(e).__name__}: {e}", "attempts": 1})
+        return entry
 
     async def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr

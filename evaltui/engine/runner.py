@@ -28,7 +28,7 @@ from evaltui.engine.infer import ModelInference
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.simproc import SimulatorProcess, sim_url_for
 from evaltui.engine.watch import WatchScorer
-from evaltui.engine.workdir import WorkDir
+from evaltui.engine.workdir import StatusBoard, WorkDir
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import DatasetConfig, Plan
 
@@ -44,7 +44,7 @@ class Runner:
         code_workers: int = 2,
     ):
         self.plan = plan
-        self.workdir = WorkDir(Path(work_dir) if work_dir else plan.default_work_dir())
+        self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
         self.fresh = fresh
         self.code_workers = code_workers
         self._sinks: list[ev.Sink] = [sink] if sink else []
@@ -52,8 +52,9 @@ class Runner:
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
         self._totals: dict[str, int] = {}
-        self._board = None
+        self._board: StatusBoard | None = None
         self.interrupted = False
+        self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
 
     # ------------------------------------------------------------------ events
     def subscribe(self, sink: ev.Sink) -> None:
@@ -66,61 +67,73 @@ class Runner:
 
     # ------------------------------------------------------------------ command API
     def cancel(self) -> None:
-        """Stop the run; finished samples are kept and a re-run resumes."""
+        """Stop the run (or retry) in progress; finished samples are kept and a re-run resumes."""
         self.interrupted = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
     async def run(self) -> int:
         """The whole run; returns the exit code of SPEC §2 (0 all scored, 1 otherwise, 130 cancelled)."""
-        from evaltui.engine.workdir import StatusBoard
-
-        started = time.monotonic()
         wd = self.workdir
         wd.prepare()
-        runlog = RunLog(wd)
-        self._sinks.append(runlog)
         self._board = StatusBoard(wd)
+        self._write_snapshot()
+        if self.fresh:
+            for pair in self.pairs:
+                wd.forget_pair(*pair)
+        self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+        self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
+        return await self._session(self.pairs)
+
+    async def retry(self, model: str, dataset: str) -> int:
+        """Run the failed samples of one pair again (succeeded ones are kept) and score it again.
+
+        For a front end whose session outlives `run()`; returns the exit code the whole plan has now.
+        """
+        if self._board is None:
+            raise RuntimeError("retry() needs a runner that has run")
+        self.interrupted = False
+        # Without its final predictions the pair resumes from its checkpoints, where only the
+        # samples that failed (even those fail_on_error tolerated) are still to do.
+        self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
+        self.workdir.result_file(model, dataset).unlink(missing_ok=True)
+        return await self._session([(model, dataset)])
+
+    async def _session(self, pairs: list[tuple[str, str]]) -> int:
+        """Infer and score `pairs`, then write the summary and report RunFinished."""
+        started = time.monotonic()
+        runlog = RunLog(self.workdir)
+        self._sinks.append(runlog)
         exit_code = 1
         try:
-            self._write_snapshot()
-            pairs = [(m.abbr, d.abbr) for m in self.plan.models for d in self.plan.datasets]
-            if self.fresh:
-                for pair in pairs:
-                    wd.forget_pair(*pair)
-            self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
-            self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
-                if self.interrupted:
+                if self.interrupted:  # Ctrl-C came before there was anything to cancel
                     scope.cancel()
                 await self._start_simulator()
                 await self._infer_and_score(pairs)
-            exit_code = 130 if self.interrupted else self._exit_code(pairs)
+            exit_code = 130 if self.interrupted else self._exit_code(self.pairs)
         finally:
             with anyio.CancelScope(shield=True):
+                self._cancel_scope = None
                 self._stop_simulator()
                 scores = self._scores()
                 table = self.table(scores)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)
-                self.emit(ev.RunFinished(exit_code if not self.interrupted else 130, self.interrupted, files, table, time.monotonic() - started))
+                if self.interrupted:
+                    exit_code = 130
+                self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
                 runlog.close()
                 self._sinks.remove(runlog)
-        return exit_code if not self.interrupted else 130
-
-    async def retry(self, model: str, dataset: str) -> None:
-        """Re-run the failed samples of one pair (succeeded ones are kept) and score it again."""
-        pair = (model, dataset)
-        if self._board is None:
-            raise RuntimeError("retry() needs a runner that has run")
-        self.workdir.result_file(*pair).unlink(missing_ok=True)
-        await self._infer_and_score([pair])
+        return exit_code
 
     # ------------------------------------------------------------------ parts
     def _write_snapshot(self) -> None:
-        atomic_write_text(self.workdir.plan_file, tomli_w.dumps(self.plan.snapshot()))
+        data = self.plan.snapshot()
+        data["run"]["work_dir"] = str(self.workdir.root)
+        atomic_write_text(self.workdir.plan_file, tomli_w.dumps(data))
 
     async def _start_simulator(self) -> None:
         for m in self.plan.models:

@@ -115,8 +115,31 @@ class WorkDir:
         return data if isinstance(data, dict) else None
 
     def read_result(self, model: str, dataset: str) -> dict[str, Any] | None:
-        data = read_json(self.result_file(model, dataset))
-        return data if isinstance(data, dict) else None
+        """A result file's metrics (or its error) without its per-sample details.
+
+        Results evaltui wrote put the metrics on the lines before `"details"`, so only those are
+        read: the leaderboard of a run over millions of samples does not parse them all again.
+        """
+        path = self.result_file(model, dataset)
+        try:
+            with open(path, "rb") as f:
+                if f.readline().rstrip() == b"{":
+                    head: dict[str, Any] = {}
+                    for _ in range(64):
+                        line = f.readline().strip().rstrip(b",")
+                        if line.startswith(b'"details": ['):
+                            return head
+                        try:
+                            head.update(json.loads(b"{" + line + b"}"))
+                        except ValueError:
+                            break
+        except FileNotFoundError:
+            return None
+        data = read_json(path)  # another layout, or one without details (an error result)
+        if not isinstance(data, dict):
+            return None
+        data.pop("details", None)
+        return data
 
     def has_scored_result(self, model: str, dataset: str) -> bool:
         data = self.read_result(model, dataset)
