@@ -111,6 +111,35 @@ def one_run(plan: Path, url: str, n: int) -> dict:
     }
 
 
+def raw_floor(url: str, n: int, c: int) -> float:
+    """Wall time of a minimal raw-socket client (no HTTP library, no checkpoints) on the same server.
+
+    What the simulator plus the OS allow at best; the gap to it is evaltui's own overhead.
+    """
+    import asyncio
+
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+
+    async def worker(queue: list[int]) -> None:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        while queue:
+            i = queue.pop()
+            body = json.dumps({"inputs": f"Question {i}: what is {i} + {i + 7}?", "parameters": {"max_new_tokens": 64}}).encode()
+            writer.write(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+            await reader.readexactly(length)
+        writer.close()
+
+    async def run() -> float:
+        queue = list(range(n))
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(queue) for _ in range(c)))
+        return time.perf_counter() - t0
+
+    return statistics.median(asyncio.run(run()) for _ in range(3))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000, help="samples (default 2000)")
@@ -127,6 +156,7 @@ def main() -> int:
             plan = write_plan(folder, data, url, args.c)
             one_run(plan, url, args.n)  # warm-up: bytecode caches, page cache
             runs = [one_run(plan, url, args.n) for _ in range(args.repeat)]
+            raw = raw_floor(url, args.n, args.c)
         finally:
             sim.terminate()
             sim.wait(timeout=10)
@@ -140,6 +170,7 @@ def main() -> int:
     walls = ", ".join(f"{r['wall']:.2f}" for r in runs)
     print(f"wall (end to end) {wall:.2f} s   [all: {walls}]")
     print(f"floor/wall       {floor / wall:.2f}")
+    print(f"raw-socket client {raw:.2f} s on the same simulator (what server + OS allow; inference only)")
     print(f"first request    {first:.2f} s after spawn")
     print(f"client CPU       {cpu:.2f} s = {cpu / args.n * 1000:.3f} ms per request")
     print(f"server saw       {runs[-1]['requests']} requests, max in flight {runs[-1]['max_in_flight']}")

@@ -97,3 +97,36 @@ def test_sigkill_at_several_points_then_rerun_matches_an_uninterrupted_run(tmp_p
     per_prompt = sim.stats.attempts
     assert max(per_prompt.values()) <= 2 * (kills + 1)
     assert sum(per_prompt.values()) <= 2 * N + kills * 16
+
+
+def test_the_bundled_simulator_dies_with_a_killed_evaltui(tmp_path: Path) -> None:
+    from conftest import REPO
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaltui", str(REPO / "sample_configs" / "demo.toml"), "--no-ui", "--work-dir", str(tmp_path / "w")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:  # bounded by the run itself (the demo ends) and the deadline
+        if "simulator: listening on" in line or time.monotonic() > deadline:
+            break
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    sim_pids = [int(p) for p in children if "evaltui.sim" in Path(f"/proc/{p}/cmdline").read_text()]
+    assert len(sim_pids) == 1
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and _alive(sim_pids[0]):
+        time.sleep(0.02)
+    assert not _alive(sim_pids[0]), "the simulator outlived the evaltui that started it"
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for init to reap it."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False

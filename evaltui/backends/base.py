@@ -223,21 +223,17 @@ class Backend(ABC):
                 await self._sleep(self.backoff.delay(attempt - 1, retry_after))
             retry_after = None
             await self.bucket.acquire()
-            extensions: dict[str, Any] = {"timeout": self._timeouts}
+            extensions = {"timeout": self._timeouts, ATTEMPT_TIMEOUT: self.cfg.timeout} if own_timeout else {"timeout": self._timeouts}
+            request = httpx.Request("POST", url, headers=self._headers, content=body, extensions=extensions)
             try:
                 if own_timeout:  # the transport bounds the whole attempt itself
-                    extensions[ATTEMPT_TIMEOUT] = self.cfg.timeout
-                    request = httpx.Request("POST", url, headers=self._headers, content=body, extensions=extensions)
                     resp = await self.client.send_direct(request)
                 else:
-                    request = httpx.Request("POST", url, headers=self._headers, content=body, extensions=extensions)
                     with anyio.fail_after(self.cfg.timeout):
                         resp = await self.client.send_direct(request)
-            except TimeoutError:
-                last = BackendError("timeout", f"no reply within {self.cfg.timeout:g} s", attempts=attempt, retryable=True)
-                continue
-            except httpx.TimeoutException as e:
-                last = BackendError("timeout", str(e) or type(e).__name__, attempts=attempt, retryable=True)
+            except (TimeoutError, httpx.TimeoutException) as e:
+                detail = f" ({e})" if str(e) else ""
+                last = BackendError("timeout", f"no complete reply within {self.cfg.timeout:g} s{detail}", attempts=attempt, retryable=True)
                 continue
             except httpx.ConnectError as e:
                 last = BackendError("connect", str(e) or "cannot connect", attempts=attempt, retryable=True)

@@ -21,12 +21,12 @@ import anyio
 import tomli_w
 
 from evaltui.backends import make_backend, make_client
-from evaltui.datasets import count_records
+from evaltui.datasets import DatasetError, count_records
 from evaltui.engine import events as ev
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import ModelInference
 from evaltui.engine.runlog import RunLog
-from evaltui.engine.simproc import SimulatorProcess, sim_url_for
+from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.watch import WatchScorer
 from evaltui.engine.workdir import StatusBoard, WorkDir
 from evaltui.fsutil import atomic_write_text
@@ -110,8 +110,12 @@ class Runner:
                 self._cancel_scope = scope
                 if self.interrupted:  # Ctrl-C came before there was anything to cancel
                     scope.cancel()
-                await self._start_simulator()
-                await self._infer_and_score(pairs)
+                try:
+                    await self._start_simulator()
+                except (SimulatorError, DatasetError, OSError) as e:
+                    self.emit(ev.Notice(f"cannot start the simulated model server: {e}", "error"))
+                else:
+                    await self._infer_and_score(pairs)
             exit_code = 130 if self.interrupted else self._exit_code(self.pairs)
         finally:
             with anyio.CancelScope(shield=True):
@@ -141,7 +145,7 @@ class Runner:
         if not any(m.is_sim for m in self.plan.models):
             return
         self._sim = SimulatorProcess(self.plan)
-        base = self._sim.start()  # on this thread: the child is tied to it (dies with us)
+        base = self._sim.start()
         for m in self.plan.models:
             if m.is_sim:
                 self._urls[m.abbr] = sim_url_for(base, m.type, m.abbr)

@@ -61,7 +61,7 @@ class SimulatorProcess:
         self._tmp = tempfile.TemporaryDirectory(prefix="evaltui-sim-")
         key = Path(self._tmp.name) / "answer_key.jsonl"
         write_answer_key(self.plan, key)
-        cmd = [sys.executable, "-m", "evaltui.sim", "--host", "127.0.0.1", "--port", "0", "--answer-key", str(key)]
+        cmd = [sys.executable, "-m", "evaltui.sim", "--host", "127.0.0.1", "--port", "0", "--answer-key", str(key), "--parent-pid", str(os.getpid())]
         for m in self.plan.models:
             if m.is_sim:
                 opts = sim_options(m.url)
@@ -69,8 +69,7 @@ class SimulatorProcess:
                 cmd += ["--model", f"{m.abbr}:{spec}" if spec else m.abbr]
         env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET"))}
         self._proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env
         )
         line = self._first_line()
         prefix = "listening on "
@@ -109,17 +108,6 @@ class SimulatorProcess:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
-
-
-def _die_with_parent() -> None:
-    """In the child: ask Linux to SIGTERM it when evaltui dies, even by `kill -9`."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _drain(stream) -> None:  # type: ignore[no-untyped-def]

@@ -159,9 +159,6 @@ class RunState:
             n += p.total
         return c, f, n
 
-    def failed_pairs(self) -> list[PairState]:
-        return [p for p in self.pairs.values() if p.status in ("fail", "error") or (p.failed and p.status != "running")]
-
 
 def _combine(shard_status: dict[int, str], shards: int) -> str:
     states = [shard_status.get(i, "pending") for i in range(shards)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import signal
 import sys
 from typing import Any, Sequence
@@ -137,6 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="return generated_text as a string (TGI style) instead of a list")
     g.add_argument("--omit-content-type", dest="sim_omit_content_type", action="store_true",
                    help="send JSON replies without a Content-Type header")
+    g = parser.add_argument_group("process")
+    g.add_argument("--parent-pid", dest="sim_parent_pid", type=_count, default=0, metavar="PID",
+                   help="exit when process PID exits (Linux), e.g. when evaltui is killed with -9")
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
@@ -192,7 +196,27 @@ async def serve(config: SimConfig) -> int:
     return 0
 
 
+def _exit_with_parent(pid: int) -> None:
+    """Ask Linux to SIGTERM us when our parent dies; leave at once if it already has.
+
+    Done here in the child rather than in a preexec_fn of the parent, which is unsafe once the
+    parent runs threads.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != pid:
+        raise SystemExit(0)
+
+
 def run_from_args(args: argparse.Namespace) -> int:
+    if getattr(args, "sim_parent_pid", 0):
+        _exit_with_parent(args.sim_parent_pid)
     try:
         config = config_from_args(args)
     except ValueError as exc:
