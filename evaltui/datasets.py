@@ -75,8 +75,8 @@ def iter_records(path: Path, columns: list[str] | None = None) -> Iterator[dict[
                 if header is None:
                     return
                 for rowno, row in enumerate(reader, 1 if columns else 2):
-                    if not row:
-                        continue
+                    if not row or (rowno == 1 and row == header):
+                        continue  # blank, or a header row that names exactly the given columns
                     if len(row) != len(header):
                         raise DatasetError(
                             f"{name} row {rowno}: {len(row)} values but {len(header)} columns ({', '.join(header)})"
@@ -125,8 +125,14 @@ def _templates(ds: "DatasetConfig") -> dict[str, str]:
 
 
 def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
-    """Problems with a dataset's data: unreadable file, empty, or templates naming absent fields."""
-    needs = {name: template_fields(tpl) for name, tpl in _templates(ds).items()}
+    """Problems with a dataset's data: unreadable file, no records, or a record a template can't fill.
+
+    Every record is rendered through every template, as the run will, so a format spec that
+    does not fit a value (`{n:d}` on a string) or a nested key one record lacks is reported
+    now, with the record's index, instead of failing that sample hours into the run.
+    """
+    templates = _templates(ds)
+    needs = {name: template_fields(tpl) for name, tpl in templates.items()}
     problems: list[str] = []
     count = 0
     try:
@@ -134,21 +140,29 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
             if ds.limit and index >= ds.limit:
                 break
             count += 1
-            for name, fields in list(needs.items()):
-                missing = sorted(fields - rec.keys())
+            for name, tpl in list(templates.items()):
+                missing = sorted(needs[name] - rec.keys())
                 if missing:
                     have = ", ".join(sorted(rec)) or "none"
-                    problems.append(
-                        f"{name}: record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
-                    )
-                    del needs[name]  # one report per template is enough
+                    problem = f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
+                else:
+                    try:
+                        tpl.format_map(rec)
+                        continue
+                    except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
+                        problem = f"record {index} cannot fill this template: {type(e).__name__}: {e}"
+                problems.append(f"{name}: {problem}")
+                del templates[name]  # one report per template is enough
     except DatasetError as e:
         return [f"path: {e}"]
     key = _count_key(plan, ds)
     if key is not None:
         _COUNTS[key] = count
     if count == 0:
-        problems.append(f"path: {plan.dataset_path(ds).name} has no records")
+        hint = ""
+        if plan.dataset_path(ds).name.endswith(".csv") and not ds.columns:
+            hint = " (its first row was read as the header; a CSV without one needs `columns`)"
+        problems.append(f"path: {plan.dataset_path(ds).name} has no records{hint}")
     return problems
 
 

@@ -46,6 +46,25 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_bytes(path, dumps_readable(obj).encode("utf-8"))
 
 
+def _dumps(obj: Any) -> str:
+    """json.dumps keeping non-ASCII text readable, escaping it only where UTF-8 can't hold it."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
+
+
+def json_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON; readable non-ASCII text, yet never an error.
+
+    A model can reply with a lone surrogate (half of an emoji); UTF-8 cannot carry one, so such
+    a value is written with \\u escapes instead — one odd sample must not stop a run.
+    """
+    return _dumps(obj).encode("utf-8")
+
+
 def dumps_readable(obj: Any) -> str:
     """JSON laid out one entry per line: readable with `less`, and written by the C encoder.
 
@@ -54,15 +73,15 @@ def dumps_readable(obj: Any) -> str:
     value (or each item of a top-level list value) is encoded compactly on its own line.
     """
     if not isinstance(obj, dict) or not obj:
-        return json.dumps(obj, ensure_ascii=False) + "\n"
+        return _dumps(obj) + "\n"
     lines = []
     for key, value in obj.items():
-        k = json.dumps(str(key), ensure_ascii=False)
+        k = _dumps(str(key))
         if isinstance(value, list) and value:
-            items = ",\n".join("    " + json.dumps(item, ensure_ascii=False) for item in value)
+            items = ",\n".join("    " + _dumps(item) for item in value)
             lines.append(f"  {k}: [\n{items}\n  ]")
         else:
-            lines.append(f"  {k}: {json.dumps(value, ensure_ascii=False)}")
+            lines.append(f"  {k}: {_dumps(value)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 

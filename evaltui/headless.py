@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-import time
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -33,7 +32,7 @@ class HeadlessRenderer:
         self.out = out
         self.state = RunState()
         self.log_interval = log_interval
-        self._last_progress = time.monotonic()
+        self.closed = False
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
@@ -42,8 +41,20 @@ class HeadlessRenderer:
             self.say(line)
 
     def say(self, text: str) -> None:
-        self.out.write(f"[{datetime.now().strftime('%H:%M:%S')}] {text}\n")
-        self.out.flush()
+        self.write(f"[{datetime.now().strftime('%H:%M:%S')}] {text}\n")
+
+    def write(self, line: str) -> None:
+        if self.closed:
+            return
+        try:
+            try:
+                self.out.write(line)
+            except UnicodeEncodeError:
+                self.out.write(line.encode("utf-8", "backslashreplace").decode("utf-8"))
+            self.out.flush()
+        except (BrokenPipeError, ValueError):
+            # `evaltui … | head`: the reader left. The run goes on; logs/run.log has every line.
+            self.closed = True
 
     def progress_line(self) -> str:
         c, f, n = self.state.totals()
@@ -120,13 +131,11 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
     if finished is not None and finished.leaderboard is not None:
         from evaltui.scoring import render_txt
 
-        out.write("\n" + render_txt(finished.leaderboard) + "\n")
+        renderer.write("\n" + render_txt(finished.leaderboard) + "\n")
         if finished.summary_files:
-            out.write("\nsummary: " + "  ".join(finished.summary_files[k] for k in sorted(finished.summary_files)) + "\n")
-        out.flush()
+            renderer.write("\nsummary: " + "  ".join(finished.summary_files[k] for k in sorted(finished.summary_files)) + "\n")
     if as_json and finished is not None:
-        sys.stdout.write(json.dumps(summary_json(renderer.state, finished), indent=2) + "\n")
-        sys.stdout.flush()
+        HeadlessRenderer(sys.stdout).write(json.dumps(summary_json(renderer.state, finished), indent=2) + "\n")
     return code
 
 

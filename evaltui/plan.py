@@ -23,7 +23,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_WORKERS = 4096
 MODEL_TYPES = ("lightllm", "lightllm-chat", "openai-chat", "openai-completions")
 CHAT_TYPES = ("lightllm-chat", "openai-chat")
 PPL_TYPES = ("lightllm", "openai-completions")
@@ -45,7 +46,7 @@ class PlanError(Exception):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class RunConfig(_Strict):
@@ -63,7 +64,7 @@ class ModelConfig(_Strict):
     abbr: str
     type: Literal["lightllm", "lightllm-chat", "openai-chat", "openai-completions"]
     url: str
-    max_workers: int = Field(default_factory=default_max_workers, ge=1)
+    max_workers: int = Field(default_factory=default_max_workers, ge=1, le=MAX_WORKERS)
     rate_per_worker: float = Field(0.0, ge=0)
     retry: int = Field(4, ge=0)
     timeout: float = Field(120.0, gt=0)
@@ -268,6 +269,8 @@ def _pydantic_problems(e: ValidationError, raw: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: must be {sym} {bound} (got {got!r})")
         elif kind == "literal_error":
             problems.append(f"{where}: must be one of {ctx.get('expected')} (got {got!r})")
+        elif kind == "finite_number":
+            problems.append(f"{where}: must be a finite number (got {got!r})")
         elif kind == "too_short":
             problems.append(f"{where}: needs at least {ctx.get('min_length', 1)} entry")
         elif kind.endswith("_type") or kind.endswith("_parsing"):
@@ -291,13 +294,26 @@ def _check_semantics(plan: Plan, env: dict[str, str]) -> list[str]:
         for i, item in enumerate(items):
             if not ABBR_RE.match(item.abbr):
                 problems.append(
-                    f"{group}[{i}].abbr: {item.abbr!r} is not a safe name: use only letters, digits, '.', '_' and '-', "
-                    "starting with a letter or digit (it becomes a folder name)"
+                    f"{group}[{i}].abbr: {item.abbr!r} is not a safe name: use at most 100 letters, digits, '.', '_' "
+                    "and '-', starting with a letter or digit (it becomes a file name)"
                 )
             elif item.abbr in seen:
                 problems.append(f"{group}[{i}].abbr: duplicate abbr {item.abbr!r} (also {group}[{seen[item.abbr]}])")
             else:
                 seen[item.abbr] = i
+    abbrs = {d.abbr for d in plan.datasets}
+    for i, ds in enumerate(plan.datasets):
+        stem, _, suffix = ds.abbr.rpartition("_")
+        if suffix.isdigit() and stem in abbrs:
+            problems.append(
+                f"datasets[{i}].abbr: {ds.abbr!r} would share files with the shards of dataset {stem!r} "
+                f"({stem}_0, {stem}_1, …); choose another name"
+            )
+    if plan.run.heartbeat_timeout < 2 * plan.run.heartbeat_interval:
+        problems.append(
+            f"run.heartbeat_timeout: must be at least twice heartbeat_interval ({plan.run.heartbeat_interval:g} s), "
+            f"or the watch-scorer gives up on a live run (got {plan.run.heartbeat_timeout:g})"
+        )
     for i, m in enumerate(plan.models):
         problems += [f"models[{i}].{p}" for p in _check_model(m, env)]
     for i, ds in enumerate(plan.datasets):

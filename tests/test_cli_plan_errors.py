@@ -162,6 +162,14 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
     ("max-new-tokens-zero", _set("models.0.generation_kwargs", {"max_new_tokens": 0}), ("models[0].generation_kwargs.max_new_tokens: must be an integer ≥ 1",)),
     ("choices-in-gen-mode", _set("datasets.0.choices", ["a", "b"]), ("datasets[0].choices: only used when mode = 'ppl'",)),
     ("columns-on-jsonl", _set("datasets.0.columns", ["question", "answer"]), ("datasets[0].columns: only used for .csv",)),
+    ("max-workers-huge", _set("models.0.max_workers", 100_000_000), ("models[0].max_workers: must be ≤ 4096",)),
+    ("timeout-infinite", _set("models.0.timeout", float("inf")), ("models[0].timeout: must be a finite number",)),
+    ("heartbeat-infinite", _set("run.heartbeat_interval", float("inf")), ("run.heartbeat_interval: must be a finite number",)),
+    ("heartbeat-timeout-too-short", _set("run.heartbeat_timeout", 5.0), ("run.heartbeat_timeout: must be at least twice heartbeat_interval",)),
+    ("abbr-too-long", _set("models.0.abbr", "m" * 300), ("models[0].abbr:", "not a safe name")),
+    ("abbr-shard-collision", _set("datasets.1.abbr", "math_1"), ("datasets[1].abbr: 'math_1' would share files", "'math'")),
+    ("template-format-spec", _set("datasets.0.prompt", "Q: {question:d}"), ("datasets[0].prompt: record 0 cannot fill this template", "ValueError")),
+    ("template-nested-key", _set("datasets.0.prompt", "Q: {question[x]}"), ("datasets[0].prompt: record 0 cannot fill this template",)),
 ]
 
 

@@ -311,3 +311,11 @@ def test_plan_over_real_datasets_loads_and_renders(tmp_path: Path) -> None:
     assert len(he) == 164
     h = render_sample(plan.dataset("humaneval"), 0, he[0])
     assert h.prompt.startswith("from typing import List") and h.target.strip()
+
+
+def test_a_csv_header_that_names_the_given_columns_is_not_a_record(tmp_path: Path) -> None:
+    from evaltui.datasets import iter_records
+
+    path = tmp_path / "mmlu.csv"
+    path.write_text("question,A,B,answer\nWhat?,x,y,A\n", encoding="utf-8")
+    assert list(iter_records(path, ["question", "A", "B", "answer"])) == [{"question": "What?", "A": "x", "B": "y", "answer": "A"}]

@@ -134,8 +134,13 @@ def test_version_and_help() -> None:
 
 
 def test_the_demo_runs_end_to_end_on_the_bundled_simulator(tmp_path: Path) -> None:
+    import tempfile
+
+    keys_before = set(Path(tempfile.gettempdir()).glob("evaltui-sim-*"))
     r = evaltui(str(REPO / "sample_configs" / "demo.toml"), "--no-ui", "--json", "--work-dir", str(tmp_path / "demo"))
     assert r.returncode == 0, r.stderr
+    # the simulator's answer key (every prompt and reference) is not left behind in /tmp
+    assert set(Path(tempfile.gettempdir()).glob("evaltui-sim-*")) <= keys_before
     data = json.loads(r.stdout)
     assert "simulator: listening on http://127.0.0.1:" in r.stderr
     average = data["leaderboard"]["average"]

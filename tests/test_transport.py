@@ -509,6 +509,30 @@ def test_attempt_timeout_extension_bounds_a_trickling_reply() -> None:
     run(main)
 
 
+def test_attempt_timeout_ends_a_reply_that_never_stops_coming() -> None:
+    """Data arriving every millisecond must not keep winning the race against the deadline."""
+    from evaltui.backends.transport import ATTEMPT_TIMEOUT
+
+    async def handler(req: Req, w: asyncio.StreamWriter, srv: Server) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(50_000):  # 50 MB at most, below the transport's cap on a reply
+            try:
+                w.write(b"400\r\n" + b"x" * 1024 + b"\r\n")
+                await w.drain()
+            except ConnectionError:
+                return False
+            await asyncio.sleep(0)
+        return False
+
+    async def main() -> None:
+        async with Server(handler) as srv, client(timeout=httpx.Timeout(5.0)) as c:
+            request = c.build_request("GET", srv.url("/endless"), extensions={"timeout": httpx.Timeout(5.0).as_dict(), ATTEMPT_TIMEOUT: 0.3})
+            with pytest.raises(httpx.ReadTimeout, match="within the attempt timeout"):
+                await c.send(request)
+
+    run(main)
+
+
 def test_connection_refused_is_connect_error() -> None:
     s = socket.socket()
     s.bind(("127.0.0.1", 0))

@@ -23,7 +23,7 @@ from collections import defaultdict
 import httpx
 
 _MAX_HEAD = 64 * 1024
-_MAX_BODY = 512 * 1024 * 1024
+_MAX_BODY = 64 * 1024 * 1024  # far above any model reply; bounds memory per connection
 
 
 class _Conn(asyncio.Protocol):
@@ -69,8 +69,10 @@ class _Conn(asyncio.Protocol):
         delay = read_timeout
         if self.deadline is not None:
             left = self.deadline - loop.time()
+            if left <= 0:  # a server that never stops sending would otherwise win every race
+                raise httpx.ReadTimeout("The whole reply did not arrive within the attempt timeout.")
             if delay is None or left < delay:
-                delay = max(0.0, left)
+                delay = left
         self.waiter = w = loop.create_future()
         timer = loop.call_later(delay, _expire, w) if delay is not None else None
         try:

@@ -12,8 +12,6 @@ flight and the pool never drains at a dataset boundary.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -23,19 +21,12 @@ import anyio
 from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, Sample, load_records, render_sample
 from evaltui.engine import events as ev
+from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, merge_checkpoints, scan_checkpoint
+from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
-
-
-def pair_version(model: ModelConfig, ds: DatasetConfig) -> str:
-    """Fingerprint of everything that shapes a prediction; a change means earlier ones are stale."""
-    keys = {
-        "dataset": ds.model_dump(include={"path", "columns", "prompt", "system", "target", "mode", "choices", "shards"}),
-        "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
-    }
-    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def shard_ranges(total: int, shards: int) -> list[range]:
@@ -51,6 +42,7 @@ class ShardRun:
     failed: int = 0
     outstanding: int = 0  # samples of this shard not yet finished in this run
     last_write: float = 0.0
+    status: str = ""  # done | fail once finished
 
     @property
     def total(self) -> int:
@@ -109,36 +101,39 @@ class ModelInference:
     def plan_pairs(self, totals: dict[str, int]) -> None:
         """Decide per dataset what is left from earlier runs; write `pending` statuses; emit DatasetPlanned."""
         m = self.model.abbr
+        wd = self.workdir
         for ds in self.datasets:
             total = totals[ds.abbr]
             version = pair_version(self.model, ds)
             n = ds.shards
-            statuses = [self.workdir.read_status(m, ds.abbr, k, n) for k in range(n)]
-            old_versions = {s.get("version") for s in statuses if s}
-            if old_versions - {version, ""}:
-                self.workdir.forget_pair(m, ds.abbr)
-                statuses = [None] * n
+            current = {wd.status_file(m, ds.abbr, k, n) for k in range(n)}
+            old = [read_json(p) for p in wd.status_files(m, ds.abbr)]
+            if {s.get("version") for s in old if isinstance(s, dict)} - {version, ""}:
+                wd.forget_pair(m, ds.abbr)
                 self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
-            final = self.workdir.predictions_file(m, ds.abbr)
-            if final.exists():
-                if all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
-                    scored = self.workdir.has_scored_result(m, ds.abbr)
-                    completed = sum(s.get("completed", 0) for s in statuses)
-                    failed = sum(s.get("failed", 0) for s in statuses)
-                    self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done", "kept from an earlier run"))
-                    continue
-                final.unlink()  # predictions for another limit or an unfinished shard: rebuild them
-                self.workdir.result_file(m, ds.abbr).unlink(missing_ok=True)
-            self.workdir.result_file(m, ds.abbr).unlink(missing_ok=True)
-            ranges = shard_ranges(total, n)
+            for stale in set(wd.status_files(m, ds.abbr)) - current:
+                stale.unlink()  # another shard layout: its samples are read back from its checkpoints
+            result = wd.read_result(m, ds.abbr)
+            if result is not None and result.get("scored_with") != evaluator_version(ds):
+                wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
+            statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
+            if wd.predictions_complete(m, ds.abbr) and all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
+                scored = wd.has_scored_result(m, ds.abbr)
+                completed = sum(s.get("completed", 0) for s in statuses)
+                failed = sum(s.get("failed", 0) for s in statuses)
+                self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
+                continue
+            # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
+            wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
+            wd.result_file(m, ds.abbr).unlink(missing_ok=True)
             done: set[int] = set()
-            for k in range(n):
-                for index, ok, _ in scan_checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n)):
+            for path in wd.checkpoint_files(m, ds.abbr):
+                for index, ok, _ in scan_checkpoint(path):
                     if ok and 0 <= index < total:
                         done.add(index)
             shards = []
-            for k, r in enumerate(ranges):
-                cp = Checkpoint(self.workdir.checkpoint_file(m, ds.abbr, k, n))
+            for k, r in enumerate(shard_ranges(total, n)):
+                cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n))
                 completed = sum(1 for i in r if i in done)
                 shards.append(ShardRun(k, r, cp, completed=completed))
                 self.board.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
@@ -156,7 +151,9 @@ class ModelInference:
                 outer.start_soon(self._poll)
                 async with anyio.create_task_group() as workers:
                     self._maybe_start_more()
-                    for _ in range(self.model.max_workers):
+                    # max_workers slots, but never more workers than samples left to run (and at
+                    # least one, which also walks datasets with nothing left through their ending)
+                    for _ in range(max(1, min(self.model.max_workers, sum(r.remaining for r in self.runs)))):
                         workers.start_soon(self._worker)
                 outer.cancel_scope.cancel()  # the poll's safety net is not needed any more
         finally:
@@ -277,14 +274,19 @@ class ModelInference:
         m, d = self.model.abbr, run.cfg.abbr
         n = len(run.shards)
         shard.checkpoint.close()
-        ok = shard.failed <= run.cfg.fail_on_error * shard.total
+        # fail_on_error is a budget for the whole dataset, so the outcome does not depend on
+        # `shards`: a shard fails when the dataset's failures so far exceed it, and the last
+        # shard to end therefore fails exactly when the dataset's total does.
+        failed = sum(s.failed for s in run.shards)
+        ok = failed <= run.cfg.fail_on_error * run.total
         status = "done" if ok else "fail"
-        error = "" if ok else f"{shard.failed} of {shard.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
+        error = "" if ok else f"{failed} of the dataset's {run.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
         shard.outstanding = -1  # finished
+        shard.status = status
         others_final = all(s.outstanding == -1 for s in run.shards)
         final_status = ""
         if others_final:
-            final_status = "done" if all(s.failed <= run.cfg.fail_on_error * s.total for s in run.shards) else "fail"
+            final_status = "done" if all(s.status == "done" for s in run.shards) else "fail"
             if final_status == "done":
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
@@ -299,9 +301,9 @@ class ModelInference:
             self.on_inferred(m, d)
 
     async def _write_predictions(self, run: DatasetRun) -> None:
-        """Merge the shards' checkpoints into the final file, in a thread: it reads every line."""
-        m, d, n = self.model.abbr, run.cfg.abbr, len(run.shards)
-        paths = [self.workdir.checkpoint_file(m, d, k, n) for k in range(n)]
+        """Merge the checkpoints into the final file, in a thread: it reads every line."""
+        m, d = self.model.abbr, run.cfg.abbr
+        paths = self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
         await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
 
     def _close_interrupted(self) -> None:

@@ -6,17 +6,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 
 from evaltui.engine import events as ev
 from evaltui.engine.workdir import WorkDir
+from evaltui.fsutil import json_bytes
 
 
 def _score(e: ev.DatasetScored) -> str:
-    if e.error:
-        return f"scoring failed: {e.error}"
     return f"{e.metric} = {e.score:.2f}" if e.score is not None else f"{e.metric} = -"
 
 
@@ -33,15 +31,17 @@ def event_line(e: ev.Event) -> str | None:
             return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
         return f"{e.model}/{e.dataset}: inference FAILED: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
     if t is ev.DatasetScored:
+        if e.error:
+            return f"{e.model}/{e.dataset}: scoring FAILED: {e.error}"
         return f"{e.model}/{e.dataset}: scored, {_score(e)}"
     if t is ev.WatchSkipped:
         names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
         return f"watcher: not scored ({e.reason}): {names}"
     if t is ev.DatasetPlanned:
         if e.status == "scored":
-            return f"{e.model}/{e.dataset}: already scored in {e.note or 'an earlier run'}"
+            return f"{e.model}/{e.dataset}: already scored in an earlier run (kept)"
         if e.status == "done":
-            return f"{e.model}/{e.dataset}: already inferred ({e.note}); scoring"
+            return f"{e.model}/{e.dataset}: already inferred in an earlier run (kept); scoring"
         return None
     if t is ev.ShardStatusChanged:
         if e.status == "fail" and e.shards > 1:
@@ -64,14 +64,15 @@ class RunLog:
 
     def __init__(self, workdir: WorkDir):
         workdir.logs_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", buffering=1)
+        # backslashreplace: a server's error text may hold characters UTF-8 cannot (lone surrogates)
+        self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self._failures_path = workdir.logs_dir / "failures.jsonl"
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
         if type(e) is ev.SampleFailed:
             line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.index, **e.error}
-            os.write(self._failures, (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
+            os.write(self._failures, json_bytes(line) + b"\n")
             return
         text = event_line(e)
         if text is not None:

@@ -11,6 +11,7 @@ HTTP client per model, the watch-scorer — and reports only through the event s
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import AsyncExitStack
 from datetime import datetime
@@ -28,7 +29,7 @@ from evaltui.engine.infer import ModelInference
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.watch import WatchScorer
-from evaltui.engine.workdir import StatusBoard, WorkDir
+from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import DatasetConfig, Plan
 
@@ -63,7 +64,11 @@ class Runner:
 
     def emit(self, event: ev.Event) -> None:
         for sink in self._sinks:
-            sink(event)
+            try:
+                sink(event)
+            except Exception as e:  # a broken consumer must not stop the evaluation
+                self._sinks = [s for s in self._sinks if s is not sink]
+                self.emit(ev.Notice(f"an event consumer failed and was detached: {type(e).__name__}: {e}", "error"))
 
     # ------------------------------------------------------------------ command API
     def cancel(self) -> None:
@@ -75,15 +80,20 @@ class Runner:
     async def run(self) -> int:
         """The whole run; returns the exit code of SPEC §2 (0 all scored, 1 otherwise, 130 cancelled)."""
         wd = self.workdir
-        wd.prepare()
-        self._board = StatusBoard(wd)
-        self._write_snapshot()
-        if self.fresh:
-            for pair in self.pairs:
-                wd.forget_pair(*pair)
-        self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
-        self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
-        return await self._session(self.pairs)
+        lock = self._take_workdir()
+        if lock is None:
+            return 2
+        try:
+            self._board = StatusBoard(wd)
+            self._write_snapshot()
+            if self.fresh:
+                for pair in self.pairs:
+                    wd.forget_pair(*pair)
+            self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+            self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
+            return await self._session(self.pairs)
+        finally:
+            os.close(lock)
 
     async def retry(self, model: str, dataset: str) -> int:
         """Run the failed samples of one pair again (succeeded ones are kept) and score it again.
@@ -93,11 +103,28 @@ class Runner:
         if self._board is None:
             raise RuntimeError("retry() needs a runner that has run")
         self.interrupted = False
-        # Without its final predictions the pair resumes from its checkpoints, where only the
-        # samples that failed (even those fail_on_error tolerated) are still to do.
-        self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
-        self.workdir.result_file(model, dataset).unlink(missing_ok=True)
-        return await self._session([(model, dataset)])
+        lock = self._take_workdir()
+        if lock is None:
+            return 2
+        try:
+            # Without its final predictions the pair resumes from its checkpoints, where only the
+            # samples that failed (even those fail_on_error tolerated) are still to do.
+            self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
+            self.workdir.result_file(model, dataset).unlink(missing_ok=True)
+            return await self._session([(model, dataset)])
+        finally:
+            os.close(lock)
+
+    def _take_workdir(self) -> int | None:
+        """Create and lock the work dir; None (after saying why) when that is impossible."""
+        try:
+            self.workdir.prepare()
+            return self.workdir.lock()
+        except WorkDirBusy as e:
+            self.emit(ev.Notice(str(e), "error"))
+        except OSError as e:
+            self.emit(ev.Notice(f"cannot use the work dir {self.workdir.root}: {e.strerror or e}", "error"))
+        return None
 
     async def _session(self, pairs: list[tuple[str, str]]) -> int:
         """Infer and score `pairs`, then write the summary and report RunFinished."""
@@ -130,7 +157,7 @@ class Runner:
                     exit_code = 130
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
                 runlog.close()
-                self._sinks.remove(runlog)
+                self._sinks = [s for s in self._sinks if s is not runlog]
         return exit_code
 
     # ------------------------------------------------------------------ parts
@@ -159,9 +186,8 @@ class Runner:
     async def _infer_and_score(self, pairs: list[tuple[str, str]]) -> None:
         wd = self.workdir
         assert self._board is not None
-        watcher = WatchScorer(self.plan, wd, self.emit, pairs, code_workers=self.code_workers)
         models = [m for m in self.plan.models if any(p[0] == m.abbr for p in pairs)]
-        inferences: list[tuple[Any, ModelInference]] = []
+        inferences: list[ModelInference] = []
         async with AsyncExitStack() as stack:
             for m in models:
                 url = self._urls.get(m.abbr, m.url)
@@ -169,8 +195,10 @@ class Runner:
                 backend = make_backend(m, client, url=url)
                 datasets: list[DatasetConfig] = [d for d in self.plan.datasets if (m.abbr, d.abbr) in pairs]
                 inf = ModelInference(self.plan, m, backend, wd, self._board, self.emit, datasets, on_inferred=lambda *_: watcher.wake())
-                inf.plan_pairs(self._totals)
-                inferences.append((m, inf))
+                inf.plan_pairs(self._totals)  # may drop stale predictions and results: before the watcher looks
+                inferences.append(inf)
+            watcher = WatchScorer(self.plan, wd, self.emit, pairs, code_workers=self.code_workers)
+            _ensure_open_files(sum(m.max_workers for m in models[: self.plan.run.max_num_workers]) + 256)
             limiter = anyio.CapacityLimiter(self.plan.run.max_num_workers)
 
             async def infer_one(inf: ModelInference) -> None:
@@ -183,7 +211,7 @@ class Runner:
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(self._report_heartbeats)
                             async with anyio.create_task_group() as models_tg:
-                                for _, inf in inferences:
+                                for inf in inferences:
                                     models_tg.start_soon(infer_one, inf)
                             tg.cancel_scope.cancel()
                 finally:
@@ -237,3 +265,19 @@ class Runner:
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
+
+
+def _ensure_open_files(needed: int) -> None:
+    """Raise the soft open-files limit towards `needed` (one socket per request in flight)."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        pass

@@ -43,7 +43,7 @@ def write_answer_key(plan: Plan, path: Path) -> int:
                     line = {"prompt": prompt, "answer": s.target}
                     if ds.mode == "ppl":
                         line["choices"] = list(s.choices)
-                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                    f.write(json.dumps(line) + "\n")
                     count += 1
     return count
 
@@ -78,6 +78,10 @@ class SimulatorProcess:
             self.stop()
             raise SimulatorError(f"the simulator did not start: {line.strip() or err or 'no output'}")
         self.base_url = line.split(prefix, 1)[1].strip().rstrip("/")
+        # The simulator has read its answer key (every prompt and reference): delete it now,
+        # so nothing is left in /tmp even if evaltui is killed.
+        self._tmp.cleanup()
+        self._tmp = None
         # Drain its pipes so a chatty simulator can never block on a full pipe.
         for stream in (self._proc.stdout, self._proc.stderr):
             threading.Thread(target=_drain, args=(stream,), daemon=True).start()

@@ -148,6 +148,10 @@ class RunState:
             self.notices.append(e)
         elif t is ev.RunFinished:
             self.finished = e
+            if e.interrupted:
+                for p in self.pairs.values():
+                    if p.status == "running":
+                        p.status = "pending"  # as its status file says: interrupted, resumable
 
     # -- summaries for renderers
     def totals(self) -> tuple[int, int, int]:

@@ -23,8 +23,9 @@ import anyio
 
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
+from evaltui.engine.versions import evaluator_version
 from evaltui.engine.workdir import WorkDir, iter_predictions, read_predictions
-from evaltui.fsutil import atomic_write_json, atomic_writer
+from evaltui.fsutil import atomic_write_json, atomic_writer, json_bytes
 from evaltui.plan import Plan
 
 Pair = tuple[str, str]
@@ -42,25 +43,27 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
     ds = plan.dataset(dataset)
     path = workdir.predictions_file(model, dataset)
     metric = scoring.main_metric(ds.evaluator.type)
+    scored_with = evaluator_version(ds)  # a later run with another evaluator scores again
     out = workdir.result_file(model, dataset)
     if ds.evaluator.type == "code_exec":
         predictions = read_predictions(path)
         if predictions is None:
             raise ValueError(f"predictions file missing or unreadable: {path}")
         result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers)
-        atomic_write_json(out, result)
+        details = result.pop("details")
+        atomic_write_json(out, {**result, "scored_with": scored_with, "details": details})
         return result[metric]
     total = correct = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out.parent) as details:
         for detail in scoring.iter_details(ds.evaluator, iter_predictions(path)):
-            details.write(b"%s\n    %s" % (b"," if total else b"", json.dumps(detail, ensure_ascii=False).encode("utf-8")))
+            details.write(b"%s\n    %s" % (b"," if total else b"", json_bytes(detail)))
             total += 1
             correct += bool(detail["correct"])
         value = scoring.percent(correct, total)
         details.seek(0)
         with atomic_writer(out) as w:
-            w.write(b'{\n  %s: %s,\n  "details": [' % (json.dumps(metric).encode(), json.dumps(value).encode()))
+            w.write(b'{\n  %s: %s,\n  "scored_with": "%s",\n  "details": [' % (json.dumps(metric).encode(), json.dumps(value).encode(), scored_with.encode()))
             shutil.copyfileobj(details, w)
             w.write(b"\n  ]\n}\n" if total else b"]\n}\n")
     return value
@@ -147,7 +150,10 @@ class WatchScorer:
         metric = main_metric(self.plan.dataset(dataset).evaluator.type)
         async with self._limiter:
             try:
-                value = await anyio.to_thread.run_sync(score_pair, self.plan, self.workdir, model, dataset, self.code_workers)
+                # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
+                value = await anyio.to_thread.run_sync(
+                    score_pair, self.plan, self.workdir, model, dataset, self.code_workers, abandon_on_cancel=True
+                )
             except Exception as e:  # one evaluator's failure is that pair's error, not the run's
                 message = f"{type(e).__name__}: {e}"
                 try:

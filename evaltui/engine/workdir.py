@@ -20,9 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from evaltui.fsutil import atomic_write_json, atomic_write_text, atomic_writer, read_json
+from evaltui.fsutil import atomic_write_json, atomic_write_text, atomic_writer, json_bytes, read_json
 
 TERMINAL = ("done", "fail")
+
+
+class WorkDirBusy(Exception):
+    """Another evaltui process is using the work directory."""
 
 
 def now_iso() -> str:
@@ -30,8 +34,11 @@ def now_iso() -> str:
 
 
 def parse_iso(text: str) -> float | None:
+    text = text.strip()
+    if text.endswith("Z"):  # Python 3.10's fromisoformat does not read the UTC designator
+        text = text[:-1] + "+00:00"
     try:
-        return datetime.fromisoformat(text.strip()).timestamp()
+        return datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
 
@@ -74,22 +81,66 @@ class WorkDir:
         return self.root / "results" / model / f"{dataset}.json"
 
     # -- whole-pair housekeeping
+    def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
+        """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
+        if not folder.is_dir():
+            return []
+        found = []
+        for p in folder.glob(f"{prefix}{dataset}*{suffix}"):
+            stem = p.name[len(prefix) : len(p.name) - len(suffix)]
+            if stem == dataset or (stem.startswith(dataset + "_") and stem[len(dataset) + 1 :].isdigit()):
+                found.append(p)
+        return sorted(found)
+
+    def checkpoint_files(self, model: str, dataset: str) -> list[Path]:
+        """Every checkpoint of the pair, including those of an earlier shard layout."""
+        return self._pair_files(self.root / "predictions" / model, "tmp_", dataset, ".jsonl")
+
+    def status_files(self, model: str, dataset: str) -> list[Path]:
+        return self._pair_files(self.root / "infer_status" / model, "", dataset, ".json")
+
     def forget_pair(self, model: str, dataset: str) -> None:
         """Remove everything a run wrote for one model×dataset (for --fresh and changed configs)."""
-        for folder, pattern in (
-            (self.root / "infer_status" / model, f"{dataset}*.json"),
-            (self.root / "predictions" / model, f"tmp_{dataset}*.jsonl"),
-        ):
-            for p in folder.glob(pattern) if folder.is_dir() else ():
-                stem = p.name.removeprefix("tmp_").rsplit(".", 1)[0]
-                if stem == dataset or (stem.startswith(dataset + "_") and stem[len(dataset) + 1 :].isdigit()):
-                    p.unlink(missing_ok=True)
+        for p in self.status_files(model, dataset) + self.checkpoint_files(model, dataset):
+            p.unlink(missing_ok=True)
         self.predictions_file(model, dataset).unlink(missing_ok=True)
         self.result_file(model, dataset).unlink(missing_ok=True)
+
+    def predictions_complete(self, model: str, dataset: str) -> bool:
+        """Whether the final predictions file exists and ends as evaltui ends it (not cut short)."""
+        try:
+            with open(self.predictions_file(model, dataset), "rb") as f:
+                if f.read(1) != b"{":
+                    return False
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 2))
+                return f.read() == b"}\n"
+        except OSError:
+            return False
 
     def prepare(self) -> None:
         for sub in ("infer_status", "predictions", "results", "summary", "logs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    def lock(self) -> int:
+        """Take the work dir for this process (WorkDirBusy if another evaltui has it); returns the fd.
+
+        Two runs appending to the same checkpoints would duplicate samples; an flock on
+        `.evaltui.lock` is released by the kernel however the holder dies, even by kill -9.
+        """
+        import fcntl
+
+        path = self.root / ".evaltui.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise WorkDirBusy(f"work dir {self.root} is in use by another evaltui (pid {holder}); wait for it or pass --work-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
 
     # -- heartbeat
     def beat(self) -> None:
@@ -223,7 +274,7 @@ class Checkpoint:
 
     def append(self, entry: dict[str, Any]) -> None:
         assert self._fd is not None, "checkpoint not open"
-        os.write(self._fd, (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8"))
+        os.write(self._fd, json_bytes(entry) + b"\n")
 
     def close(self) -> None:
         if self._fd is not None:
@@ -286,8 +337,9 @@ def merge_checkpoints(paths: list[Path], total: int, out: Path) -> int:
     Keeps 10 bytes per sample in memory (where its best line is), never the entries themselves,
     and copies each line's bytes with the `index` key dropped. Returns the entries written.
     """
+    paths = [p for p in paths if p.exists()]  # a shard with no samples never wrote one
     where = array("q", [-1]) * total
-    which = bytearray(total)
+    which = array("i", [0]) * total
     good = bytearray(total)
     for k, path in enumerate(paths):
         for index, ok, offset in scan_checkpoint(path):
@@ -310,7 +362,7 @@ def merge_checkpoints(paths: list[Path], total: int, out: Path) -> int:
                 else:
                     entry = json.loads(line)
                     entry.pop("index", None)
-                    value = json.dumps(entry, ensure_ascii=False).encode("utf-8")
+                    value = json_bytes(entry)
                 w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
                 written += 1
             w.write(b"\n}\n")

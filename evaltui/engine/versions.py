@@ -1,0 +1,26 @@
+"""Fingerprints that decide whether work from an earlier run still holds for this plan."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from evaltui.plan import DatasetConfig, ModelConfig
+
+
+def pair_version(model: ModelConfig, ds: DatasetConfig) -> str:
+    """Fingerprint of everything that shapes a prediction; a change means earlier ones are stale.
+
+    Not `limit` (more or fewer samples of the same kind) nor `shards` (the same samples in other
+    files: checkpoints of any layout are read back), nor the evaluator (see evaluator_version)."""
+    keys = {
+        "dataset": ds.model_dump(include={"path", "columns", "prompt", "system", "target", "mode", "choices"}),
+        "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
+    }
+    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def evaluator_version(ds: DatasetConfig) -> str:
+    """Fingerprint of how a dataset is scored; a result made another way is scored again."""
+    assert ds.evaluator is not None
+    return hashlib.sha256(json.dumps(ds.evaluator.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]

@@ -1,0 +1,161 @@
+"""Re-runs after the plan or the work dir changed, odd replies, odd outputs: found by trying to break it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from planmaker import arithmetic, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
+
+from evaltui.engine import events as ev
+from evaltui.engine.workdir import WorkDir
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+
+
+def setup(tmp_path: Path, sim_factory, n: int = 30, **sim_kw):  # type: ignore[no-untyped-def]
+    rows = arithmetic(n)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, **sim_kw))
+    return rows, sim, write_jsonl(tmp_path / "d.jsonl", rows)
+
+
+def test_a_larger_limit_runs_only_the_new_samples_and_scores_in_the_same_run(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, limit=10)]))[0] == 0
+    sim.reset_stats()
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, limit=30)]))
+    assert code == 0
+    assert sim.stats.requests_total == 20
+    assert [(e.dataset, e.score) for e in of_type(events, ev.DatasetScored)] == [("d", 100.0)]
+
+
+def test_a_changed_prompt_is_inferred_again_and_scored(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))[0] == 0
+    sim.reset_stats()
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, prompt="Q: {question}")]))
+    assert code == 0 and sim.stats.requests_total == 30
+    assert len(of_type(events, ev.DatasetScored)) == 1
+
+
+def test_a_changed_evaluator_scores_again_without_inferring_again(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))[0] == 0
+    sim.reset_stats()
+    regex = {**gsm_dataset("d", data), "evaluator": {"type": "regex", "pattern": "#### (\\d+)"}}
+    code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[regex]))
+    assert code == 0 and sim.stats.requests_total == 0
+    (scored,) = of_type(events, ev.DatasetScored)
+    assert scored.score == 0.0  # the regex takes the number, the gold is the whole solution text
+    assert runner.workdir.read_result("m", "d")["accuracy"] == 0.0
+
+
+def test_a_truncated_predictions_file_is_rebuilt_from_the_checkpoint(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    assert run_plan(plan)[0] == 0
+    wd = WorkDir(tmp_path / "out")
+    final = wd.predictions_file("m", "d")
+    final.write_bytes(final.read_bytes()[:500])
+    wd.result_file("m", "d").unlink()
+    sim.reset_stats()
+    code, events, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 0
+    assert len(json.loads(final.read_text())) == 30
+    assert of_type(events, ev.DatasetScored)[0].score == 100.0
+
+
+def test_changing_shards_keeps_finished_work(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, limit=20)]))[0] == 0
+    sim.reset_stats()
+    code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=3)]))
+    assert code == 0
+    assert sim.stats.requests_total == 10  # only the 10 the first layout never ran
+    assert len(json.loads(runner.workdir.predictions_file("m", "d").read_text())) == 30
+    assert sorted(p.name for p in runner.workdir.status_files("m", "d")) == ["d_0.json", "d_1.json", "d_2.json"]
+
+
+def test_more_shards_than_records(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, limit=3, shards=5)])
+    for _ in range(2):  # and again, resuming
+        code, events, _ = run_plan(plan)
+        assert code == 0
+    assert sim.stats.requests_total == 3
+
+
+def test_fail_on_error_is_a_budget_for_the_whole_dataset_whatever_the_shards(tmp_path: Path, sim_factory) -> None:
+    # 10 of 40 prompts are too long, all of them in the first shard
+    rows = [{"question": ("long " * 10 if i < 10 else "") + f"q{i}", "answer": "#### 1"} for i in range(40)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    outcomes = []
+    for shards in (1, 2, 4):
+        plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=shards, fail_on_error=0.25)], run={"work_dir": f"out{shards}"})
+        code, events, _ = run_plan(plan)
+        outcomes.append((code, [e.score for e in of_type(events, ev.DatasetScored)]))
+    assert outcomes == [(0, [75.0])] * 3
+
+
+def test_a_reply_with_a_lone_surrogate_is_kept_and_the_run_goes_on(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(5)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], "odd \ud83d reply #### 1" if r is rows[0] else r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))
+    assert code == 0
+    preds = json.loads(runner.workdir.predictions_file("m", "d").read_text())
+    assert preds["0"]["prediction"] == "odd \ud83d reply #### 1"
+    assert of_type(events, ev.DatasetScored)[0].score == 80.0
+
+
+def test_a_second_evaltui_on_the_same_work_dir_is_refused(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    wd = WorkDir(tmp_path / "out")
+    wd.prepare()
+    fd = wd.lock()  # as if another evaltui were running there
+    try:
+        r = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], capture_output=True, text=True, timeout=60)
+    finally:
+        import os
+
+        os.close(fd)
+    assert r.returncode == 2
+    assert "in use by another evaltui" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    assert sim.stats.requests_total == 0
+
+
+def test_a_work_dir_that_cannot_be_created_exits_2(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    r = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui", "--work-dir", str(a_file / "w")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "cannot use the work dir" in r.stdout and "Traceback" not in r.stdout + r.stderr
+
+
+def test_a_reader_that_leaves_early_does_not_stop_the_run(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory, default=ModelProfile(latency=0.01))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=2)], datasets=[gsm_dataset("d", data)])
+    proc = subprocess.Popen([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert "Traceback" not in err.decode()
+    wd = WorkDir(tmp_path / "out")
+    assert wd.has_scored_result("m", "d")
+    assert "run finished" in (wd.logs_dir / "run.log").read_text()
