@@ -46,9 +46,15 @@ def entry() -> None:
     Everything a run writes is flushed or closed by then; skipping the module teardown saves
     tens of milliseconds on every invocation, which matters to scripted use and benchmarks.
     """
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C before the run could catch it (e.g. while a plan is checked)
+        code = 130
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # the reader has gone (`| head`): nothing left to tell it
     os._exit(code)
 
 
@@ -63,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     from evaltui.plan import PlanError, load_plan, select
 
     try:
-        plan = select(load_plan(Path(args.plan)), args.models, args.datasets)
+        full_plan = load_plan(Path(args.plan))
+        plan = select(full_plan, args.models, args.datasets)
     except PlanError as e:
         for line in e.problems:
             print(line, file=sys.stderr)
@@ -72,11 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     from evaltui.engine.runner import Runner
     from evaltui.headless import run_headless
 
-    runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh)
+    runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
     headless = args.no_ui or args.json or not sys.stdout.isatty()
     if not headless:
         print("evaltui: the interactive session is not built yet; running headless (--no-ui).", file=sys.stderr)
-    try:
-        return run_headless(runner, as_json=args.json)
-    except KeyboardInterrupt:
-        return 130
+    return run_headless(runner, as_json=args.json)

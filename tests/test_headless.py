@@ -72,6 +72,8 @@ def test_subset_and_work_dir_options(tmp_path: Path, sim_factory) -> None:
     assert wd.result_file("half", "y").is_file()
     assert not wd.result_file("good", "y").exists() and not wd.result_file("half", "x").exists()
     assert not (tmp_path / "out").exists()  # the plan's own work_dir was not touched
+    snapshot = (elsewhere / "plan.toml").read_text()
+    assert 'abbr = "good"' in snapshot and 'abbr = "half"' in snapshot  # the whole plan, not the subset
     assert {rec.model for rec in sim.stats.log} == {"half"} and sim.stats.requests_total == 10
     bad = evaltui(str(plan), "--no-ui", "--models", "nope")
     assert bad.returncode == 2 and "--models: unknown abbr 'nope'" in bad.stderr

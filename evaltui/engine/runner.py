@@ -43,8 +43,12 @@ class Runner:
         work_dir: str | Path | None = None,
         fresh: bool = False,
         code_workers: int = 2,
+        snapshot_of: Plan | None = None,
     ):
+        """`snapshot_of`: the whole plan when `plan` is a --models/--datasets subset of it, so
+        the work dir's plan.toml stays the plan the work dir belongs to."""
         self.plan = plan
+        self._snapshot_of = snapshot_of or plan
         self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
         self.fresh = fresh
         self.code_workers = code_workers
@@ -162,7 +166,7 @@ class Runner:
 
     # ------------------------------------------------------------------ parts
     def _write_snapshot(self) -> None:
-        data = self.plan.snapshot()
+        data = self._snapshot_of.snapshot()
         data["run"]["work_dir"] = str(self.workdir.root)
         atomic_write_text(self.workdir.plan_file, tomli_w.dumps(data))
 
