@@ -352,3 +352,24 @@ def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_p
     assert data["3"] == {"origin_prompt": "p3", "prediction": "three", "gold": "3"}
     assert data["1"]["prediction"] == 'says "error": {no}' and data["1"]["gold"] == ""
     assert data["2"]["ppl"] == [1.5, 0.25]
+
+
+def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypatch) -> None:
+    import pytest
+
+    from evaltui.engine import workdir
+    from evaltui.fsutil import atomic_write_json
+
+    entries = {str(i): {"origin_prompt": f"p{i}\n", "prediction": f"a {i}", "gold": "" if i == 3 else str(i)} for i in range(600)}
+    ours, foreign = tmp_path / "ours.json", tmp_path / "foreign.json"
+    atomic_write_json(ours, entries)  # one entry per line
+    foreign.write_text(json.dumps(entries, indent=2))  # another tool's layout
+    expected = [{"index": i, **entries[str(i)]} for i in range(600)]
+    for threshold in (0, workdir.STREAM_ABOVE):
+        monkeypatch.setattr(workdir, "STREAM_ABOVE", threshold)
+        assert list(workdir.iter_predictions(ours)) == expected
+        assert list(workdir.iter_predictions(foreign)) == expected
+    monkeypatch.setattr(workdir, "STREAM_ABOVE", 0)
+    ours.write_bytes(ours.read_bytes()[:-3])  # cut short
+    with pytest.raises(ValueError):
+        list(workdir.iter_predictions(ours))

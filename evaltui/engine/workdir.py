@@ -379,6 +379,7 @@ def read_predictions(path: Path) -> list[dict[str, Any]] | None:
     return [{"index": int(k), **v} for k, v in sorted(data.items(), key=lambda kv: int(kv[0]))]
 
 
+STREAM_ABOVE = 16 * 1024 * 1024  # bytes of predictions file
 _PREDICTION_LINE = re.compile(rb'^  "(\d+)": (\{.*\}),?$')
 
 
@@ -390,7 +391,8 @@ def iter_predictions(path: Path) -> Iterator[dict[str, Any]]:
     """
     yielded = False
     with open(path, "rb") as f:
-        if f.readline().rstrip() == b"{":
+        # Small files parse fastest whole (one C call); only large ones are worth streaming.
+        if os.fstat(f.fileno()).st_size > STREAM_ABOVE and f.readline().rstrip() == b"{":
             batch: list[dict[str, Any]] = []
             for raw in f:
                 line = raw.rstrip(b"\r\n")
