@@ -15,6 +15,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 
+# mkstemp creates files 0600; results are meant to be shared like any file the user writes.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_MODE = 0o666 & ~_UMASK
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary file that appears at `path` only once the block ends without an error."""
@@ -22,6 +28,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb", buffering=1 << 16) as f:
             yield f
         os.replace(tmp, path)

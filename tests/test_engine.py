@@ -99,8 +99,12 @@ def test_work_dir_layout_and_formats(tmp_path: Path, sim_factory) -> None:
     assert 0 <= result["accuracy"] <= 100 and len(result["details"]) == 32
     assert list((root / "summary").glob("summary_*.txt")) and list((root / "summary").glob("summary_*.csv")) and list((root / "summary").glob("summary_*.md"))
     assert (root / "logs" / "run.log").read_text().count("scored") == 2
-    # No temporary files left behind by atomic writes.
+    # No temporary files left behind by atomic writes, and none kept private by them.
     assert not [p for p in root.rglob("*.tmp")]
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in (wd.predictions_file("m", "one"), wd.result_file("m", "one"), root / "infer_status/m/one.json"):
+        assert f.stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_concurrency_is_one_pool_per_model_and_the_next_dataset_starts_early(tmp_path: Path, sim_factory) -> None:
