@@ -12,7 +12,7 @@ from pathlib import Path
 
 from planmaker import arithmetic, gsm_dataset, lightllm, run_plan, write_jsonl, write_plan
 
-from evaltui.engine.workdir import WorkDir, iter_checkpoint
+from evaltui.engine.workdir import WorkDir, scan_checkpoint
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
 N = 300
@@ -91,7 +91,7 @@ def test_sigkill_at_several_points_then_rerun_matches_an_uninterrupted_run(tmp_p
         assert got == want
         assert json.loads(crashed.result_file("m", ds).read_text())["accuracy"] == json.loads(reference.result_file("m", ds).read_text())["accuracy"]
     for path in [cp_d, *cp_s]:
-        indices = [e["index"] for e in iter_checkpoint(path) if "error" not in e]
+        indices = [index for index, ok, _ in scan_checkpoint(path) if ok]
         assert len(indices) == len(set(indices)), f"duplicate sample in {path.name}"
     # A kill loses at most the requests in flight: each prompt was sent at most once per run per dataset.
     per_prompt = sim.stats.attempts

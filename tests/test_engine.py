@@ -9,7 +9,7 @@ import pytest
 from planmaker import arithmetic, chat, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
-from evaltui.engine.workdir import WorkDir, iter_checkpoint
+from evaltui.engine.workdir import WorkDir, scan_checkpoint
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, answers_correctly
 
 
@@ -213,7 +213,7 @@ def test_resume_skips_finished_pairs_and_samples(tmp_path: Path, sim_factory) ->
     assert code == 0
     assert sim.stats.requests_total == 20  # only what was not kept, the torn line included
     assert {r.prompt for r in sim.stats.log} == {rows[i]["question"] for i in range(50) if i not in kept_indices}
-    indices = [e["index"] for e in iter_checkpoint(cp)]
+    indices = [index for index, _, _ in scan_checkpoint(cp)]
     assert sorted(indices) == list(range(50))  # no duplicates, nothing lost
     assert len(json.loads(wd.predictions_file("m", "d").read_text())) == 50
     # --fresh starts over.

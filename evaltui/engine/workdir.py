@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 from array import array
 from dataclasses import dataclass
@@ -282,23 +281,6 @@ class Checkpoint:
             self._fd = None
 
 
-def iter_checkpoint(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        return
-    with f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                break  # torn by a kill mid-write: that sample is simply not done
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("index"), int):
-                yield entry
-
-
 # A checkpoint line as Checkpoint.append writes it starts `{"index": N, `. Inside a JSON string
 # every quote is escaped, so `"error": {` can only be the key of a failure entry: lines can be
 # classified without parsing them, which keeps resume and merge fast for millions of samples.
@@ -415,7 +397,3 @@ def iter_predictions(path: Path) -> Iterator[dict[str, Any]]:
     if entries is None:
         raise ValueError(f"{path.name}: not a JSON object of predictions")
     yield from entries
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
