@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import zlib
@@ -84,7 +85,7 @@ def iter_records(path: Path, columns: list[str] | None = None) -> Iterator[dict[
                     yield dict(zip(header, row))
         else:
             raise DatasetError(f"{name}: unsupported file type")
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as e:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, RecursionError) as e:
         raise DatasetError(f"{name}: cannot read: {e}") from None
 
 
@@ -100,6 +101,27 @@ def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
     except OSError:
         return None
     return (str(path.resolve()), st.st_mtime_ns, st.st_size, tuple(ds.columns), ds.limit)
+
+
+_FINGERPRINTS: dict[tuple[Any, ...], str] = {}
+
+
+def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str:
+    """sha256 of the data file's bytes: an edited file makes earlier predictions stale."""
+    key = _count_key(plan, ds)
+    if key is not None and key[:3] in _FINGERPRINTS:
+        return _FINGERPRINTS[key[:3]]
+    digest = hashlib.sha256()
+    try:
+        with open(plan.dataset_path(ds), "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return "unreadable"
+    value = digest.hexdigest()[:16]
+    if key is not None:
+        _FINGERPRINTS[key[:3]] = value
+    return value
 
 
 def count_records(plan: "Plan", ds: "DatasetConfig") -> int:

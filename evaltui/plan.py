@@ -25,6 +25,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_WORKERS = 4096
+HOUR, DAY = 3600.0, 86400.0  # upper bounds: a typo like 1e300 is an error, not an overflow hours later
 MODEL_TYPES = ("lightllm", "lightllm-chat", "openai-chat", "openai-completions")
 CHAT_TYPES = ("lightllm-chat", "openai-chat")
 PPL_TYPES = ("lightllm", "openai-completions")
@@ -51,13 +52,13 @@ class _Strict(BaseModel):
 
 class RunConfig(_Strict):
     work_dir: str | None = None
-    max_num_workers: int = Field(1, ge=1)
-    eval_workers: int = Field(4, ge=1)
-    heartbeat_interval: float = Field(5.0, gt=0)
-    poll_interval: float = Field(1.0, gt=0)
-    log_interval: float = Field(30.0, gt=0)
-    watch_interval: float = Field(5.0, gt=0)
-    heartbeat_timeout: float = Field(60.0, gt=0)
+    max_num_workers: int = Field(1, ge=1, le=256)
+    eval_workers: int = Field(4, ge=1, le=256)
+    heartbeat_interval: float = Field(5.0, gt=0, le=HOUR)
+    poll_interval: float = Field(1.0, gt=0, le=HOUR)
+    log_interval: float = Field(30.0, gt=0, le=DAY)
+    watch_interval: float = Field(5.0, gt=0, le=HOUR)
+    heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
 
 
 class ModelConfig(_Strict):
@@ -65,10 +66,10 @@ class ModelConfig(_Strict):
     type: Literal["lightllm", "lightllm-chat", "openai-chat", "openai-completions"]
     url: str
     max_workers: int = Field(default_factory=default_max_workers, ge=1, le=MAX_WORKERS)
-    rate_per_worker: float = Field(0.0, ge=0)
-    retry: int = Field(4, ge=0)
-    timeout: float = Field(120.0, gt=0)
-    backoff: float = Field(1.0, ge=0)
+    rate_per_worker: float = Field(0.0, ge=0, le=1e6)
+    retry: int = Field(4, ge=0, le=100)
+    timeout: float = Field(120.0, gt=0, le=DAY)
+    backoff: float = Field(1.0, ge=0, le=HOUR)
     generation_kwargs: dict[str, Any] = Field(
         default_factory=lambda: {"do_sample": False, "ignore_eos": False, "max_new_tokens": 1024}
     )
@@ -88,8 +89,8 @@ class ModelConfig(_Strict):
 class EvaluatorConfig(_Strict):
     type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec"]
     pattern: str | None = None
-    timeout: float = Field(10.0, gt=0)
-    memory_mb: int = Field(1024, ge=16)
+    timeout: float = Field(10.0, gt=0, le=DAY)
+    memory_mb: int = Field(1024, ge=16, le=1 << 20)
 
 
 class DatasetConfig(_Strict):
@@ -101,7 +102,7 @@ class DatasetConfig(_Strict):
     target: str
     mode: Literal["gen", "ppl"] = "gen"
     choices: list[str] = Field(default_factory=list)
-    shards: int = Field(1, ge=1)
+    shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
     fail_on_error: float = Field(0.0, ge=0, le=1)
     evaluator: EvaluatorConfig | None = None

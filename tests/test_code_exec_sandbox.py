@@ -148,3 +148,47 @@ def test_score_code_exec_mixed_batch_with_errors_and_missing_records():
 def test_code_exec_needs_records():
     with pytest.raises(ValueError, match="needs the dataset records"):
         score(Ev(), [{"index": 0, "origin_prompt": "", "prediction": "x", "gold": ""}])
+
+
+def test_printing_the_pass_token_found_in_the_program_file_is_not_a_pass():
+    body = (
+        "    import os, re, sys\n"
+        "    text = open(sys.argv[0]).read() + open(__file__).read()\n"
+        "    print(' '.join(re.findall(r'EVALTUI-PASSED-[0-9a-f]+', text)))\n"
+        "    os._exit(0)\n"
+    )
+    detail = run_body(body)
+    assert detail["result"] != PASSED and detail["correct"] is False
+
+
+def test_the_program_dies_with_the_process_that_runs_it(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "pid"
+    program = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(100)\n"
+    runner = subprocess.Popen(
+        [sys.executable, "-c", f"from evaltui.scoring.sandbox import run_program; run_program({program!r}, timeout=60)"]
+    )
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the sandboxed program never started"
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    os.kill(runner.pid, signal.SIGKILL)  # evaltui killed mid-scoring
+    runner.wait(timeout=10)
+    end = time.monotonic() + 10
+    while time.monotonic() < end and _running(child):
+        time.sleep(0.02)
+    assert not _running(child), "the sandboxed program outlived its parent"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "State:\tZ" not in f.read()
+    except OSError:
+        return False

@@ -159,3 +159,103 @@ def test_a_reader_that_leaves_early_does_not_stop_the_run(tmp_path: Path, sim_fa
     wd = WorkDir(tmp_path / "out")
     assert wd.has_scored_result("m", "d")
     assert "run finished" in (wd.logs_dir / "run.log").read_text()
+
+
+def test_a_dataset_that_cannot_be_loaded_fails_alone_and_the_next_ones_run(tmp_path: Path, sim_factory) -> None:
+    import anyio
+
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+
+    _, sim, data = setup(tmp_path, sim_factory, default=ModelProfile(latency=0.01))
+    b = write_jsonl(tmp_path / "b.jsonl", arithmetic(30))
+    plan = load_plan(
+        write_plan(
+            tmp_path,
+            models=[lightllm("m", sim.url, max_workers=4)],
+            datasets=[gsm_dataset("a", data), gsm_dataset("b", b), gsm_dataset("c", data, limit=10)],
+        )
+    )
+    events: list[ev.Event] = []
+
+    def sink(e: ev.Event) -> None:
+        events.append(e)
+        if isinstance(e, ev.DatasetStarted) and e.dataset == "a":
+            b.unlink()  # the file goes away after the run checked it, before b is loaded
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            return await Runner(plan, sink=sink).run()
+
+    assert anyio.run(main) == 1
+    inferred = {e.dataset: e for e in of_type(events, ev.DatasetInferred)}
+    assert inferred["b"].status == "fail" and "b.jsonl" in inferred["b"].error
+    assert {e.dataset for e in of_type(events, ev.DatasetScored)} == {"a", "c"}
+
+
+def test_an_edited_data_file_starts_the_pair_over(tmp_path: Path, sim_factory) -> None:
+    rows, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    assert run_plan(plan)[0] == 0
+    write_jsonl(data, [{"question": "NEW first question", "answer": "#### 7"}, *rows])  # a record inserted
+    sim.reset_stats()
+    code, events, runner = run_plan(plan)
+    assert sim.stats.requests_total == 31  # nothing kept from the old file
+    preds = json.loads(runner.workdir.predictions_file("m", "d").read_text())
+    assert preds["0"]["origin_prompt"] == "NEW first question" and len(preds) == 31
+
+
+def test_a_record_that_no_longer_fits_the_template_fails_alone(tmp_path: Path, sim_factory) -> None:
+    import anyio
+
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+
+    rows, sim, data = setup(tmp_path, sim_factory)
+    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, prompt="{question[0]}{question}")]))
+    write_jsonl(data, [{"question": 5, "answer": "#### 1"}, *rows[1:]])  # changed after the check
+    events: list[ev.Event] = []
+    anyio.run(Runner(plan, sink=events.append).run)
+    (failed,) = of_type(events, ev.SampleFailed)
+    assert failed.index == 0 and failed.error["type"] == "template" and "TypeError" in failed.error["message"]
+    assert len(of_type(events, ev.SampleFinished)) == 29
+
+
+def test_a_lower_fail_on_error_reopens_the_pair_and_retries_its_failures(tmp_path: Path, sim_factory) -> None:
+    rows = [{"question": ("long " * 10 if i < 5 else "") + f"q{i}", "answer": "#### 1"} for i in range(20)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, fail_on_error=0.5)]))[0] == 0
+    sim.reset_stats()
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))
+    assert code == 1
+    assert sim.stats.requests_total == 5  # the five failures were tried again, nothing else
+    assert of_type(events, ev.DatasetInferred)[0].status == "fail"
+
+
+def test_final_predictions_are_the_checkpoint_when_the_checkpoints_were_deleted(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))[0] == 0
+    wd = WorkDir(tmp_path / "out")
+    for cp in wd.checkpoint_files("m", "d"):
+        cp.unlink()
+    sim.reset_stats()
+    code, _, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=4)]))
+    assert code == 0 and sim.stats.requests_total == 0
+    assert len(json.loads(wd.predictions_file("m", "d").read_text())) == 30
+
+
+def test_leftovers_of_a_killed_run_are_cleared(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    wd = WorkDir(tmp_path / "out")
+    wd.prepare()
+    junk = [wd.root / "predictions" / ".d.json.abc123.tmp", wd.sandbox_dir / "evaltui-exec-x" / "program.py"]
+    for j in junk:
+        j.parent.mkdir(parents=True, exist_ok=True)
+        j.write_text("left by a kill -9")
+    assert run_plan(plan)[0] == 0
+    assert not any(j.exists() for j in junk)

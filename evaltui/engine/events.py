@@ -79,6 +79,7 @@ class DatasetInferred(NamedTuple):
     completed: int
     failed: int
     predictions_file: str = ""
+    error: str = ""  # why it failed, when it did
 
 
 class Heartbeat(NamedTuple):

@@ -19,10 +19,10 @@ from typing import Any, Iterator
 import anyio
 
 from evaltui.backends import Backend, BackendError
-from evaltui.datasets import DatasetError, Sample, load_records, render_sample
+from evaltui.datasets import DatasetError, Sample, file_fingerprint, load_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.versions import evaluator_version, pair_version
-from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, merge_checkpoints, scan_checkpoint
+from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, merge_checkpoints, predictions_to_checkpoint, scan_checkpoint
 from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
@@ -104,7 +104,7 @@ class ModelInference:
         wd = self.workdir
         for ds in self.datasets:
             total = totals[ds.abbr]
-            version = pair_version(self.model, ds)
+            version = pair_version(self.model, ds, file_fingerprint(self.plan, ds))
             n = ds.shards
             current = {wd.status_file(m, ds.abbr, k, n) for k in range(n)}
             old = [read_json(p) for p in wd.status_files(m, ds.abbr)]
@@ -117,12 +117,19 @@ class ModelInference:
             if result is not None and result.get("scored_with") != evaluator_version(ds):
                 wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
             statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
-            if wd.predictions_complete(m, ds.abbr) and all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
-                scored = wd.has_scored_result(m, ds.abbr)
+            complete = wd.predictions_complete(m, ds.abbr)
+            if complete and all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
                 completed = sum(s.get("completed", 0) for s in statuses)
                 failed = sum(s.get("failed", 0) for s in statuses)
-                self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
-                continue
+                if failed <= ds.fail_on_error * total:  # (a lower fail_on_error re-opens the pair)
+                    scored = wd.has_scored_result(m, ds.abbr)
+                    self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
+                    continue
+            if complete and not wd.checkpoint_files(m, ds.abbr):
+                # Checkpoints deleted after the merge (as OpenCompass users do): the final file
+                # holds the same samples, so it becomes the checkpoint to resume from.
+                restored = wd.checkpoint_file(m, ds.abbr, 0, 1)
+                predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), restored)
             # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
             wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
             wd.result_file(m, ds.abbr).unlink(missing_ok=True)
@@ -184,12 +191,15 @@ class ModelInference:
                 raise DatasetError(f"{run.cfg.path} now has {len(records)} records, expected {run.total}")
         except (DatasetError, OSError) as e:
             run.load_error = str(e)
+            run.remaining = 0  # nothing of it will run: the next dataset may start
             for s in run.shards:
+                s.outstanding = -1
                 self.board.write(m, d, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=0, error=run.load_error, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), "fail", s.total, s.completed, 0, run.load_error))
-            self.emit(ev.DatasetInferred(m, d, "fail", sum(s.completed for s in run.shards), 0))
+            self.emit(ev.DatasetInferred(m, d, "fail", sum(s.completed for s in run.shards), 0, error=run.load_error))
             run.todo = iter(())
             run.loaded.set()
+            self._maybe_start_more()
             return
         run.records = records
         for s in run.shards:
@@ -229,7 +239,7 @@ class ModelInference:
         assert run.records is not None
         try:
             sample = render_sample(cfg, index, run.records[index])
-        except (KeyError, IndexError, AttributeError, ValueError) as e:  # the file changed since it was checked
+        except Exception as e:  # the file changed since it was checked: this sample fails, not the run
             message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
         else:
@@ -297,7 +307,7 @@ class ModelInference:
             completed = sum(s.completed for s in run.shards)
             failed = sum(s.failed for s in run.shards)
             path = str(self.workdir.predictions_file(m, d)) if final_status == "done" else ""
-            self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path))
+            self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path, error))
             self.on_inferred(m, d)
 
     async def _write_predictions(self, run: DatasetRun) -> None:

@@ -29,7 +29,8 @@ def event_line(e: ev.Event) -> str | None:
         if e.status == "done":
             extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
             return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
-        return f"{e.model}/{e.dataset}: inference FAILED: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+        why = f" ({e.error})" if e.error else ""
+        return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
     if t is ev.DatasetScored:
         if e.error:
             return f"{e.model}/{e.dataset}: scoring FAILED: {e.error}"

@@ -12,6 +12,7 @@ HTTP client per model, the watch-scorer — and reports only through the event s
 from __future__ import annotations
 
 import os
+import sys
 import time
 from contextlib import AsyncExitStack
 from datetime import datetime
@@ -88,6 +89,8 @@ class Runner:
         if lock is None:
             return 2
         try:
+            if any(d.evaluator.type == "code_exec" for d in self.plan.datasets):
+                _hide_environment()
             self._board = StatusBoard(wd)
             self._write_snapshot()
             if self.fresh:
@@ -123,7 +126,9 @@ class Runner:
         """Create and lock the work dir; None (after saying why) when that is impossible."""
         try:
             self.workdir.prepare()
-            return self.workdir.lock()
+            fd = self.workdir.lock()
+            self.workdir.clear_leftovers()
+            return fd
         except WorkDirBusy as e:
             self.emit(ev.Notice(str(e), "error"))
         except OSError as e:
@@ -284,4 +289,21 @@ def _ensure_open_files(needed: int) -> None:
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     except (ValueError, OSError):
+        pass
+
+
+def _hide_environment() -> None:
+    """Make /proc/<evaltui>/environ unreadable to model-written code run by code_exec.
+
+    The sandbox gets a bare environment, but any process of the same user could read this
+    process's environment (API keys included) from /proc. A non-dumpable process's /proc files
+    belong to root. (A side effect: attaching a debugger to evaltui then needs root.)
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
         pass

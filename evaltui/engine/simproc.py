@@ -12,9 +12,8 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
-from pathlib import Path
+from typing import TextIO
 
 from evaltui.datasets import load_records, render_sample
 from evaltui.plan import Plan, sim_options
@@ -31,20 +30,19 @@ def sim_url_for(base: str, model_type: str, abbr: str) -> str:
     return f"{base}/{abbr}/generate" if model_type == "lightllm" else f"{base}/{abbr}/v1"
 
 
-def write_answer_key(plan: Plan, path: Path) -> int:
+def write_answer_key(plan: Plan, out: TextIO) -> int:
     """One line per prompt the simulated models know, in the simulator's answer-key format."""
     count = 0
-    with open(path, "w", encoding="utf-8") as f:
-        for ds in plan.datasets:
-            for index, record in enumerate(load_records(plan, ds)):
-                s = render_sample(ds, index, record)
-                prompts = [s.prompt] + ([f"{s.system}\n\n{s.prompt}"] if s.system else [])
-                for prompt in prompts:
-                    line = {"prompt": prompt, "answer": s.target}
-                    if ds.mode == "ppl":
-                        line["choices"] = list(s.choices)
-                    f.write(json.dumps(line) + "\n")
-                    count += 1
+    for ds in plan.datasets:
+        for index, record in enumerate(load_records(plan, ds)):
+            s = render_sample(ds, index, record)
+            prompts = [s.prompt] + ([f"{s.system}\n\n{s.prompt}"] if s.system else [])
+            for prompt in prompts:
+                line = {"prompt": prompt, "answer": s.target}
+                if ds.mode == "ppl":
+                    line["choices"] = list(s.choices)
+                out.write(json.dumps(line) + "\n")
+                count += 1
     return count
 
 
@@ -55,13 +53,15 @@ class SimulatorProcess:
         self.plan = plan
         self.base_url = ""
         self._proc: subprocess.Popen[str] | None = None
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def start(self) -> str:
-        self._tmp = tempfile.TemporaryDirectory(prefix="evaltui-sim-")
-        key = Path(self._tmp.name) / "answer_key.jsonl"
-        write_answer_key(self.plan, key)
-        cmd = [sys.executable, "-m", "evaltui.sim", "--host", "127.0.0.1", "--port", "0", "--answer-key", str(key), "--parent-pid", str(os.getpid())]
+        """Start the child and return its base URL (SimulatorError if it does not come up).
+
+        Call it from the thread that lives as long as the run: the child asks Linux to end it
+        when its creator goes (`--parent-pid`). It gets its own session so a terminal's Ctrl-C
+        reaches evaltui, which stops it in order, and not the simulator mid-start.
+        """
+        cmd = [sys.executable, "-m", "evaltui.sim", "--host", "127.0.0.1", "--port", "0", "--answer-key", "-", "--parent-pid", str(os.getpid())]
         for m in self.plan.models:
             if m.is_sim:
                 opts = sim_options(m.url)
@@ -69,8 +69,16 @@ class SimulatorProcess:
                 cmd += ["--model", f"{m.abbr}:{spec}" if spec else m.abbr]
         env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET"))}
         self._proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.PIPE, text=True, env=env,
+            start_new_session=True,
         )
+        assert self._proc.stdin is not None
+        try:
+            # The answer key goes through the pipe: no file holds the plan's references.
+            write_answer_key(self.plan, self._proc.stdin)
+            self._proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died early; its stderr says why, below
         line = self._first_line()
         prefix = "listening on "
         if prefix not in line:
@@ -78,10 +86,6 @@ class SimulatorProcess:
             self.stop()
             raise SimulatorError(f"the simulator did not start: {line.strip() or err or 'no output'}")
         self.base_url = line.split(prefix, 1)[1].strip().rstrip("/")
-        # The simulator has read its answer key (every prompt and reference): delete it now,
-        # so nothing is left in /tmp even if evaltui is killed.
-        self._tmp.cleanup()
-        self._tmp = None
         # Drain its pipes so a chatty simulator can never block on a full pipe.
         for stream in (self._proc.stdout, self._proc.stderr):
             threading.Thread(target=_drain, args=(stream,), daemon=True).start()
@@ -109,9 +113,6 @@ class SimulatorProcess:
                 self._proc.kill()
                 self._proc.wait(timeout=5)
         self._proc = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
 
 def _drain(stream) -> None:  # type: ignore[no-untyped-def]

@@ -8,13 +8,16 @@ import json
 from evaltui.plan import DatasetConfig, ModelConfig
 
 
-def pair_version(model: ModelConfig, ds: DatasetConfig) -> str:
+def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     """Fingerprint of everything that shapes a prediction; a change means earlier ones are stale.
 
-    Not `limit` (more or fewer samples of the same kind) nor `shards` (the same samples in other
-    files: checkpoints of any layout are read back), nor the evaluator (see evaluator_version)."""
+    `data` is the data file's own fingerprint: an edited file (a changed answer, a record
+    inserted) invalidates what was predicted from the old one. Not `limit` (more or fewer samples
+    of the same kind) nor `shards` (the same samples in other files: checkpoints of any layout
+    are read back), nor the evaluator (see evaluator_version)."""
     keys = {
         "dataset": ds.model_dump(include={"path", "columns", "prompt", "system", "target", "mode", "choices"}),
+        "data": data,
         "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
     }
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]

@@ -49,7 +49,7 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
         predictions = read_predictions(path)
         if predictions is None:
             raise ValueError(f"predictions file missing or unreadable: {path}")
-        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers)
+        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir))
         details = result.pop("details")
         atomic_write_json(out, {**result, "scored_with": scored_with, "details": details})
         return result[metric]

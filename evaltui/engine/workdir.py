@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from array import array
 from dataclasses import dataclass
@@ -67,6 +68,22 @@ class WorkDir:
     def summary_dir(self) -> Path:
         return self.root / "summary"
 
+    @property
+    def sandbox_dir(self) -> Path:
+        """Where code_exec programs run; cleared when a run starts."""
+        return self.root / ".sandbox"
+
+    def clear_leftovers(self) -> None:
+        """Remove what a killed run can leave: half-written temporaries and sandbox folders.
+
+        Only called with the work-dir lock held, so no other evaltui is writing them."""
+        shutil.rmtree(self.sandbox_dir, ignore_errors=True)
+        for sub in ("infer_status", "predictions", "results", "summary"):
+            for tmp in (self.root / sub).rglob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+        for tmp in self.root.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+
     def status_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
         return self.root / "infer_status" / model / f"{dataset}{shard_suffix(shard, shards)}.json"
 
@@ -99,11 +116,15 @@ class WorkDir:
         return self._pair_files(self.root / "infer_status" / model, "", dataset, ".json")
 
     def forget_pair(self, model: str, dataset: str) -> None:
-        """Remove everything a run wrote for one model×dataset (for --fresh and changed configs)."""
-        for p in self.status_files(model, dataset) + self.checkpoint_files(model, dataset):
-            p.unlink(missing_ok=True)
+        """Remove everything a run wrote for one model×dataset (for --fresh and changed configs).
+
+        Status files go last: they hold the version that marks the rest as stale, so a kill
+        half-way leaves the next run still knowing to forget what is left.
+        """
         self.predictions_file(model, dataset).unlink(missing_ok=True)
         self.result_file(model, dataset).unlink(missing_ok=True)
+        for p in self.checkpoint_files(model, dataset) + self.status_files(model, dataset):
+            p.unlink(missing_ok=True)
 
     def predictions_complete(self, model: str, dataset: str) -> bool:
         """Whether the final predictions file exists and ends as evaltui ends it (not cut short)."""
@@ -359,6 +380,13 @@ def read_predictions(path: Path) -> list[dict[str, Any]] | None:
     if not isinstance(data, dict):
         return None
     return [{"index": int(k), **v} for k, v in sorted(data.items(), key=lambda kv: int(kv[0]))]
+
+
+def predictions_to_checkpoint(predictions: Path, checkpoint: Path) -> None:
+    """Write a final predictions file back as checkpoint lines (atomically: all or nothing)."""
+    with atomic_writer(checkpoint) as w:
+        for entry in iter_predictions(predictions):
+            w.write(json_bytes(entry) + b"\n")
 
 
 STREAM_ABOVE = 16 * 1024 * 1024  # bytes of predictions file

@@ -21,14 +21,14 @@ def _missing_fields(record: Any) -> list[str]:
     return [name for name in _RECORD_FIELDS if not isinstance(record.get(name), str)]
 
 
-def judge_code(prediction: str, record: Any, *, timeout: float, memory_mb: int) -> tuple[str | None, str]:
+def judge_code(prediction: str, record: Any, *, timeout: float, memory_mb: int, tmp_root: str | None = None) -> tuple[str | None, str]:
     """(the cleaned completion, the run's result) for one sample."""
     missing = _missing_fields(record)
     if missing:
         return None, f"failed: dataset record lacks {', '.join(missing)}"
     completion = clean_completion(prediction, record["entry_point"])
     program = build_program(record, completion)
-    return completion, run_program(program, timeout=timeout, memory_mb=memory_mb)
+    return completion, run_program(program, timeout=timeout, memory_mb=memory_mb, tmp_root=tmp_root)
 
 
 def run_code_samples(
@@ -37,13 +37,14 @@ def run_code_samples(
     timeout: float,
     memory_mb: int,
     workers: int,
+    tmp_root: str | None = None,
 ) -> list[tuple[str | None, str]]:
     """Results in the order of `jobs`, each a (prediction, record) pair."""
     if not jobs:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(int(workers), len(jobs))), thread_name_prefix="evaltui-exec") as pool:
         futures = [
-            pool.submit(judge_code, prediction, record, timeout=timeout, memory_mb=memory_mb)
+            pool.submit(judge_code, prediction, record, timeout=timeout, memory_mb=memory_mb, tmp_root=tmp_root)
             for prediction, record in jobs
         ]
         return [future.result() for future in futures]

@@ -8,8 +8,13 @@ The program is model-written, so it runs in a child interpreter that:
 - leads its own session, so a wall-clock timeout kills it with everything it spawned;
 - writes stdout/stderr into unlinked temporary files, so flooding output cannot fill a pipe
   and hang us, nor our memory (the file-size limit ends a flood);
-- must print a random sentinel after the tests, so `sys.exit(0)` / `os._exit(0)` before or
-  during the tests is not a pass.
+- must get through the tests for its bootstrap to print a random token it received over a pipe
+  (not in the program file), so `sys.exit(0)` / `os._exit(0)` before or during the tests, or a
+  program printing its own file, is not a pass;
+- dies with evaltui (PR_SET_PDEATHSIG), and cannot fork without bound (RLIMIT_NPROC, non-root).
+It contains accidents and careless code, not a determined adversary: code in the same
+interpreter as the bootstrap can find the token by walking frames, and it can write files the
+user can write. Run untrusted models' code in a container.
 The limits are set by a short bootstrap run inside the child before the program rather than by
 `preexec_fn`: Python documents `preexec_fn` as unsafe in a threaded process (the child can
 deadlock before exec), and samples are started from a thread pool inside a threaded app.
@@ -29,19 +34,40 @@ FSIZE_LIMIT = 16 * 2**20
 _TAIL_BYTES = 64 * 1024
 _PROGRAM_NAME = "program.py"
 
-# Runs in the child before the program: limits first, then the program as __main__.
-# soft == hard, so the program cannot raise them again.
+# Runs in the child before the program: ties it to its parent, sets limits, reads the pass token
+# from an inherited pipe (so it is not in the program file for the program to print), runs the
+# program as __main__ — its last line calls the tests — and prints the token only if that
+# returned. soft == hard, so the program cannot raise its limits again.
 _BOOTSTRAP = """\
-import resource, runpy, sys
-for _name, _value in ((\"RLIMIT_AS\", {as_bytes}), (\"RLIMIT_CPU\", {cpu_s}),
-                      (\"RLIMIT_FSIZE\", {fsize}), (\"RLIMIT_CORE\", 0)):
-    _res = getattr(resource, _name, None)
-    if _res is not None:
-        resource.setrlimit(_res, (_value, _value))
-_path = sys.argv[1]
-del resource, _name, _value, _res
-sys.argv = [_path]
-runpy.run_path(_path, run_name="__main__")
+import os, resource, runpy, sys
+def _prepare(parent, token_fd):
+    if sys.platform.startswith("linux"):
+        import ctypes, signal
+        try:
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with evaltui
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:
+            os._exit(70)
+    limits = [(\"RLIMIT_AS\", {as_bytes}), (\"RLIMIT_CPU\", {cpu_s}), (\"RLIMIT_FSIZE\", {fsize}), (\"RLIMIT_CORE\", 0)]
+    if os.getuid() != 0:  # root ignores it; for others it stops fork bombs
+        limits.append((\"RLIMIT_NPROC\", {nproc}))
+    for name, value in limits:
+        res = getattr(resource, name, None)
+        if res is not None:
+            try:
+                resource.setrlimit(res, (value, value))
+            except (ValueError, OSError):
+                pass
+    token = os.read(token_fd, 256)
+    os.close(token_fd)
+    return token
+def _run(path, token):
+    sys.argv = [path]
+    runpy.run_path(path, run_name="__main__")
+    sys.stdout.flush()
+    os.write(1, b"\\n" + token + b"\\n")
+_run(sys.argv[1], _prepare(int(sys.argv[2]), int(sys.argv[3])))
 """
 
 PASSED = "passed"
@@ -106,23 +132,51 @@ def _verdict(returncode: int, stdout: str, stderr: str, sentinel: str, *, floode
     return f"failed: exit code {returncode}"
 
 
-def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024) -> str:
-    """`passed`, `timed out`, `memory limit` or `failed: <why>` for one program."""
+def _user_processes() -> int:
+    """How many processes this user runs now (the base of the sandbox's process limit)."""
+    uid = str(os.getuid())
+    count = 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 1024
+    for name in names:
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status", "rb") as f:
+                    for line in f:
+                        if line.startswith(b"Uid:"):
+                            count += line.split()[1].decode() == uid
+                            break
+            except OSError:
+                continue
+    return count
+
+
+def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tmp_root: str | None = None) -> str:
+    """`passed`, `timed out`, `memory limit` or `failed: <why>` for one program.
+
+    `tmp_root`: where the program's temporary directory goes (default: the system's), so a
+    run killed mid-scoring leaves its leftovers where the next run can clear them.
+    """
     sentinel = "EVALTUI-PASSED-" + secrets.token_hex(16)
-    source = source + f"\n__import__('sys').stdout.flush()\n__import__('os').write(1, b'\\n{sentinel}\\n')\n"
     bootstrap = _BOOTSTRAP.format(
         as_bytes=int(memory_mb) * 2**20,
         cpu_s=max(1, int(timeout) + 1),
         fsize=FSIZE_LIMIT,
+        nproc=_user_processes() + 64,
     )
-    with tempfile.TemporaryDirectory(prefix="evaltui-exec-", ignore_cleanup_errors=True) as home, \
+    if tmp_root is not None:
+        os.makedirs(tmp_root, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="evaltui-exec-", dir=tmp_root, ignore_cleanup_errors=True) as home, \
             tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         path = os.path.join(home, _PROGRAM_NAME)
         with open(path, "w", encoding="utf-8") as f:
             f.write(source)
+        token_read, token_write = os.pipe()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-c", bootstrap, path],
+                [sys.executable, "-I", "-B", "-c", bootstrap, path, str(os.getpid()), str(token_read)],
                 cwd=home,
                 env=_sandbox_env(home),
                 stdin=subprocess.DEVNULL,
@@ -130,9 +184,19 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024) ->
                 stderr=err,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=(token_read,),
             )
         except OSError as exc:
+            os.close(token_write)
             return f"failed: could not start the interpreter: {exc}"
+        finally:
+            os.close(token_read)
+        try:
+            os.write(token_write, sentinel.encode())
+        except OSError:
+            pass  # it is already gone; its exit status says why
+        finally:
+            os.close(token_write)
         try:
             try:
                 returncode = proc.wait(timeout=timeout)

@@ -103,7 +103,7 @@ def _record_for(position: int, sample: dict, records: Sequence[Any]) -> Any:
     return None
 
 
-def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None, workers: int) -> list[dict]:
+def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None, workers: int, tmp_root: str | None) -> list[dict]:
     if records is None:
         raise ValueError("evaluator type 'code_exec' needs the dataset records (prompt, test, entry_point)")
     runnable = [
@@ -114,6 +114,7 @@ def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[A
         timeout=float(getattr(evaluator, "timeout", 10.0)),
         memory_mb=int(getattr(evaluator, "memory_mb", 1024)),
         workers=workers,
+        tmp_root=tmp_root,
     )
     by_position = dict(zip((position for position, _ in runnable), results))
     details = []
@@ -129,12 +130,16 @@ def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[A
     return details
 
 
-def score(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None = None, *, workers: int = 2) -> dict:
-    """`{<main metric>: percent rounded to 2 decimals, "details": [one per sample]}`."""
+def score(
+    evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None = None, *, workers: int = 2, tmp_root: str | None = None
+) -> dict:
+    """`{<main metric>: percent rounded to 2 decimals, "details": [one per sample]}`.
+
+    `tmp_root`: where code_exec puts each program's temporary directory."""
     name = _type_name(getattr(evaluator, "type", None))
     metric = main_metric(name)
     if name == "code_exec":
-        details = _judge_code(evaluator, predictions, records, workers)
+        details = _judge_code(evaluator, predictions, records, workers, tmp_root)
     else:
         details = list(iter_details(evaluator, predictions))
     correct = sum(1 for detail in details if detail["correct"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import re
 import zlib
 from decimal import Decimal
@@ -160,9 +161,13 @@ class AnswerKey:
         return prompt, choices, idx, right
 
     def load_jsonl(self, path: str | os.PathLike) -> int:
-        """Add every line of a JSONL key file; returns how many entries were read."""
+        """Add every line of a JSONL key file ("-": standard input); returns how many were read.
+
+        Standard input lets the evaltui runner hand the key over without a file on disk, where
+        every prompt and reference would outlive a killed run.
+        """
         count = 0
-        with open(path, encoding="utf-8") as fh:
+        with (open(sys.stdin.fileno(), encoding="utf-8", closefd=False) if os.fspath(path) == "-" else open(path, encoding="utf-8")) as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
