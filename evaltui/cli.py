@@ -79,8 +79,28 @@ def main(argv: list[str] | None = None) -> int:
     from evaltui.engine.runner import Runner
     from evaltui.headless import run_headless
 
+    if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
+        _hide_environment()
     runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
     headless = args.no_ui or args.json or not sys.stdout.isatty()
     if not headless:
         print("evaltui: the interactive session is not built yet; running headless (--no-ui).", file=sys.stderr)
     return run_headless(runner, as_json=args.json)
+
+
+def _hide_environment() -> None:
+    """Make /proc/<evaltui>/environ unreadable to the model-written code code_exec runs.
+
+    The sandbox gets a bare environment, but any process of the same user can read another's
+    environment (API keys included) from /proc — unless that process is not dumpable, whose
+    /proc files then belong to root. Done here, by the process's owner, not by the engine a
+    test or an app may embed. (A side effect: attaching a debugger to this run needs root.)
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        pass

@@ -106,8 +106,9 @@ def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
 _FINGERPRINTS: dict[tuple[Any, ...], str] = {}
 
 
-def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str:
-    """sha256 of the data file's bytes: an edited file makes earlier predictions stale."""
+def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str | None:
+    """sha256 of the data file's bytes (None when unreadable): an edited file makes earlier
+    predictions stale."""
     key = _count_key(plan, ds)
     if key is not None and key[:3] in _FINGERPRINTS:
         return _FINGERPRINTS[key[:3]]
@@ -117,7 +118,7 @@ def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str:
             while chunk := f.read(1 << 20):
                 digest.update(chunk)
     except OSError:
-        return "unreadable"
+        return None
     value = digest.hexdigest()[:16]
     if key is not None:
         _FINGERPRINTS[key[:3]] = value

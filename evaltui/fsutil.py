@@ -15,10 +15,22 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 
+def _current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (Linux /proc)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the classic dance, at import time
+    os.umask(mask)
+    return mask
+
+
 # mkstemp creates files 0600; results are meant to be shared like any file the user writes.
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-_MODE = 0o666 & ~_UMASK
+_MODE = 0o666 & ~_current_umask()
 
 
 @contextmanager

@@ -52,8 +52,9 @@ class HeadlessRenderer:
             except UnicodeEncodeError:
                 self.out.write(line.encode("utf-8", "backslashreplace").decode("utf-8"))
             self.out.flush()
-        except (BrokenPipeError, ValueError):
-            # `evaltui … | head`: the reader left. The run goes on; logs/run.log has every line.
+        except (OSError, ValueError):
+            # `evaltui … | head`, or the terminal went away: the run goes on; logs/run.log has
+            # every line.
             self.closed = True
 
     def progress_line(self) -> str:
@@ -140,8 +141,9 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
 
 
 async def _cancel_on_signal(runner: Runner) -> None:
-    """First Ctrl-C / SIGTERM: stop gracefully (work kept). A second one: leave at once."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    """First Ctrl-C / SIGTERM / SIGHUP (the SSH session closed): stop gracefully, work kept,
+    statuses saying so. A second one: leave at once."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
             if runner.interrupted:
                 sys.stderr.write("interrupted twice: leaving now (finished samples are on disk)\n")

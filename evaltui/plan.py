@@ -81,10 +81,6 @@ class ModelConfig(_Strict):
     def is_sim(self) -> bool:
         return self.url.startswith("sim://")
 
-    @property
-    def max_new_tokens(self) -> int:
-        return int(self.generation_kwargs.get("max_new_tokens", 1024))
-
 
 class EvaluatorConfig(_Strict):
     type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec"]
@@ -343,8 +339,8 @@ def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
     if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
         problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
     for k, v in m.headers.items():
-        if k.lower() == "authorization" and m.api_key_env is None:
-            problems.append("headers.Authorization: do not put secrets in the plan; name the variable in api_key_env")
+        if k.lower() == "authorization":
+            problems.append(f"headers.{k}: do not put secrets in the plan; name the key's environment variable in api_key_env")
         if "\n" in k or "\n" in v or "\r" in k or "\r" in v:
             problems.append(f"headers.{k}: header names and values must be one line")
     return problems

@@ -76,7 +76,7 @@ def test_work_dir_layout_and_formats(tmp_path: Path, sim_factory) -> None:
         code, events, runner = run_plan(plan)
     finally:
         del os.environ["EVALTUI_TEST_API_KEY"]
-    assert code == 1 or code == 0
+    assert code == 0  # every pair scored (the two odd rows just score 0)
     wd = runner.workdir
     root = wd.root
     assert (root / "plan.toml").is_file() and "EVALTUI_TEST_API_KEY" in (root / "plan.toml").read_text()
@@ -205,9 +205,10 @@ def test_resume_skips_finished_pairs_and_samples(tmp_path: Path, sim_factory) ->
     wd.result_file("m", "d").unlink()
     cp = wd.checkpoint_file("m", "d")
     lines = cp.read_text().splitlines(keepends=True)
-    kept = lines[:30]
-    cp.write_text("".join(kept) + lines[30][: len(lines[30]) // 2])
-    kept_indices = {json.loads(line)["index"] for line in kept}
+    assert json.loads(lines[0]).keys() == {"version"}  # the header line, then one line per sample
+    kept = lines[:31]
+    cp.write_text("".join(kept) + lines[31][: len(lines[31]) // 2])
+    kept_indices = {json.loads(line)["index"] for line in kept[1:]}
     sim.reset_stats()
     code, events, _ = run_plan(plan)
     assert code == 0
@@ -231,7 +232,7 @@ def test_changed_prompt_starts_the_pair_over(tmp_path: Path, sim_factory) -> Non
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, prompt="Q: {question}")])
     sim.reset_stats()
     code, events, _ = run_plan(plan)
-    assert sim.stats.requests_total == 10
+    assert code == 0 and sim.stats.requests_total == 10
     assert any("changed" in e.message for e in of_type(events, ev.Notice))
 
 

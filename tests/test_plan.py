@@ -106,7 +106,7 @@ def test_explicit_values_are_kept(tmp_path: Path) -> None:
     assert plan.default_work_dir() == Path("/abs/elsewhere")
     assert plan.run.max_num_workers == 2 and plan.run.poll_interval == 0.25 and plan.run.heartbeat_timeout == 30
     assert plan.models[0].max_workers == 64 and plan.models[0].timeout == 5
-    assert plan.models[0].max_new_tokens == 7
+    assert plan.models[0].generation_kwargs == {"max_new_tokens": 7}
     assert (plan.datasets[0].limit, plan.datasets[0].shards, plan.datasets[0].fail_on_error) == (3, 2, 0.5)
     assert plan.datasets[0].evaluator is not None and plan.datasets[0].evaluator.type == "exact"
 

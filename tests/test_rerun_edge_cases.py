@@ -200,7 +200,7 @@ def test_an_edited_data_file_starts_the_pair_over(tmp_path: Path, sim_factory) -
     write_jsonl(data, [{"question": "NEW first question", "answer": "#### 7"}, *rows])  # a record inserted
     sim.reset_stats()
     code, events, runner = run_plan(plan)
-    assert sim.stats.requests_total == 31  # nothing kept from the old file
+    assert code == 0 and sim.stats.requests_total == 31  # nothing kept from the old file
     preds = json.loads(runner.workdir.predictions_file("m", "d").read_text())
     assert preds["0"]["origin_prompt"] == "NEW first question" and len(preds) == 31
 
@@ -215,7 +215,12 @@ def test_a_record_that_no_longer_fits_the_template_fails_alone(tmp_path: Path, s
     plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, prompt="{question[0]}{question}")]))
     write_jsonl(data, [{"question": 5, "answer": "#### 1"}, *rows[1:]])  # changed after the check
     events: list[ev.Event] = []
-    anyio.run(Runner(plan, sink=events.append).run)
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            return await Runner(plan, sink=events.append).run()
+
+    assert anyio.run(main) == 1  # one sample failed, fail_on_error is 0
     (failed,) = of_type(events, ev.SampleFailed)
     assert failed.index == 0 and failed.error["type"] == "template" and "TypeError" in failed.error["message"]
     assert len(of_type(events, ev.SampleFinished)) == 29
@@ -259,3 +264,40 @@ def test_leftovers_of_a_killed_run_are_cleared(tmp_path: Path, sim_factory) -> N
         j.write_text("left by a kill -9")
     assert run_plan(plan)[0] == 0
     assert not any(j.exists() for j in junk)
+
+
+def test_a_full_disk_stops_the_run_with_a_message_and_keeps_the_work(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import errno
+
+    from evaltui.engine import workdir as workdir_module
+
+    _, sim, data = setup(tmp_path, sim_factory, default=ModelProfile(latency=0.005))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=2)], datasets=[gsm_dataset("d", data)])
+    real_write = workdir_module.Checkpoint._write
+    calls = {"n": 0}
+
+    def fill_up(self, line: bytes) -> None:  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] > 11:  # the header and ten samples fit
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(self, line)
+
+    monkeypatch.setattr(workdir_module.Checkpoint, "_write", fill_up)
+    code, events, runner = run_plan(plan)
+    assert code == 1
+    assert any("No space left on device" in e.message and e.level == "error" for e in of_type(events, ev.Notice))
+    assert of_type(events, ev.RunFinished)
+    monkeypatch.setattr(workdir_module.Checkpoint, "_write", real_write)  # space freed
+    sim.reset_stats()
+    assert run_plan(plan)[0] == 0
+    assert sim.stats.requests_total == 20  # the ten that were written are kept
+
+
+def test_too_few_file_handles_for_max_workers_is_said_up_front(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=300)], datasets=[gsm_dataset("d", data)])
+    r = subprocess.run(
+        ["bash", "-c", f"ulimit -n 128 && exec {sys.executable} -m evaltui {plan} --no-ui"], capture_output=True, text=True, timeout=120
+    )
+    assert "the open-files limit is 128" in r.stdout and "ulimit -n" in r.stdout
+    assert "Traceback" not in r.stdout + r.stderr

@@ -54,7 +54,7 @@ class Unparseable(Exception):
 
 
 class TokenBucket:
-    """`rate` requests per second shared by every caller, with a burst of `burst`.
+    """`rate` requests per second shared by every caller: one token every 1/rate s, no burst.
 
     Each caller reserves its slot before it sleeps, and reservation has no await in it, so any
     number of concurrent callers together never exceed the rate. The clock and sleep are
@@ -64,27 +64,23 @@ class TokenBucket:
     def __init__(
         self,
         rate: float,
-        burst: int = 1,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ):
         self.rate = rate
         self.interval = 1.0 / rate if rate > 0 else 0.0
-        self.burst = max(1, burst)
         self._clock = clock
         self._sleep = sleep
-        self._next: float | None = None  # earliest time the next token is free (GCRA's TAT)
+        self._next: float | None = None  # when the next token is free
 
     async def acquire(self) -> None:
         if self.interval == 0.0:
             return
         now = self._clock()
-        tat = now if self._next is None else max(self._next, now)
-        allowed_at = tat - self.interval * (self.burst - 1)
-        self._next = tat + self.interval
-        wait = allowed_at - now
-        if wait > 0:
-            await self._sleep(wait)
+        at = now if self._next is None else max(self._next, now)
+        self._next = at + self.interval
+        if at > now:
+            await self._sleep(at - now)
 
 
 @dataclass
@@ -198,7 +194,7 @@ class Backend(ABC):
         self.bucket = bucket or TokenBucket(cfg.rate_per_worker)
         self._sleep = sleep
         headers = {"content-type": "application/json", "accept": "application/json"}
-        headers.update(cfg.headers)
+        headers.update({k.lower(): v for k, v in cfg.headers.items()})  # one of each, whatever the case
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers

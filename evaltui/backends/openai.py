@@ -22,9 +22,10 @@ def base_url(url: str) -> str:
 
 
 def sampling_params(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """generation_kwargs in OpenAI terms: max_new_tokens→max_tokens, do_sample=false→temperature 0."""
+    """generation_kwargs in OpenAI terms: max_new_tokens→max_tokens (an OpenAI-style max_tokens
+    is kept when there is no max_new_tokens), do_sample=false→temperature 0."""
     out = {k: v for k, v in kwargs.items() if k not in _RENAMED and not (k == "ignore_eos" and v is False)}
-    out["max_tokens"] = int(kwargs.get("max_new_tokens", 1024))
+    out["max_tokens"] = int(kwargs.get("max_new_tokens", kwargs.get("max_tokens", 1024)))
     if "temperature" not in out:
         out["temperature"] = 1.0 if kwargs.get("do_sample") else 0.0
     return out

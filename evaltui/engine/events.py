@@ -33,7 +33,6 @@ class DatasetPlanned(NamedTuple):
     completed: int = 0
     failed: int = 0
     status: str = "pending"  # pending | done (already inferred earlier) | scored (already scored earlier)
-    note: str = ""
 
 
 class DatasetStarted(NamedTuple):

@@ -12,6 +12,7 @@ flight and the pool never drains at a dataset boundary.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -22,11 +23,27 @@ from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, Sample, file_fingerprint, load_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.versions import evaluator_version, pair_version
-from evaltui.engine.workdir import Checkpoint, StatusBoard, WorkDir, merge_checkpoints, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.workdir import (
+    Checkpoint,
+    StatusBoard,
+    WorkDir,
+    checkpoint_version,
+    merge_checkpoints,
+    predictions_to_checkpoint,
+    scan_checkpoint,
+)
 from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
+
+
+def failure_budget(ds: DatasetConfig, total: int) -> int:
+    """How many samples may fail for good and the dataset still count as done.
+
+    An integer, rounded down with a little slack, so that 29 failures of 100 are within
+    fail_on_error = 0.29 (whose float product is 28.999999999999996)."""
+    return math.floor(ds.fail_on_error * total + 1e-9)
 
 
 def shard_ranges(total: int, shards: int) -> list[range]:
@@ -104,11 +121,15 @@ class ModelInference:
         wd = self.workdir
         for ds in self.datasets:
             total = totals[ds.abbr]
-            version = pair_version(self.model, ds, file_fingerprint(self.plan, ds))
+            data = file_fingerprint(self.plan, ds)
+            version = pair_version(self.model, ds, data or "")
             n = ds.shards
             current = {wd.status_file(m, ds.abbr, k, n) for k in range(n)}
             old = [read_json(p) for p in wd.status_files(m, ds.abbr)]
-            if {s.get("version") for s in old if isinstance(s, dict)} - {version, ""}:
+            seen = {s.get("version") for s in old if isinstance(s, dict)} | {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
+            # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
+            # dataset fails when it is loaded, and the next run carries on.
+            if data is not None and seen - {version, ""}:
                 wd.forget_pair(m, ds.abbr)
                 self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
             for stale in set(wd.status_files(m, ds.abbr)) - current:
@@ -121,7 +142,7 @@ class ModelInference:
             if complete and all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
                 completed = sum(s.get("completed", 0) for s in statuses)
                 failed = sum(s.get("failed", 0) for s in statuses)
-                if failed <= ds.fail_on_error * total:  # (a lower fail_on_error re-opens the pair)
+                if failed <= failure_budget(ds, total):  # (a lower fail_on_error re-opens the pair)
                     scored = wd.has_scored_result(m, ds.abbr)
                     self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
                     continue
@@ -140,7 +161,7 @@ class ModelInference:
                         done.add(index)
             shards = []
             for k, r in enumerate(shard_ranges(total, n)):
-                cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n))
+                cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
                 completed = sum(1 for i in r if i in done)
                 shards.append(ShardRun(k, r, cp, completed=completed))
                 self.board.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
@@ -288,21 +309,21 @@ class ModelInference:
         # `shards`: a shard fails when the dataset's failures so far exceed it, and the last
         # shard to end therefore fails exactly when the dataset's total does.
         failed = sum(s.failed for s in run.shards)
-        ok = failed <= run.cfg.fail_on_error * run.total
+        ok = failed <= failure_budget(run.cfg, run.total)
         status = "done" if ok else "fail"
         error = "" if ok else f"{failed} of the dataset's {run.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
         shard.outstanding = -1  # finished
         shard.status = status
-        others_final = all(s.outstanding == -1 for s in run.shards)
+        all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = ""
-        if others_final:
+        if all_final:
             final_status = "done" if all(s.status == "done" for s in run.shards) else "fail"
             if final_status == "done":
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
         self.board.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
         self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
-        if others_final:
+        if all_final:
             run.records = None
             completed = sum(s.completed for s in run.shards)
             failed = sum(s.failed for s in run.shards)
@@ -325,7 +346,10 @@ class ModelInference:
             for s in run.shards:
                 if s.outstanding > 0:
                     s.checkpoint.close()
-                    self.board.write(
-                        m, run.cfg.abbr, s.shard, len(run.shards), "pending", total=s.total, completed=s.completed,
-                        failed=s.failed, error="interrupted; run again to resume", version=run.version,
-                    )
+                    try:
+                        self.board.write(
+                            m, run.cfg.abbr, s.shard, len(run.shards), "pending", total=s.total, completed=s.completed,
+                            failed=s.failed, error="interrupted; run again to resume", version=run.version,
+                        )
+                    except OSError:
+                        pass  # (the disk that stopped the run): the next run re-plans it anyway

@@ -89,8 +89,6 @@ class Runner:
         if lock is None:
             return 2
         try:
-            if any(d.evaluator.type == "code_exec" for d in self.plan.datasets):
-                _hide_environment()
             self._board = StatusBoard(wd)
             self._write_snapshot()
             if self.fresh:
@@ -109,6 +107,10 @@ class Runner:
         """
         if self._board is None:
             raise RuntimeError("retry() needs a runner that has run")
+        if (model, dataset) not in self.pairs:
+            raise ValueError(f"no pair {model}/{dataset} in this plan")
+        if self._cancel_scope is not None:
+            raise RuntimeError("a run or retry is in progress; retry when it has finished")
         self.interrupted = False
         lock = self._take_workdir()
         if lock is None:
@@ -151,7 +153,14 @@ class Runner:
                 except (SimulatorError, DatasetError, OSError) as e:
                     self.emit(ev.Notice(f"cannot start the simulated model server: {e}", "error"))
                 else:
-                    await self._infer_and_score(pairs)
+                    try:
+                        await self._infer_and_score(pairs)
+                    except BaseException as e:
+                        err = _only_os_errors(e)
+                        if err is None:
+                            raise
+                        # Disk full, too many open files, permissions: say so, keep what is done.
+                        self.emit(ev.Notice(f"stopped: {err} — finished samples are kept; fix this and run again", "error"))
             exit_code = 130 if self.interrupted else self._exit_code(self.pairs)
         finally:
             with anyio.CancelScope(shield=True):
@@ -207,7 +216,15 @@ class Runner:
                 inf.plan_pairs(self._totals)  # may drop stale predictions and results: before the watcher looks
                 inferences.append(inf)
             watcher = WatchScorer(self.plan, wd, self.emit, pairs, code_workers=self.code_workers)
-            _ensure_open_files(sum(m.max_workers for m in models[: self.plan.run.max_num_workers]) + 256)
+            # one socket per request in flight (the largest models may run together), plus
+            # checkpoints, status writes and scoring
+            widest = sorted((m.max_workers for m in models), reverse=True)[: self.plan.run.max_num_workers]
+            needed = sum(widest) + sum(d.shards for d in self.plan.datasets) + 256
+            limit = _ensure_open_files(needed)
+            if limit is not None and limit < needed:
+                self.emit(ev.Notice(
+                    f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
+                    "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)", "warning"))
             limiter = anyio.CapacityLimiter(self.plan.run.max_num_workers)
 
             async def infer_one(inf: ModelInference) -> None:
@@ -233,7 +250,10 @@ class Runner:
     async def _report_heartbeats(self) -> None:
         last = None
         while True:
-            age = self.workdir.heartbeat_age()
+            try:
+                age = self.workdir.heartbeat_age()
+            except OSError:
+                age = None
             if age is not None:
                 at = time.time() - age
                 if last is None or abs(at - last) > 1e-3:
@@ -247,7 +267,10 @@ class Runner:
         scores: dict[tuple[str, str], float | None] = {}
         for m in self.plan.models:
             for d in self.plan.datasets:
-                result = self.workdir.read_result(m.abbr, d.abbr)
+                try:
+                    result = self.workdir.read_result(m.abbr, d.abbr)
+                except OSError:
+                    result = None
                 metric = scoring.main_metric(d.evaluator.type)
                 value = result.get(metric) if result and "error" not in result else None
                 scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
@@ -276,34 +299,38 @@ class Runner:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
 
 
-def _ensure_open_files(needed: int) -> None:
-    """Raise the soft open-files limit towards `needed` (one socket per request in flight)."""
+def _ensure_open_files(needed: int) -> int | None:
+    """Raise the soft open-files limit towards `needed`; the limit now in force (None: no limit)."""
     try:
         import resource
     except ImportError:  # not on Unix
-        return
+        return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
-        return
+    if soft == resource.RLIM_INFINITY:
+        return None
+    if soft >= needed:
+        return soft
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     except (ValueError, OSError):
-        pass
+        return soft
+    return target
 
 
-def _hide_environment() -> None:
-    """Make /proc/<evaltui>/environ unreadable to model-written code run by code_exec.
-
-    The sandbox gets a bare environment, but any process of the same user could read this
-    process's environment (API keys included) from /proc. A non-dumpable process's /proc files
-    belong to root. (A side effect: attaching a debugger to evaltui then needs root.)
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
-    except (OSError, AttributeError):
-        pass
+def _only_os_errors(exc: BaseException) -> OSError | None:
+    """The OSError behind `exc` when it (or every non-cancellation part of its group) is one."""
+    if isinstance(exc, OSError):
+        return exc
+    parts = getattr(exc, "exceptions", None)
+    if not parts:
+        return None
+    found: OSError | None = None
+    for part in parts:
+        if isinstance(part, anyio.get_cancelled_exc_class()):
+            continue
+        inner = _only_os_errors(part)
+        if inner is None:
+            return None
+        found = found or inner
+    return found

@@ -100,11 +100,14 @@ class WatchScorer:
     def _ready(self, pair: Pair) -> bool:
         model, dataset = pair
         n = self.plan.dataset(dataset).shards
-        for k in range(n):
-            status = self.workdir.read_status(model, dataset, k, n)
-            if not status or status.get("status") != "done":
-                return False
-        return self.workdir.predictions_file(model, dataset).exists()
+        try:
+            for k in range(n):
+                status = self.workdir.read_status(model, dataset, k, n)
+                if not status or status.get("status") != "done":
+                    return False
+            return self.workdir.predictions_file(model, dataset).exists()
+        except OSError:  # cannot look now (e.g. out of file handles): not ready yet
+            return False
 
     async def run(self) -> None:
         interval = self.plan.run.watch_interval
@@ -123,7 +126,10 @@ class WatchScorer:
                     self.emit(ev.WatchSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
                     break
                 now = self.clock()
-                age = self.workdir.heartbeat_age(now)
+                try:
+                    age = self.workdir.heartbeat_age(now)
+                except OSError:
+                    age = None
                 if age is None:  # no beat yet: count from our own start, as a beat that never came
                     age = now - started
                 if age > timeout:
@@ -144,22 +150,25 @@ class WatchScorer:
         await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
     async def _score(self, pair: Pair) -> None:
-        model, dataset = pair
         from evaltui.scoring import main_metric
 
+        model, dataset = pair
         metric = main_metric(self.plan.dataset(dataset).evaluator.type)
-        async with self._limiter:
+        result_file = str(self.workdir.result_file(model, dataset))
+        try:
+            # Its own limiter (eval_workers), not anyio's default pool that loading data and
+            # merging checkpoints use; abandon_on_cancel: Ctrl-C must not wait for a long
+            # code_exec batch to finish.
+            value = await anyio.to_thread.run_sync(
+                score_pair, self.plan, self.workdir, model, dataset, self.code_workers,
+                abandon_on_cancel=True, limiter=self._limiter,
+            )
+        except Exception as e:  # one evaluator's failure is that pair's error, not the run's
+            message = f"{type(e).__name__}: {e}"
             try:
-                # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
-                value = await anyio.to_thread.run_sync(
-                    score_pair, self.plan, self.workdir, model, dataset, self.code_workers, abandon_on_cancel=True
-                )
-            except Exception as e:  # one evaluator's failure is that pair's error, not the run's
-                message = f"{type(e).__name__}: {e}"
-                try:
-                    atomic_write_json(self.workdir.result_file(model, dataset), {"error": message})
-                except OSError:
-                    pass
-                self.emit(ev.DatasetScored(model, dataset, metric, None, message, str(self.workdir.result_file(model, dataset))))
-                return
-        self.emit(ev.DatasetScored(model, dataset, metric, value, "", str(self.workdir.result_file(model, dataset))))
+                atomic_write_json(self.workdir.result_file(model, dataset), {"error": message})
+            except OSError:
+                pass
+            self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
+            return
+        self.emit(ev.DatasetScored(model, dataset, metric, value, "", result_file))

@@ -65,10 +65,6 @@ class WorkDir:
         return self.root / "logs"
 
     @property
-    def summary_dir(self) -> Path:
-        return self.root / "summary"
-
-    @property
     def sandbox_dir(self) -> Path:
         """Where code_exec programs run; cleared when a run starts."""
         return self.root / ".sandbox"
@@ -265,10 +261,15 @@ class StatusBoard:
 
 
 class Checkpoint:
-    """Append-only JSONL of finished samples for one shard."""
+    """Append-only JSONL of finished samples for one shard.
 
-    def __init__(self, path: Path):
+    A new file starts with a `{"version": …}` line (the pair's version): if the status files
+    that also carry it are lost, a changed prompt still cannot reuse these answers.
+    """
+
+    def __init__(self, path: Path, version: str = ""):
         self.path = path
+        self.version = version
         self._fd: int | None = None
 
     def open(self) -> None:
@@ -291,15 +292,47 @@ class Checkpoint:
                     break
                 tail_start = max(0, tail_start - 65536)
         self._fd = fd
+        if os.fstat(fd).st_size == 0 and self.version:
+            self._write(json_bytes({"version": self.version}) + b"\n")
 
     def append(self, entry: dict[str, Any]) -> None:
         assert self._fd is not None, "checkpoint not open"
-        os.write(self._fd, json_bytes(entry) + b"\n")
+        self._write(json_bytes(entry) + b"\n")
+
+    def _write(self, line: bytes) -> None:
+        """The whole line or nothing: a short write (disk full) is cut back off and raised."""
+        assert self._fd is not None
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        view = memoryview(line)
+        try:
+            while view:
+                written = os.write(self._fd, view)
+                if written <= 0:
+                    raise OSError(f"could not write to {self.path}")
+                view = view[written:]
+        except OSError:
+            os.ftruncate(self._fd, start)
+            raise
 
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def checkpoint_version(path: Path) -> str:
+    """The version a checkpoint was started under ("" if it has none or cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline()
+    except OSError:
+        return ""
+    if first.startswith(b'{"version"'):
+        try:
+            return str(json.loads(first).get("version", ""))
+        except ValueError:
+            return ""
+    return ""
 
 
 # A checkpoint line as Checkpoint.append writes it starts `{"index": N, `. Inside a JSON string
