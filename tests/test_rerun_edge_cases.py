@@ -23,6 +23,16 @@ def setup(tmp_path: Path, sim_factory, n: int = 30, **sim_kw):  # type: ignore[n
     return rows, sim, write_jsonl(tmp_path / "d.jsonl", rows)
 
 
+def with_long_prompts(tmp_path: Path, sim_factory, n: int, long: int):  # type: ignore[no-untyped-def]
+    """n samples whose first `long` prompts the server rejects as too long (400, not retried)."""
+    rows = [{"question": ("long " * 10 if i < long else "") + f"q{i}", "answer": "#### 1"} for i in range(n)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))
+    return sim, write_jsonl(tmp_path / "d.jsonl", rows)
+
+
 def test_a_larger_limit_runs_only_the_new_samples_and_scores_in_the_same_run(tmp_path: Path, sim_factory) -> None:
     _, sim, data = setup(tmp_path, sim_factory)
     assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, limit=10)]))[0] == 0
@@ -90,13 +100,7 @@ def test_more_shards_than_records(tmp_path: Path, sim_factory) -> None:
 
 
 def test_fail_on_error_is_a_budget_for_the_whole_dataset_whatever_the_shards(tmp_path: Path, sim_factory) -> None:
-    # 10 of 40 prompts are too long, all of them in the first shard
-    rows = [{"question": ("long " * 10 if i < 10 else "") + f"q{i}", "answer": "#### 1"} for i in range(40)]
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
-    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))
-    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sim, data = with_long_prompts(tmp_path, sim_factory, 40, 10)  # all of them in the first shard
     outcomes = []
     for shards in (1, 2, 4):
         plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=shards, fail_on_error=0.25)], run={"work_dir": f"out{shards}"})
@@ -227,12 +231,7 @@ def test_a_record_that_no_longer_fits_the_template_fails_alone(tmp_path: Path, s
 
 
 def test_a_lower_fail_on_error_reopens_the_pair_and_retries_its_failures(tmp_path: Path, sim_factory) -> None:
-    rows = [{"question": ("long " * 10 if i < 5 else "") + f"q{i}", "answer": "#### 1"} for i in range(20)]
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
-    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))
-    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sim, data = with_long_prompts(tmp_path, sim_factory, 20, 5)
     assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, fail_on_error=0.5)]))[0] == 0
     sim.reset_stats()
     code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))

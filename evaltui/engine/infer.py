@@ -121,36 +121,13 @@ class ModelInference:
         wd = self.workdir
         for ds in self.datasets:
             total = totals[ds.abbr]
-            data = file_fingerprint(self.plan, ds)
-            version = pair_version(self.model, ds, data or "")
-            n = ds.shards
-            current = {wd.status_file(m, ds.abbr, k, n) for k in range(n)}
-            old = [read_json(p) for p in wd.status_files(m, ds.abbr)]
-            seen = {s.get("version") for s in old if isinstance(s, dict)} | {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
-            # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
-            # dataset fails when it is loaded, and the next run carries on.
-            if data is not None and seen - {version, ""}:
-                wd.forget_pair(m, ds.abbr)
-                self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
-            for stale in set(wd.status_files(m, ds.abbr)) - current:
-                stale.unlink()  # another shard layout: its samples are read back from its checkpoints
-            result = wd.read_result(m, ds.abbr)
-            if result is not None and result.get("scored_with") != evaluator_version(ds):
-                wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
-            statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
-            complete = wd.predictions_complete(m, ds.abbr)
-            if complete and all(s and s.get("status") == "done" for s in statuses) and sum(s.get("total", -1) for s in statuses) == total:
-                completed = sum(s.get("completed", 0) for s in statuses)
-                failed = sum(s.get("failed", 0) for s in statuses)
-                if failed <= failure_budget(ds, total):  # (a lower fail_on_error re-opens the pair)
-                    scored = wd.has_scored_result(m, ds.abbr)
-                    self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
-                    continue
-            if complete and not wd.checkpoint_files(m, ds.abbr):
+            version = self._drop_stale_work(ds)
+            if self._kept_whole(ds, total):
+                continue
+            if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
                 # Checkpoints deleted after the merge (as OpenCompass users do): the final file
                 # holds the same samples, so it becomes the checkpoint to resume from.
-                restored = wd.checkpoint_file(m, ds.abbr, 0, 1)
-                predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), restored)
+                predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), wd.checkpoint_file(m, ds.abbr, 0, 1))
             # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
             wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
             wd.result_file(m, ds.abbr).unlink(missing_ok=True)
@@ -159,6 +136,7 @@ class ModelInference:
                 for index, ok, _ in scan_checkpoint(path):
                     if ok and 0 <= index < total:
                         done.add(index)
+            n = ds.shards
             shards = []
             for k, r in enumerate(shard_ranges(total, n)):
                 cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
@@ -168,6 +146,43 @@ class ModelInference:
             run = DatasetRun(ds, total, version, shards, done, remaining=total - len(done))
             self.runs.append(run)
             self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, "pending"))
+
+    def _drop_stale_work(self, ds: DatasetConfig) -> str:
+        """Forget what earlier runs did under other settings; the pair's version for this run."""
+        m, wd = self.model.abbr, self.workdir
+        data = file_fingerprint(self.plan, ds)
+        version = pair_version(self.model, ds, data or "")
+        current = {wd.status_file(m, ds.abbr, k, ds.shards) for k in range(ds.shards)}
+        statuses = [read_json(p) for p in wd.status_files(m, ds.abbr)]
+        seen = {s.get("version") for s in statuses if isinstance(s, dict)}
+        seen |= {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
+        # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
+        # dataset fails when it is loaded, and the next run carries on.
+        if data is not None and seen - {version, ""}:
+            wd.forget_pair(m, ds.abbr)
+            self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
+        for stale in set(wd.status_files(m, ds.abbr)) - current:
+            stale.unlink()  # another shard layout: its samples are read back from its checkpoints
+        result = wd.read_result(m, ds.abbr)
+        if result is not None and result.get("scored_with") != evaluator_version(ds):
+            wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
+        return version
+
+    def _kept_whole(self, ds: DatasetConfig, total: int) -> bool:
+        """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
+        m, wd, n = self.model.abbr, self.workdir, ds.shards
+        statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
+        if not wd.predictions_complete(m, ds.abbr) or not all(s and s.get("status") == "done" for s in statuses):
+            return False
+        if sum(s.get("total", -1) for s in statuses) != total:  # another limit
+            return False
+        failed = sum(s.get("failed", 0) for s in statuses)
+        if failed > failure_budget(ds, total):  # a lower fail_on_error re-opens the pair
+            return False
+        completed = sum(s.get("completed", 0) for s in statuses)
+        scored = wd.has_scored_result(m, ds.abbr)
+        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
+        return True
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
