@@ -6,6 +6,7 @@ Only the interactive path may import textual; this module and the headless path 
 
 from __future__ import annotations
 
+import contextlib
 import argparse
 import os
 import sys
@@ -51,10 +52,8 @@ def entry() -> None:
     except KeyboardInterrupt:  # Ctrl-C before the run could catch it (e.g. while a plan is checked)
         code = 130
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(BrokenPipeError, ValueError):  # the reader has gone (`| head`)
             stream.flush()
-        except (BrokenPipeError, ValueError):
-            pass  # the reader has gone (`| head`): nothing left to tell it
     os._exit(code)
 
 
@@ -100,7 +99,5 @@ def _hide_environment() -> None:
         return
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # no prctl: nothing to hide behind
         ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
-    except (OSError, AttributeError):
-        pass

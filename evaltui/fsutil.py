@@ -7,6 +7,7 @@ so a reader sees either the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -17,13 +18,11 @@ from typing import Any, BinaryIO, Iterator
 
 def _current_umask() -> int:
     """The process umask, read without changing it where the OS allows (Linux /proc)."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):  # no /proc: the fallback below
         with open("/proc/self/status", "rb") as f:
             for line in f:
                 if line.startswith(b"Umask:"):
                     return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0o022)  # elsewhere: the classic dance, at import time
     os.umask(mask)
     return mask
@@ -45,10 +44,8 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             yield f
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

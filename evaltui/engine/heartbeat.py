@@ -6,6 +6,7 @@ with thousands of replies; the watcher only needs to know the inference process 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from evaltui.engine.workdir import WorkDir
@@ -24,10 +25,8 @@ class HeartbeatThread:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            try:
+            with contextlib.suppress(OSError):  # a full disk must not kill the beat; the next may succeed
                 self.workdir.beat()
-            except OSError:
-                pass  # a full disk must not kill the beat; the next one may succeed
 
     def stop(self) -> None:
         self._stop.set()

@@ -12,6 +12,7 @@ flight and the pool never drains at a dataset boundary.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -361,10 +362,9 @@ class ModelInference:
             for s in run.shards:
                 if s.outstanding > 0:
                     s.checkpoint.close()
-                    try:
+                    # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
+                    with contextlib.suppress(OSError):
                         self.board.write(
                             m, run.cfg.abbr, s.shard, len(run.shards), "pending", total=s.total, completed=s.completed,
                             failed=s.failed, error="interrupted; run again to resume", version=run.version,
                         )
-                    except OSError:
-                        pass  # (the disk that stopped the run): the next run re-plans it anyway

@@ -8,6 +8,7 @@ simulated models get different, known scores.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ START_TIMEOUT = 30.0
 
 
 class SimulatorError(Exception):
-    pass
+    """The bundled simulator did not come up; the message says what it printed."""
 
 
 def sim_url_for(base: str, model_type: str, abbr: str) -> str:
@@ -73,12 +74,12 @@ class SimulatorProcess:
             start_new_session=True,
         )
         assert self._proc.stdin is not None
-        try:
-            # The answer key goes through the pipe: no file holds the plan's references.
+        # The answer key goes through the pipe: no file holds the plan's references. A broken
+        # pipe means it died early; its stderr says why, below.
+        with contextlib.suppress(BrokenPipeError):
             write_answer_key(self.plan, self._proc.stdin)
+        with contextlib.suppress(BrokenPipeError):
             self._proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died early; its stderr says why, below
         line = self._first_line()
         prefix = "listening on "
         if prefix not in line:
@@ -116,8 +117,6 @@ class SimulatorProcess:
 
 
 def _drain(stream) -> None:  # type: ignore[no-untyped-def]
-    try:
+    with contextlib.suppress(OSError, ValueError):  # closed when the simulator stops
         for _ in stream:
-            pass
-    except (OSError, ValueError):
-        pass
+            continue

@@ -12,6 +12,7 @@ most `eval_workers` at a time; an evaluator that raises becomes an error result 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import shutil
@@ -165,10 +166,8 @@ class WatchScorer:
             )
         except Exception as e:  # one evaluator's failure is that pair's error, not the run's
             message = f"{type(e).__name__}: {e}"
-            try:
+            with contextlib.suppress(OSError):  # the event below still says it; the next run scores again
                 atomic_write_json(self.workdir.result_file(model, dataset), {"error": message})
-            except OSError:
-                pass
             self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
             return
         self.emit(ev.DatasetScored(model, dataset, metric, value, "", result_file))

@@ -22,6 +22,7 @@ deadlock before exec), and samples are started from a thread pool inside a threa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -96,10 +97,8 @@ def _tail(f: IO[bytes]) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _signal_name(number: int) -> str:
@@ -192,9 +191,8 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
         finally:
             os.close(token_read)
         try:
-            os.write(token_write, sentinel.encode())
-        except OSError:
-            pass  # it is already gone; its exit status says why
+            with contextlib.suppress(OSError):  # it is already gone; its exit status says why
+                os.write(token_write, sentinel.encode())
         finally:
             os.close(token_write)
         try:
