@@ -8,6 +8,7 @@ silence, refused port, cancellation) is produced on purpose rather than hoped fo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import os
@@ -55,7 +56,7 @@ async def _read_request(reader: asyncio.StreamReader, conn: int) -> Req | None:
             size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip(), 16)
             if size == 0:
                 while await reader.readuntil(b"\r\n") != b"\r\n":
-                    pass
+                    continue  # trailers
                 break
             body += await reader.readexactly(size)
             assert await reader.readexactly(2) == b"\r\n", "bad chunk terminator from the client"
@@ -125,14 +126,12 @@ class Server:
                 if keep is False:
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            return  # the client went away: this connection is done
         finally:
             self.open_now -= 1
             writer.close()
-            try:
+            with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
-            except (ConnectionError, OSError):
-                pass
             self.closed += 1
 
     async def wait_for(self, predicate: Callable[[], bool], limit: float = 3.0) -> None:

@@ -40,14 +40,12 @@ _PROGRAM_NAME = "program.py"
 # program as __main__ — its last line calls the tests — and prints the token only if that
 # returned. soft == hard, so the program cannot raise its limits again.
 _BOOTSTRAP = """\
-import os, resource, runpy, sys
+import contextlib, os, resource, runpy, sys
 def _prepare(parent, token_fd):
     if sys.platform.startswith("linux"):
         import ctypes, signal
-        try:
+        with contextlib.suppress(OSError, AttributeError):  # no prctl: the wall-clock kill remains
             ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with evaltui
-        except (OSError, AttributeError):
-            pass
         if os.getppid() != parent:
             os._exit(70)
     limits = [(\"RLIMIT_AS\", {as_bytes}), (\"RLIMIT_CPU\", {cpu_s}), (\"RLIMIT_FSIZE\", {fsize}), (\"RLIMIT_CORE\", 0)]
@@ -56,10 +54,8 @@ def _prepare(parent, token_fd):
     for name, value in limits:
         res = getattr(resource, name, None)
         if res is not None:
-            try:
+            with contextlib.suppress(ValueError, OSError):  # a limit the platform lacks
                 resource.setrlimit(res, (value, value))
-            except (ValueError, OSError):
-                pass
     token = os.read(token_fd, 256)
     os.close(token_fd)
     return token
