@@ -35,7 +35,8 @@ import workload as w  # noqa: E402
 PEERS = {  # name: (pip requirements, the distribution whose version is reported)
     "inspect-ai": (["inspect-ai", "openai"], "inspect_ai"),
     "lm-eval": (["lm-eval[api]"], "lm_eval"),
-    "opencompass": (["opencompass"], "opencompass"),
+    # pyarrow: OpenCompass pins numpy < 2, and pyarrow >= 20 needs numpy 2 without saying so to pip.
+    "opencompass": (["opencompass", "pyarrow<20"], "opencompass"),
 }
 
 INSPECT_TASK = '''
@@ -165,8 +166,14 @@ def run_lm_eval(python: Path, folder: Path, data: Path, sim: w.Sim, n: int, c: i
 
 
 def run_opencompass(python: Path, folder: Path, data: Path, sim: w.Sim, n: int, c: int, lat: float) -> w.Measure:
+    # The same records, the reference as a list: EMEvaluator takes a list of acceptable answers.
+    oc_data = folder / "data_oc.jsonl"
+    with open(data) as src, open(oc_data, "w") as dst:
+        for line in src:
+            rec = json.loads(line)
+            dst.write(json.dumps({**rec, "answer": [rec["answer"]]}) + "\n")
     config = folder / "oc_config.py"
-    config.write_text(OPENCOMPASS_CONFIG.format(data=str(data), url=f"{sim.url}/{w.MODEL}/generate", c=c))
+    config.write_text(OPENCOMPASS_CONFIG.format(data=str(oc_data), url=f"{sim.url}/{w.MODEL}/generate", c=c))
     work = folder / "oc-out"
     argv = [str(python.parent / "opencompass"), str(config), "-w", str(work)]
     m, _ = w.run_client("opencompass", argv, sim, n, c, lat, cwd=folder, env=peer_env(python, folder))
