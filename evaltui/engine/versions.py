@@ -6,6 +6,7 @@ import hashlib
 import json
 
 from evaltui.plan import DatasetConfig, ModelConfig
+from evaltui.scoring.score import JUDGE_REVISIONS
 
 
 def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
@@ -24,6 +25,11 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
 
 
 def evaluator_version(ds: DatasetConfig) -> str:
-    """Fingerprint of how a dataset is scored; a result made another way is scored again."""
+    """Fingerprint of how a dataset is scored (its settings and the judge's revision); a result
+    made another way is scored again."""
     assert ds.evaluator is not None
-    return hashlib.sha256(json.dumps(ds.evaluator.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+    keys = ds.evaluator.model_dump(mode="json")
+    revision = JUDGE_REVISIONS.get(keys["type"])
+    if revision is not None:
+        keys["revision"] = revision
+    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
