@@ -7,6 +7,7 @@ from pathlib import Path
 from planmaker import arithmetic, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
+from evaltui.engine.workdir import WorkDir
 from evaltui.sim import AnswerKey, SimConfig
 
 
@@ -30,3 +31,63 @@ def test_a_fixed_judge_scores_earlier_results_again_without_inferring(tmp_path: 
     code, events, _ = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 0
     assert [e.score for e in of_type(events, ev.DatasetScored)] == [100.0]
+
+
+def test_the_same_file_spelled_another_way_keeps_the_work(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    spellings = ["data/d.jsonl", "./data/d.jsonl", str(data), "data/../data/d.jsonl"]
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", spellings[0])])
+    code, _, runner = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 20
+    checkpoint = runner.workdir.checkpoint_file("m", "d").read_bytes()
+    for spelling in spellings[1:]:
+        sim.reset_stats()
+        plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", spelling)])
+        code, events, runner = run_plan(plan)
+        assert code == 0 and sim.stats.requests_total == 0, spelling
+        assert [e.status for e in of_type(events, ev.DatasetPlanned)] == ["scored"]
+        assert runner.workdir.checkpoint_file("m", "d").read_bytes() == checkpoint
+    assert not (runner.workdir.root / "superseded").exists()
+
+
+def test_a_copy_of_the_file_elsewhere_keeps_the_work(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    assert run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))[0] == 0
+    copy = tmp_path / "elsewhere" / "gsm.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(data.read_bytes())
+    sim.reset_stats()
+    code, _, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", copy)]))
+    assert code == 0 and sim.stats.requests_total == 0
+
+
+def test_work_made_stale_by_an_edited_file_is_set_aside_not_deleted(tmp_path: Path, sim_factory) -> None:
+    rows, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    code, _, runner = run_plan(plan)
+    assert code == 0
+    wd = runner.workdir
+    before = {p: p.read_bytes() for p in (wd.checkpoint_file("m", "d"), wd.predictions_file("m", "d"), wd.result_file("m", "d"), wd.status_file("m", "d"))}
+    write_jsonl(data, [{"question": "NEW first question", "answer": "#### 7"}, *rows])
+    sim.reset_stats()
+    code, events, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 21
+    (stamp,) = (wd.root / "superseded").iterdir()
+    for path, content in before.items():
+        assert (stamp / path.relative_to(wd.root)).read_bytes() == content
+    assert any("superseded" in e.message for e in of_type(events, ev.Notice))
+
+
+def test_fresh_sets_the_earlier_work_aside(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    assert run_plan(plan)[0] == 0
+    first = WorkDir(tmp_path / "out").checkpoint_file("m", "d").read_bytes()
+    for n in (1, 2):  # twice in a row (the same second, perhaps): nothing set aside is overwritten
+        sim.reset_stats()
+        code, events, runner = run_plan(plan, fresh=True)
+        assert code == 0 and sim.stats.requests_total == 20
+        stamps = sorted((runner.workdir.root / "superseded").iterdir())
+        assert len(stamps) == n
+    kept = [s / "predictions" / "m" / "tmp_d.jsonl" for s in stamps]
+    assert all(p.exists() for p in kept) and first in {p.read_bytes() for p in kept}

@@ -160,13 +160,15 @@ class ModelInference:
         # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
         # dataset fails when it is loaded, and the next run carries on.
         if data is not None and seen - {version, ""}:
-            wd.forget_pair(m, ds.abbr)
-            self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
+            folder = wd.set_aside_pair(m, ds.abbr)
+            self.emit(ev.Notice(
+                f"{m}/{ds.abbr}: the data file, the dataset's prompts or the model's settings changed since the last run; "
+                f"starting it over (the earlier work is in {folder})", "warning"))
         for stale in set(wd.status_files(m, ds.abbr)) - current:
             stale.unlink()  # another shard layout: its samples are read back from its checkpoints
         result = wd.read_result(m, ds.abbr)
         if result is not None and result.get("scored_with") != evaluator_version(ds):
-            wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
+            wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
         return version
 
     def _kept_whole(self, ds: DatasetConfig, total: int) -> bool:

@@ -92,8 +92,9 @@ class Runner:
             self._board = StatusBoard(wd)
             self._write_snapshot()
             if self.fresh:
-                for pair in self.pairs:
-                    wd.forget_pair(*pair)
+                aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
+                if aside:
+                    self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
             self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
             self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
             return await self._session(self.pairs)

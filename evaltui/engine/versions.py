@@ -12,12 +12,13 @@ from evaltui.scoring.score import JUDGE_REVISIONS
 def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     """Fingerprint of everything that shapes a prediction; a change means earlier ones are stale.
 
-    `data` is the data file's own fingerprint: an edited file (a changed answer, a record
-    inserted) invalidates what was predicted from the old one. Not `limit` (more or fewer samples
-    of the same kind) nor `shards` (the same samples in other files: checkpoints of any layout
-    are read back), nor the evaluator (see evaluator_version)."""
+    `data` is the data file's own fingerprint (of its bytes): an edited file (a changed answer,
+    a record inserted) invalidates what was predicted from the old one, while the same file named
+    another way (`./data/x.jsonl`, an absolute path, a copy) does not. Not `limit` (more or fewer
+    samples of the same kind) nor `shards` (the same samples in other files: checkpoints of any
+    layout are read back), nor the evaluator (see evaluator_version)."""
     keys = {
-        "dataset": ds.model_dump(include={"path", "columns", "prompt", "system", "target", "mode", "choices"}),
+        "dataset": ds.model_dump(include={"columns", "prompt", "system", "target", "mode", "choices"}),
         "data": data,
         "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
     }
