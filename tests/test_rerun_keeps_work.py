@@ -8,7 +8,7 @@ from planmaker import arithmetic, gsm_dataset, lightllm, of_type, run_plan, writ
 
 from evaltui.engine import events as ev
 from evaltui.engine.workdir import WorkDir
-from evaltui.sim import AnswerKey, SimConfig
+from evaltui.sim import AnswerKey, Faults, SimConfig
 
 
 def setup(tmp_path: Path, sim_factory, n: int = 20):  # type: ignore[no-untyped-def]
@@ -91,3 +91,27 @@ def test_fresh_sets_the_earlier_work_aside(tmp_path: Path, sim_factory) -> None:
         assert len(stamps) == n
     kept = [s / "predictions" / "m" / "tmp_d.jsonl" for s in stamps]
     assert all(p.exists() for p in kept) and first in {p.read_bytes() for p in kept}
+
+
+def test_failures_tolerated_by_fail_on_error_are_retried_by_a_rerun(tmp_path: Path, sim_factory) -> None:
+    rows = [{"question": ("long " * 10 if i < 4 else "") + f"q{i}", "answer": "#### 1"} for i in range(20)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))  # the 4 long ones get 400
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), fail_on_error=0.5)])
+    code, events, _ = run_plan(plan)
+    assert code == 0 and [e.score for e in of_type(events, ev.DatasetScored)] == [80.0]
+    sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
+    sim.reset_stats()
+    code, events, runner = run_plan(plan)
+    assert code == 0
+    assert sorted(r.prompt for r in sim.stats.log) == sorted(r["question"] for r in rows[:4])  # only the failed ones
+    assert [e.score for e in of_type(events, ev.DatasetScored)] == [100.0]
+    status = runner.workdir.read_status("m", "d")
+    assert status["status"] == "done" and status["completed"] == 20 and status["failed"] == 0
+    # Nothing failed any more: the next run keeps the pair whole.
+    sim.reset_stats()
+    code, events, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 0
+    assert [e.status for e in of_type(events, ev.DatasetPlanned)] == ["scored"]

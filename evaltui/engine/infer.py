@@ -179,12 +179,13 @@ class ModelInference:
             return False
         if sum(s.get("total", -1) for s in statuses) != total:  # another limit
             return False
-        failed = sum(s.get("failed", 0) for s in statuses)
-        if failed > failure_budget(ds, total):  # a lower fail_on_error re-opens the pair
+        if any(s.get("failed", 0) for s in statuses):
+            # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
+            # the pair resumes from its checkpoints, where only they are left to do.
             return False
         completed = sum(s.get("completed", 0) for s in statuses)
         scored = wd.has_scored_result(m, ds.abbr)
-        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
+        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, "scored" if scored else "done"))
         return True
 
     # ------------------------------------------------------------------ running
