@@ -14,10 +14,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import anyio
 import tomli_w
@@ -89,15 +89,16 @@ class Runner:
         if lock is None:
             return 2
         try:
-            self._board = StatusBoard(wd)
-            self._write_snapshot()
-            if self.fresh:
-                aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
-                if aside:
-                    self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
-            self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
-            self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
-            return await self._session(self.pairs)
+            with self._run_log():
+                self._board = StatusBoard(wd)
+                self._write_snapshot()
+                self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+                if self.fresh:
+                    aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
+                    if aside:
+                        self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
+                self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
+                return await self._session(self.pairs)
         finally:
             os.close(lock)
 
@@ -121,7 +122,8 @@ class Runner:
             # samples that failed (even those fail_on_error tolerated) are still to do.
             self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
             self.workdir.result_file(model, dataset).unlink(missing_ok=True)
-            return await self._session([(model, dataset)])
+            with self._run_log():
+                return await self._session([(model, dataset)])
         finally:
             os.close(lock)
 
@@ -138,11 +140,20 @@ class Runner:
             self.emit(ev.Notice(f"cannot use the work dir {self.workdir.root}: {e.strerror or e}", "error"))
         return None
 
+    @contextmanager
+    def _run_log(self) -> Iterator[None]:
+        """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
+        runlog = RunLog(self.workdir)
+        self._sinks.append(runlog)
+        try:
+            yield
+        finally:
+            self._sinks = [s for s in self._sinks if s is not runlog]
+            runlog.close()
+
     async def _session(self, pairs: list[tuple[str, str]]) -> int:
         """Infer and score `pairs`, then write the summary and report RunFinished."""
         started = time.monotonic()
-        runlog = RunLog(self.workdir)
-        self._sinks.append(runlog)
         exit_code = 1
         try:
             with anyio.CancelScope() as scope:
@@ -175,8 +186,6 @@ class Runner:
                 if self.interrupted:
                     exit_code = 130
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
-                runlog.close()
-                self._sinks = [s for s in self._sinks if s is not runlog]
         return exit_code
 
     # ------------------------------------------------------------------ parts
