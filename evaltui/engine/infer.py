@@ -321,6 +321,13 @@ class ModelInference:
         return entry
 
     async def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
+        """Close a shard whose samples are all finished: its final status, and the final
+        predictions when it is the pair's last. Shielded: a Ctrl-C as the checkpoints are being
+        merged (a thread that cannot be stopped anyway) takes effect once the shard says how it ended."""
+        with anyio.CancelScope(shield=True):
+            await self._finish_shard_now(run, shard)
+
+    async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
         n = len(run.shards)
         shard.checkpoint.close()
@@ -357,13 +364,16 @@ class ModelInference:
         await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
 
     def _close_interrupted(self) -> None:
-        """On cancellation: close checkpoints and say in the status files that work is left."""
+        """On cancellation: close checkpoints and say in the status files that work is left.
+
+        Every shard that has not ended (`done`/`fail`) is said `pending`, so no status file is
+        left `running` by a run that stopped."""
         m = self.model.abbr
         for run in self.runs:
             if not run.started or run.load_error:
                 continue
             for s in run.shards:
-                if s.outstanding > 0:
+                if not s.status:
                     s.checkpoint.close()
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
