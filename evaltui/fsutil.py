@@ -78,7 +78,11 @@ def json_bytes(obj: Any) -> bytes:
     A model can reply with a lone surrogate (half of an emoji); UTF-8 cannot carry one, so such
     a value is written with \\u escapes instead — one odd sample must not stop a run.
     """
-    return _dumps(obj).encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")  # encoded once: this runs for every checkpoint line and detail
+    except UnicodeEncodeError:
+        return json.dumps(obj).encode("utf-8")
 
 
 def dumps_readable(obj: Any) -> str:

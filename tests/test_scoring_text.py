@@ -34,6 +34,9 @@ def preds(*pairs: tuple[str, object]) -> list[dict]:
         ("New\n\tYork", "new york"),
         ("STRASSE", "strasse"),
         ("Straße", "strasse"),  # casefold, not lower
+        ("ΣΊΣΥΦΟΣ", "σίσυφοσ"),  # a plain word (the short cut) casefolds like any other text
+        ("24697", "24697"),
+        ("İ", "i\u0307"),
         ("3.14", "3.14"),
         ("", ""),
         ('""', ""),
