@@ -164,16 +164,16 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
                 break
             count += 1
             for name, tpl in list(templates.items()):
-                missing = sorted(needs[name] - rec.keys())
-                if missing:
-                    have = ", ".join(sorted(rec)) or "none"
-                    problem = f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
-                else:
+                if needs[name] <= rec.keys():  # the usual case, without building a set per record
                     try:
                         tpl.format_map(rec)
                         continue
                     except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
                         problem = f"record {index} cannot fill this template: {type(e).__name__}: {e}"
+                else:
+                    missing = sorted(needs[name] - rec.keys())
+                    have = ", ".join(sorted(rec)) or "none"
+                    problem = f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
                 problems.append(f"{name}: {problem}")
                 del templates[name]  # one report per template is enough
     except DatasetError as e:
