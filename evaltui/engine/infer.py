@@ -37,6 +37,11 @@ from evaltui.engine.workdir import (
 from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
+# Samples in a row that found no server (connection refused, unknown host, or every request
+# refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
+# wrong URL or a server that is not up would otherwise grind through every sample's retries.
+NO_SERVER_AFTER = 8
+_NO_SERVER_STATUSES = (401, 403, 404, 405)
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
 
@@ -118,6 +123,9 @@ class ModelInference:
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
+        self._server_seen = False  # a reply (or an error only one sample has) came back in this run
+        self._no_server = 0  # samples that found no server, while none has been seen
+        self._stopped = ""  # why the model stopped before its samples were done
 
     # ------------------------------------------------------------------ planning (sync, fast)
     def plan_pairs(self, totals: dict[str, int]) -> None:
@@ -210,12 +218,15 @@ class ModelInference:
                 outer.start_soon(self._poll)
                 outer.start_soon(self._report_load)
                 async with anyio.create_task_group() as workers:
+                    self._workers = workers
                     self._maybe_start_more()
                     # max_workers slots, but never more workers than samples left to run (and at
                     # least one, which also walks datasets with nothing left through their ending)
                     for _ in range(max(1, min(self.model.max_workers, sum(r.remaining for r in self.runs)))):
                         workers.start_soon(self._worker)
                 outer.cancel_scope.cancel()  # the poll's safety net is not needed any more
+            if self._stopped:
+                self._fail_unfinished(self._stopped)
         finally:
             with anyio.CancelScope(shield=True):
                 self._close_interrupted()
@@ -317,8 +328,10 @@ class ModelInference:
         if "error" in entry:
             shard.failed += 1
             self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"])))
+            self._check_server(entry["error"])
         else:
             shard.completed += 1
+            self._server_seen = True
             self.emit(ev.SampleFinished(m, d, shard.shard, index))
         shard.outstanding -= 1
         run.remaining -= 1
@@ -331,6 +344,39 @@ class ModelInference:
                 self.board.write(m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version)
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
+
+    def _check_server(self, error: dict[str, Any]) -> None:
+        """Stop the model when its first samples all found no server (see NO_SERVER_AFTER)."""
+        if self._server_seen or self._stopped:
+            return
+        if error.get("type") != "connect" and error.get("status") not in _NO_SERVER_STATUSES:
+            self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
+            return
+        self._no_server += 1
+        if self._no_server >= NO_SERVER_AFTER:
+            code = f" {error['status']}" if error.get("status") is not None else ""
+            self._stopped = (
+                f"nothing answered: the first {self._no_server} samples failed with {error.get('type')}{code}: "
+                f"{error.get('message')} — check the model's url and that its server is up, then run again"
+            )
+            self.emit(ev.Notice(f"{self.model.abbr}: {self._stopped}", "error"))
+            self._workers.cancel_scope.cancel()
+
+    def _fail_unfinished(self, error: str) -> None:
+        """Say `fail` (with why) for every shard the stopped model did not finish; a re-run resumes them."""
+        m = self.model.abbr
+        for run in self.runs:
+            if run.load_error:
+                continue
+            unfinished = [s for s in run.shards if s.status is None]
+            for s in unfinished:
+                s.checkpoint.close()
+                s.status = PairStatus.FAIL
+                self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
+                self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
+            if unfinished:
+                self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
+                self.on_inferred(m, run.cfg.abbr)
 
     async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
         """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
