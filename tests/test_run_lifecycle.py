@@ -94,12 +94,12 @@ def test_a_model_whose_server_is_down_stops_early_with_the_reason_and_a_rerun_re
     assert 0 < len(failed) < 20  # it stopped after a few, not after 250 refused samples
     inferred = {e.dataset: e for e in of_type(events, ev.DatasetInferred)}
     assert set(inferred) == {"d", "e"} and all(e.status == "fail" for e in inferred.values())
-    assert "nothing answered" in inferred["e"].error and "connect" in inferred["d"].error.lower()
+    assert all("server did not answer (connect: " in e.error for e in inferred.values())
     for dataset in ("d", "e"):
         status = runner.workdir.read_status("m", dataset)
-        assert status["status"] == "fail" and "nothing answered" in status["error"]
+        assert status["status"] == "fail" and "server did not answer" in status["error"]
     lines = (runner.workdir.logs_dir / "run.log").read_text()
-    assert "nothing answered" in lines
+    assert "none was answered; stopping this model" in lines and down["url"] in lines
 
     # The server is up (at another address): the run carries on where it stopped.
     key = AnswerKey()

@@ -355,11 +355,11 @@ class ModelInference:
         self._no_server += 1
         if self._no_server >= NO_SERVER_AFTER:
             code = f" {error['status']}" if error.get("status") is not None else ""
-            self._stopped = (
-                f"nothing answered: the first {self._no_server} samples failed with {error.get('type')}{code}: "
-                f"{error.get('message')} — check the model's url and that its server is up, then run again"
-            )
-            self.emit(ev.Notice(f"{self.model.abbr}: {self._stopped}", "error"))
+            why = f"{error.get('type')}{code}: {error.get('message')}"
+            self._stopped = f"stopped: the model's server did not answer ({why})"
+            self.emit(ev.Notice(
+                f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
+                f"check its url ({self.backend.url}) and that its server is up, then run again", "error"))
             self._workers.cancel_scope.cancel()
 
     def _fail_unfinished(self, error: str) -> None:
