@@ -15,9 +15,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import anyio
 import tomli_w
@@ -147,13 +148,15 @@ class Runner:
         if lock is None:
             return 2
         try:
-            self._board = StatusBoard(wd)
-            self._write_snapshot()
-            if self.fresh:
-                for pair in self.pairs:
-                    wd.forget_pair(*pair)
-            self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
-            return await self._session(self.pairs, retry=False)
+            with self._run_log():
+                self._board = StatusBoard(wd)
+                self._write_snapshot()
+                self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+                if self.fresh:
+                    aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
+                    if aside:
+                        self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
+                return await self._session(self.pairs, retry=False)
         finally:
             os.close(lock)
 
@@ -185,7 +188,8 @@ class Runner:
         if lock is None:
             return 2
         try:
-            return await self._session(wanted, retry=True)
+            with self._run_log():
+                return await self._session(wanted, retry=True)
         finally:
             os.close(lock)
 
@@ -202,13 +206,24 @@ class Runner:
             self.emit(ev.Notice(f"cannot use the work dir {self.workdir.root}: {e.strerror or e}", "error"))
         return None
 
+    @contextmanager
+    def _run_log(self) -> Iterator[None]:
+        """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
+        runlog = RunLog(self.workdir)
+        with self._emit_lock:
+            self._sinks = (*self._sinks, runlog)
+        try:
+            yield
+        finally:
+            with self._emit_lock:
+                self._sinks = tuple(s for s in self._sinks if s is not runlog)
+            runlog.close()
+
     async def _session(self, pairs: list[Pair], *, retry: bool) -> int:
         """Infer and score `pairs` (and what joins meanwhile), then write the summary and report RunFinished."""
         assert self._board is not None
         session = self._live = Session(self.plan, self.workdir, self._board, self.emit, code_workers=self.code_workers, gate=self._gate)
         started = time.monotonic()
-        runlog = RunLog(self.workdir)
-        self._sinks = (*self._sinks, runlog)
         exit_code = 1
         try:
             with anyio.CancelScope() as scope:
@@ -239,8 +254,6 @@ class Runner:
                 if self.interrupted:
                     exit_code = 130
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
-                runlog.close()
-                self._sinks = tuple(s for s in self._sinks if s is not runlog)
                 session.exit_code = exit_code
                 self._live = None
                 session.ended.set()
