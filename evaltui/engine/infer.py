@@ -217,8 +217,8 @@ class ModelInference:
     def _kept_whole(self, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
         """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
         m, wd, n = self.model.abbr, self.workdir, ds.shards
-        statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
-        if not wd.predictions_complete(m, ds.abbr) or not all(s and s.get("status") == "done" for s in statuses):
+        statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
+        if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
             return False
         if sum(s.get("total", -1) for s in statuses) != total:  # another limit
             return False
@@ -245,6 +245,7 @@ class ModelInference:
         the queue is empty; the caller runs it again if a dataset was added after that."""
         if not self.has_work():
             return
+        self._stopped, self._no_server = "", 0  # work added later (a retry) tries the server again
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
@@ -363,7 +364,7 @@ class ModelInference:
             sample = render_sample(cfg, index, run.records[index])
         except Exception as e:  # the file changed since it was checked: this sample fails, not the run
             message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
-            entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
+            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
         else:
             self.in_flight += 1
             try:
@@ -408,7 +409,8 @@ class ModelInference:
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
                 f"check its url ({self.backend.url}) and that its server is up, then run again", "error"))
-            self._workers.cancel_scope.cancel()
+            if self._workers is not None:
+                self._workers.cancel_scope.cancel()
 
     def _fail_unfinished(self, error: str) -> None:
         """Say `fail` (with why) for every shard the stopped model did not finish; a re-run resumes them."""
@@ -417,14 +419,17 @@ class ModelInference:
             if run.load_error:
                 continue
             unfinished = [s for s in run.shards if s.status is None]
+            run.started, run.todo, run.remaining, run.records = True, iter(()), 0, None
+            run.loaded.set()
             for s in unfinished:
                 s.checkpoint.close()
-                s.status = PairStatus.FAIL
+                s.status, s.outstanding = PairStatus.FAIL, -1
                 self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
             if unfinished:
                 self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
                 self.on_inferred(m, run.cfg.abbr)
+        self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
 
     async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
         """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
