@@ -209,8 +209,8 @@ class ModelInference:
     def _kept_whole(self, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
         """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
         m, wd, n = self.model.abbr, self.workdir, ds.shards
-        statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
-        if not wd.predictions_complete(m, ds.abbr) or not all(s and s.get("status") == "done" for s in statuses):
+        statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
+        if len(statuses) < n or not wd.predictions_complete(m, ds.abbr) or not all(s.get("status") == "done" for s in statuses):
             return False
         if sum(s.get("total", -1) for s in statuses) != total:  # another limit
             return False
@@ -353,7 +353,7 @@ class ModelInference:
             sample = render_sample(cfg, index, run.records[index])
         except Exception as e:  # the file changed since it was checked: this sample fails, not the run
             message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
-            entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
+            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
         else:
             self.in_flight += 1
             try:
