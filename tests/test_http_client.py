@@ -350,3 +350,30 @@ def test_the_engine_never_imports_httpx() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_wrong_endpoint_says_which_url_was_asked_and_what_it_should_be(sim_factory) -> None:
+    sim = sim_factory()
+    cfg = model_cfg(f"{sim.url}/v1", retry=2)  # type lightllm wants .../generate
+    with pytest.raises(BackendError) as err:
+        run(lambda: generate(cfg))
+    assert err.value.status == 404 and err.value.attempts == 1
+    assert "is the model's url right" in err.value.message and "/generate URL" in err.value.message
+    assert f"{sim.url}/v1" in err.value.message
+
+
+def test_the_url_query_is_kept_after_the_openai_endpoint() -> None:
+    """Azure-style URLs carry ?api-version=...: the endpoint's path goes before it, not after."""
+    seen: list[str] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        seen.append(request.path_qs)
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
+
+    async def main() -> str:
+        async with aiohttp_server(handler) as port:
+            url = f"http://127.0.0.1:{port}/openai/deployments/gpt?api-version=2024-06-01"
+            return await generate(model_cfg(url, type="openai-chat", model="gpt"))
+
+    assert run(main) == "ok"
+    assert seen == ["/openai/deployments/gpt/chat/completions?api-version=2024-06-01"]
