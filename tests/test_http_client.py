@@ -377,3 +377,41 @@ def test_the_url_query_is_kept_after_the_openai_endpoint() -> None:
 
     assert run(main) == "ok"
     assert seen == ["/openai/deployments/gpt/chat/completions?api-version=2024-06-01"]
+
+
+def test_https_through_an_https_proxy_tunnel_with_a_private_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corporate case: HTTPS_PROXY, a CONNECT tunnel, TLS to the model server inside it."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("model.evaltui-test.invalid").configure_cert(server_ctx)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    tunnels: list[bytes] = []
+
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+        w.close()
+
+    async def connect_proxy(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        head = await r.readuntil(b"\r\n\r\n")  # CONNECT model.evaltui-test.invalid:PORT HTTP/1.1
+        target = head.split(b" ")[1]
+        tunnels.append(target)
+        ur, uw = await asyncio.open_connection("127.0.0.1", int(target.rsplit(b":", 1)[1]))
+        w.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(pipe(r, uw), pipe(ur, w))
+
+    async def main() -> str:
+        proxy = await asyncio.start_server(connect_proxy, "127.0.0.1", 0)
+        try:
+            async with aiohttp_server(model_server, server_ctx) as port:
+                monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+                monkeypatch.delenv("NO_PROXY")
+                cfg = model_cfg(f"https://model.evaltui-test.invalid:{port}/generate", ca_file=str(tmp_path / "ca.pem"))
+                return await generate(cfg, "tunnelled")
+        finally:
+            proxy.close()
+
+    assert run(main) == "you asked: tunnelled"
+    assert len(tunnels) == 1 and tunnels[0].startswith(b"model.evaltui-test.invalid:")
