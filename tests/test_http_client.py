@@ -55,8 +55,10 @@ class RawServer:
         self.connections = 0
         self.open = 0
         self.max_open = 0
+        self._writers: list[asyncio.StreamWriter] = []
 
     async def _conn(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self._writers.append(w)
         self.connections += 1
         self.open += 1
         self.max_open = max(self.max_open, self.open)
@@ -84,6 +86,9 @@ class RawServer:
             yield f"http://127.0.0.1:{port}/generate"
         finally:
             server.close()
+            for w in self._writers:  # connections still kept alive by the client's pool
+                w.close()
+            await asyncio.sleep(0.01)  # their handlers see the close and end
 
 
 def ok(body: bytes = json.dumps(REPLY).encode(), eol: bytes = b"\r\n", extra: bytes = b"") -> bytes:
@@ -149,12 +154,14 @@ def test_reply_that_never_ends_is_cut_at_the_attempt_timeout() -> None:
     async def trickle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await r.readuntil(b"\r\n\r\n")
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
-            for _ in range(200):  # a byte every 20 ms: never silent for long, never done
-                w.write(b" ")
-                await w.drain()
-                await asyncio.sleep(0.02)
-        w.close()
+        try:
+            with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
+                for _ in range(200):  # a byte every 20 ms: never silent for long, never done
+                    w.write(b" ")
+                    await w.drain()
+                    await asyncio.sleep(0.02)
+        finally:
+            w.close()
 
     async def main() -> None:
         server = await asyncio.start_server(trickle, "127.0.0.1", 0)
