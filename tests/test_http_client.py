@@ -55,8 +55,10 @@ class RawServer:
         self.connections = 0
         self.open = 0
         self.max_open = 0
+        self._writers: list[asyncio.StreamWriter] = []
 
     async def _conn(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self._writers.append(w)
         self.connections += 1
         self.open += 1
         self.max_open = max(self.max_open, self.open)
@@ -84,6 +86,9 @@ class RawServer:
             yield f"http://127.0.0.1:{port}/generate"
         finally:
             server.close()
+            for w in self._writers:  # connections still kept alive by the client's pool
+                w.close()
+            await asyncio.sleep(0.01)  # their handlers see the close and end
 
 
 def ok(body: bytes = json.dumps(REPLY).encode(), eol: bytes = b"\r\n", extra: bytes = b"") -> bytes:
@@ -149,12 +154,14 @@ def test_reply_that_never_ends_is_cut_at_the_attempt_timeout() -> None:
     async def trickle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await r.readuntil(b"\r\n\r\n")
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
-            for _ in range(200):  # a byte every 20 ms: never silent for long, never done
-                w.write(b" ")
-                await w.drain()
-                await asyncio.sleep(0.02)
-        w.close()
+        try:
+            with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
+                for _ in range(200):  # a byte every 20 ms: never silent for long, never done
+                    w.write(b" ")
+                    await w.drain()
+                    await asyncio.sleep(0.02)
+        finally:
+            w.close()
 
     async def main() -> None:
         server = await asyncio.start_server(trickle, "127.0.0.1", 0)
@@ -206,27 +213,67 @@ async def model_server(request: web.BaseRequest) -> web.Response:
     return web.json_response({"generated_text": f"you asked: {body['inputs']}"})
 
 
-@pytest.mark.parametrize("bypass", [False, True], ids=["via-proxy", "no-proxy-bypass"])
-def test_http_proxy_from_the_environment_is_used_unless_no_proxy(monkeypatch: pytest.MonkeyPatch, bypass: bool) -> None:
+def test_http_proxy_from_the_environment_carries_the_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
 
     async def forward(request: web.BaseRequest) -> web.Response:
-        """A forward proxy: the request line carries the absolute URL of the model server."""
+        """A forward proxy: the request line carries the absolute URL; every name leads to 127.0.0.1."""
         seen.append(str(request.url))
+        target = request.url.with_host("127.0.0.1")
         async with aiohttp.ClientSession() as s:
-            async with s.post(request.url, data=await request.read(), headers={"content-type": "application/json"}) as r:
+            async with s.post(target, data=await request.read(), headers={"content-type": "application/json"}) as r:
                 return web.Response(body=await r.read(), status=r.status, content_type="application/json")
 
     async def main() -> str:
         async with aiohttp_server(model_server) as model_port, aiohttp_server(forward) as proxy_port:
             monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
-            monkeypatch.setenv("NO_PROXY", "127.0.0.1" if bypass else "")
-            return await generate(model_cfg(f"http://127.0.0.1:{model_port}/generate"), "hello")
+            monkeypatch.delenv("NO_PROXY")
+            # a name only the proxy resolves: the client itself never looks it up
+            return await generate(model_cfg(f"http://model.evaltui-test.invalid:{model_port}/generate"), "hello")
 
     assert run(main) == "you asked: hello"
-    assert len(seen) == (0 if bypass else 1)
-    if not bypass:
-        assert seen[0].endswith("/generate")
+    assert len(seen) == 1 and seen[0].startswith("http://model.evaltui-test.invalid:") and seen[0].endswith("/generate")
+
+
+def test_no_proxy_and_loopback_bypass_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaltui.backends.client import env_proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example.test:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.test:3129")
+    monkeypatch.delenv("NO_PROXY")
+    assert str(env_proxy("http://models.example.test/v1")[0]) == "http://proxy.example.test:3128"
+    assert str(env_proxy("https://api.example.test/v1")[0]) == "http://proxy.example.test:3129"
+    for local in ("http://127.0.0.1:8000/v1", "http://127.0.0.2:1/generate", "http://localhost:1/x", "http://[::1]:1/v1"):
+        assert env_proxy(local) == (None, None), local
+    monkeypatch.setenv("NO_PROXY", "models.example.test")
+    assert env_proxy("http://models.example.test/v1") == (None, None)
+
+
+def test_a_local_server_is_reached_directly_whatever_the_proxy_settings(sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corporate HTTP_PROXY with a NO_PROXY that forgets localhost must not break local models (or the demo)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # a proxy that is not there
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.delenv("NO_PROXY")
+    sim = sim_factory()
+    assert run(lambda: generate(model_cfg(f"{sim.url}/generate"))) != ""
+    assert sim.stats.requests_total == 1
+
+
+def test_a_redirect_is_not_followed_and_says_where_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    srv = RawServer(lambda n: b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://models.example.test/v2/generate\r\nContent-Length: 0\r\n\r\n")
+
+    async def main() -> str:
+        async with srv.serve() as url:
+            return await generate(model_cfg(url, retry=3))
+
+    with pytest.raises(BackendError) as err:
+        run(main)
+    assert err.value.status == 308 and err.value.attempts == 1 and srv.requests == 1
+    assert "redirects to https://models.example.test/v2/generate" in err.value.message
 
 
 def test_a_netrc_entry_for_the_host_does_not_displace_the_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,3 +357,68 @@ def test_the_engine_never_imports_httpx() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_wrong_endpoint_says_which_url_was_asked_and_what_it_should_be(sim_factory) -> None:
+    sim = sim_factory()
+    cfg = model_cfg(f"{sim.url}/v1", retry=2)  # type lightllm wants .../generate
+    with pytest.raises(BackendError) as err:
+        run(lambda: generate(cfg))
+    assert err.value.status == 404 and err.value.attempts == 1
+    assert "is the model's url right" in err.value.message and "/generate URL" in err.value.message
+    assert f"{sim.url}/v1" in err.value.message
+
+
+def test_the_url_query_is_kept_after_the_openai_endpoint() -> None:
+    """Azure-style URLs carry ?api-version=...: the endpoint's path goes before it, not after."""
+    seen: list[str] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        seen.append(request.path_qs)
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
+
+    async def main() -> str:
+        async with aiohttp_server(handler) as port:
+            url = f"http://127.0.0.1:{port}/openai/deployments/gpt?api-version=2024-06-01"
+            return await generate(model_cfg(url, type="openai-chat", model="gpt"))
+
+    assert run(main) == "ok"
+    assert seen == ["/openai/deployments/gpt/chat/completions?api-version=2024-06-01"]
+
+
+def test_https_through_an_https_proxy_tunnel_with_a_private_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corporate case: HTTPS_PROXY, a CONNECT tunnel, TLS to the model server inside it."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("model.evaltui-test.invalid").configure_cert(server_ctx)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    tunnels: list[bytes] = []
+
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+        w.close()
+
+    async def connect_proxy(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        head = await r.readuntil(b"\r\n\r\n")  # CONNECT model.evaltui-test.invalid:PORT HTTP/1.1
+        target = head.split(b" ")[1]
+        tunnels.append(target)
+        ur, uw = await asyncio.open_connection("127.0.0.1", int(target.rsplit(b":", 1)[1]))
+        w.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(pipe(r, uw), pipe(ur, w))
+
+    async def main() -> str:
+        proxy = await asyncio.start_server(connect_proxy, "127.0.0.1", 0)
+        try:
+            async with aiohttp_server(model_server, server_ctx) as port:
+                monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+                monkeypatch.delenv("NO_PROXY")
+                cfg = model_cfg(f"https://model.evaltui-test.invalid:{port}/generate", ca_file=str(tmp_path / "ca.pem"))
+                return await generate(cfg, "tunnelled")
+        finally:
+            proxy.close()
+
+    assert run(main) == "you asked: tunnelled"
+    assert len(tunnels) == 1 and tunnels[0].startswith(b"model.evaltui-test.invalid:")
