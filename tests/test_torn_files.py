@@ -211,6 +211,10 @@ def test_a_work_dir_written_by_opencompass(capsys, setup) -> None:  # type: igno
     for d in ("a", "b"):
         said = [line for line in text.splitlines() if f"m/{d}:" in line and "starting it over" in line]
         assert len(said) == 1, text
+        assert "written by another tool" in said[0]
+    # and OpenCompass's files are set aside, not deleted
+    kept = {p.name for p in (wd.root / "superseded").rglob("*") if p.is_file()}
+    assert {"a.json", "tmp_b_0.jsonl", "b_0.json", "b_1.json"} <= kept, kept
     assert_whole(wd, "a")
     assert_whole(wd, "b")
 
