@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
@@ -27,6 +29,19 @@ pytestmark = pytest.mark.reliability
 
 N = 12
 ROWS = arithmetic(N)
+
+
+@pytest.fixture(autouse=True)
+def _bounded() -> Iterator[None]:
+    """The runs here are in-process (`cli.main`): a hang must fail the test, not stall the suite."""
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError("the run did not end within 120 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
