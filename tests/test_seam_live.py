@@ -116,7 +116,7 @@ def test_retry_after_the_run_reuses_the_simulator_and_clears_old_failures(tmp_pa
         models=[lightllm("m", sim.url), {"abbr": "s", "type": "lightllm", "url": "sim://?accuracy=1", "max_workers": 4}],
         datasets=[gsm_dataset("d", data)],
     )
-    runner = Runner(load_plan(plan), keep_simulator=True)
+    runner = Runner(load_plan(plan))
     events: list[ev.Event] = []
     runner.subscribe(events.append)
 
