@@ -9,7 +9,29 @@ Consumers dispatch on `type(event)`, never on equality.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Union
+from enum import Enum
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Union
+
+if TYPE_CHECKING:
+    from evaltui.scoring.leaderboard import Leaderboard
+
+
+class PairStatus(str, Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAIL = "fail"
+    SCORING = "scoring"
+    SCORED = "scored"
+    ERROR = "error"
+    SKIPPED = "skipped"
+
+
+class SampleError(NamedTuple):
+    type: str
+    status: int | None
+    message: str
+    attempts: int
 
 
 class RunStarted(NamedTuple):
@@ -46,15 +68,15 @@ class SampleFinished(NamedTuple):
     model: str
     dataset: str
     shard: int
-    index: int
+    sample_index: int
 
 
 class SampleFailed(NamedTuple):
     model: str
     dataset: str
     shard: int
-    index: int
-    error: dict[str, Any]  # {"type", "status", "message", "attempts"}
+    sample_index: int
+    error: SampleError
 
 
 class ShardStatusChanged(NamedTuple):
@@ -94,6 +116,23 @@ class DatasetScored(NamedTuple):
     result_file: str = ""
 
 
+class DatasetScoring(NamedTuple):
+    model: str
+    dataset: str
+
+
+class ModelLoad(NamedTuple):
+    model: str
+    in_flight: int
+    max_workers: int
+    retries: int
+    requests: int
+
+
+class RetryStarted(NamedTuple):
+    pairs: tuple[tuple[str, str], ...]
+
+
 class WatchSkipped(NamedTuple):
     pairs: tuple[tuple[str, str], ...]
     reason: str
@@ -109,8 +148,8 @@ class Notice(NamedTuple):
 class RunFinished(NamedTuple):
     exit_code: int
     interrupted: bool
-    summary_files: dict[str, str] = {}  # never mutated: a fresh dict is passed by the runner
-    leaderboard: Any = None  # evaltui.scoring summary table
+    summary_files: Mapping[str, str] = {}
+    leaderboard: Leaderboard | None = None
     elapsed: float = 0.0
 
 
@@ -125,6 +164,9 @@ Event = Union[
     DatasetInferred,
     Heartbeat,
     DatasetScored,
+    DatasetScoring,
+    ModelLoad,
+    RetryStarted,
     WatchSkipped,
     Notice,
     RunFinished,

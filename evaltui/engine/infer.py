@@ -285,7 +285,7 @@ class ModelInference:
         m, d = self.model.abbr, cfg.abbr
         if "error" in entry:
             shard.failed += 1
-            self.emit(ev.SampleFailed(m, d, shard.shard, index, entry["error"]))
+            self.emit(ev.SampleFailed(m, d, shard.shard, index, ev.SampleError(**entry["error"])))
         else:
             shard.completed += 1
             self.emit(ev.SampleFinished(m, d, shard.shard, index))

@@ -72,7 +72,7 @@ class RunLog:
 
     def __call__(self, e: ev.Event) -> None:
         if type(e) is ev.SampleFailed:
-            line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.index, **e.error}
+            line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
             os.write(self._failures, json_bytes(line) + b"\n")
             return
         text = event_line(e)

@@ -29,6 +29,7 @@ from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import ModelInference
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
+from evaltui.engine.state import Failure, RunState
 from evaltui.engine.watch import WatchScorer
 from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
 from evaltui.fsutil import atomic_write_text
@@ -53,7 +54,8 @@ class Runner:
         self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
         self.fresh = fresh
         self.code_workers = code_workers
-        self._sinks: list[ev.Sink] = [sink] if sink else []
+        self.state = RunState()
+        self._sinks: list[ev.Sink] = [self.state.apply] + ([sink] if sink else [])
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
@@ -100,7 +102,42 @@ class Runner:
         finally:
             os.close(lock)
 
-    async def retry(self, model: str, dataset: str) -> int:
+    def failed_pairs(self) -> list[tuple[str, str]]:
+        return self.state.failed_pairs()
+
+    def leaderboard(self) -> Any:
+        scores = {k: p.score for k, p in self.state.pairs.items() if p.status == ev.PairStatus.SCORED}
+        return self.table(scores)
+
+    def pair_details(self, model: str, dataset: str, *, predictions: int = 5) -> PairDetails:
+        import json
+        fails: list[Failure] = []
+        preds: list[PredictionSample] = []
+        for path in self.workdir.checkpoint_files(model, dataset):
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(e, dict) or "index" not in e:
+                    continue
+                if "error" in e:
+                    fails.append(Failure(model, dataset, e["index"], ev.SampleError(**e["error"])))
+                elif len(preds) < predictions:
+                    preds.append(PredictionSample(e["index"], str(e.get("origin_prompt", "")), str(e.get("prediction", "")), str(e.get("gold", "")), None))
+        status = self.state.pairs[(model, dataset)].status if (model, dataset) in self.state.pairs else ev.PairStatus.PENDING
+        return PairDetails(model, dataset, status, fails, preds)
+
+    async def retry(self, pairs: Any) -> int:  # type: ignore[no-redef]
+        (model, dataset), = pairs
+        self.emit(ev.RetryStarted(tuple(pairs)))
+        return await self._retry(model, dataset)
+
+    async def _retry(self, model: str, dataset: str) -> int:
         """Run the failed samples of one pair again (succeeded ones are kept) and score it again.
 
         For a front end whose session outlives `run()`; returns the exit code the whole plan has now.
@@ -297,6 +334,27 @@ class Runner:
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
+
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PredictionSample:
+    sample_index: int
+    prompt: str
+    prediction: str
+    gold: str
+    correct: bool | None
+
+
+@dataclass(frozen=True)
+class PairDetails:
+    model: str
+    dataset: str
+    status: ev.PairStatus
+    failures: list[Failure]
+    predictions: list[PredictionSample]
 
 
 def _ensure_open_files(needed: int) -> int | None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Callable
 
 from evaltui.engine import events as ev
+
+
+Status = ev.PairStatus
 
 
 @dataclass
@@ -23,7 +26,8 @@ class PairState:
     shards: int = 1
     completed: int = 0
     failed: int = 0
-    status: str = "pending"  # pending | running | done | fail | scored | error | skipped
+    status: ev.PairStatus = ev.PairStatus.PENDING
+    clock: Callable[[], float] = time.monotonic
     shard_status: dict[int, str] = field(default_factory=dict)
     score: float | None = None
     metric: str = ""
@@ -39,7 +43,7 @@ class PairState:
     def throughput(self, now: float | None = None) -> float | None:
         if self.started_at is None or not self.done_this_run:
             return None
-        end = self.finished_at or (time.monotonic() if now is None else now)
+        end = self.finished_at or (self.clock() if now is None else now)
         span = end - self.started_at
         return self.done_this_run / span if span > 0 else None
 
@@ -54,12 +58,15 @@ class PairState:
 class Failure:
     model: str
     dataset: str
-    index: int
-    error: dict[str, Any]
+    sample_index: int
+    error: ev.SampleError
 
 
 class RunState:
-    def __init__(self, max_failures: int = 1000):
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time, max_failures: int = 1000):
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.load: dict[str, ev.ModelLoad] = {}
         self.pairs: dict[tuple[str, str], PairState] = {}
         self.models: list[str] = []
         self.datasets: list[str] = []
@@ -72,7 +79,7 @@ class RunState:
         self.skipped: list[tuple[str, str]] = []
         self.notices: list[ev.Notice] = []
         self.finished: ev.RunFinished | None = None
-        self.started_at = time.monotonic()
+        self.started_at = clock()
 
     def pair(self, model: str, dataset: str) -> PairState:
         key = (model, dataset)
@@ -84,46 +91,55 @@ class RunState:
     def apply(self, e: ev.Event) -> None:
         t = type(e)
         if t is ev.SampleFinished:
-            p = self.pairs[(e.model, e.dataset)]
+            p = self.pair(e.model, e.dataset)
             p.completed += 1
             p.done_this_run += 1
         elif t is ev.SampleFailed:
-            p = self.pairs[(e.model, e.dataset)]
+            p = self.pair(e.model, e.dataset)
             p.failed += 1
             p.done_this_run += 1
             self.failure_count += 1
-            self.failures.append(Failure(e.model, e.dataset, e.index, e.error))
+            self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error))
         elif t is ev.ShardStatusChanged:
             p = self.pair(e.model, e.dataset)
             p.shard_status[e.shard] = e.status
             if p.status not in ("scored", "error"):
-                p.status = _combine(p.shard_status, p.shards)
+                p.status = Status(_combine(p.shard_status, p.shards))
             if e.error and e.status == "fail":
                 p.error = e.error
         elif t is ev.DatasetStarted:
             p = self.pair(e.model, e.dataset)
             p.total = e.total
-            p.started_at = time.monotonic()
+            p.started_at = self.clock()
+            self._forget_failures(e.model, e.dataset)
             p.done_this_run = 0
             p.failed = 0  # failed samples are retried: they count again only if they fail again
             p.completed = e.total - e.remaining
-            p.status = "running"
+            p.status = Status.RUNNING
         elif t is ev.DatasetInferred:
             p = self.pair(e.model, e.dataset)
-            p.finished_at = time.monotonic()
+            p.finished_at = self.clock()
             p.completed, p.failed = e.completed, e.failed
             if p.status not in ("scored", "error"):
-                p.status = e.status
+                p.status = Status(e.status)
         elif t is ev.DatasetScored:
             p = self.pair(e.model, e.dataset)
             p.metric = e.metric
             p.score = e.score
             p.error = e.error
-            p.status = "error" if e.error else "scored"
+            p.status = Status.ERROR if e.error else Status.SCORED
+        elif t is ev.DatasetScoring:
+            self.pair(e.model, e.dataset).status = Status.SCORING
+        elif t is ev.ModelLoad:
+            self.load[e.model] = e
+        elif t is ev.RetryStarted:
+            for model, dataset in e.pairs:
+                self._forget_failures(model, dataset)
+                self.pair(model, dataset).failed = 0
         elif t is ev.DatasetPlanned:
             p = self.pair(e.model, e.dataset)
             p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
-            p.status = e.status
+            p.status = Status(e.status)
             p.shard_status = {}
             p.error = ""
             if e.model not in self.models:
@@ -137,7 +153,7 @@ class RunState:
                 self.skipped.append((model, dataset))
                 p = self.pair(model, dataset)
                 if p.status not in ("scored", "error", "fail"):
-                    p.status = "skipped"
+                    p.status = Status.SKIPPED
         elif t is ev.RunStarted:
             self.work_dir, self.title = e.work_dir, e.title
             self.models = list(e.models)
@@ -151,7 +167,31 @@ class RunState:
             if e.interrupted:
                 for p in self.pairs.values():
                     if p.status == "running":
-                        p.status = "pending"  # as its status file says: interrupted, resumable
+                        p.status = Status.PENDING  # as its status file says: interrupted, resumable
+
+    def _forget_failures(self, model: str, dataset: str) -> None:
+        kept = [f for f in self.failures if (f.model, f.dataset) != (model, dataset)]
+        self.failures.clear()
+        self.failures.extend(kept)
+
+    def failures_of(self, model: str, dataset: str) -> list[Failure]:
+        return [f for f in self.failures if (f.model, f.dataset) == (model, dataset)]
+
+    def failed_pairs(self) -> list[tuple[str, str]]:
+        return [k for k, p in self.pairs.items() if p.status in (Status.FAIL, Status.ERROR)]
+
+    def retries(self) -> int:
+        return sum(m.retries for m in self.load.values())
+
+    def heartbeat_age(self) -> float | None:
+        return None if self.heartbeat_at is None else self.wall_clock() - self.heartbeat_at
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started_at
+
+    def throughput(self) -> float | None:
+        rates = [r for p in self.pairs.values() if p.status == Status.RUNNING and (r := p.throughput()) is not None]
+        return sum(rates) if rates else None
 
     # -- summaries for renderers
     def totals(self) -> tuple[int, int, int]:
