@@ -75,6 +75,7 @@ class EvalApp(App[int]):
         self._start = start
         self._exit_when_done = exit_when_done
         self._quitting = False
+        self._live = False  # between RunStarted/RetryStarted and RunFinished
         self._retrying: set[tuple[str, str]] = set()
         self._reported: set[int] = set()
         self._palette: dict[str, str] = {}
@@ -171,6 +172,11 @@ class EvalApp(App[int]):
                     rebuild_failures = True
                 case ev.DatasetScored() | ev.RunFinished() | ev.RunStarted():
                     scores_changed = True
+            match e:
+                case ev.RunStarted() | ev.RetryStarted():
+                    self._live = True
+                case ev.RunFinished():
+                    self._live = False
                 case ev.Notice(message=msg, level=level):
                     self.notify(msg, severity="error" if level == "error" else ("warning" if level == "warning" else "information"))
             match e:
@@ -183,12 +189,11 @@ class EvalApp(App[int]):
                 statuses_changed = True
         if dirty is not None:
             dirty.update(k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.RUNNING)
-        busy = self.engine.busy
         with self.batch_update():
             self.query_one(ProgressTable).sync(self.state, self.shards, dirty, self._palette)
             self.query_one(EngineStrip).show(
                 self.state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
-                title=self.title, busy=busy or not self._start, palette=self._palette,
+                title=self.title, live=self._live, palette=self._palette,
             )
             failures = self.query_one(FailuresLog)
             if rebuild_failures:
@@ -230,7 +235,7 @@ class EvalApp(App[int]):
     def leaderboard(self) -> Leaderboard | None:
         """The plan's table with the scores this screen has seen; the engine's final one at the end."""
         finished = self.state.finished
-        if finished is not None and finished.leaderboard is not None and not self.engine.busy:
+        if finished is not None and finished.leaderboard is not None and not self._live:
             return finished.leaderboard
         board = self.runner.leaderboard()
         seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None}

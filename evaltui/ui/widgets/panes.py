@@ -17,11 +17,11 @@ from evaltui.ui import fmt
 class EngineStrip(Static):
     """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed."""
 
-    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], title: str, busy: bool, palette: fmt.Palette) -> None:
+    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], title: str, live: bool, palette: fmt.Palette) -> None:
         line1 = Text(no_wrap=True, overflow="ellipsis")
         line1.append(title or "evaltui", style="bold")
         line1.append("  ")
-        line1.append_text(self._heartbeat(state, heartbeat_timeout, busy, palette))
+        line1.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
         c, f, n = state.totals()
         line1.append(f"  elapsed {fmt.duration(state.elapsed())}  samples {c + f}/{n}")
         if f:
@@ -31,13 +31,13 @@ class EngineStrip(Static):
         loads = []
         for model, limit in max_workers.items():
             load = state.load.get(model)
-            loads.append(f"{model} {load.in_flight if load and busy else 0}/{load.max_workers if load else limit}")
+            loads.append(f"{model} {load.in_flight if load and live else 0}/{load.max_workers if load else limit}")
         line2.append("  ".join(loads) or "–")
         self.update(Text("\n").join([line1, line2]))
 
     @staticmethod
-    def _heartbeat(state: RunState, timeout: float, busy: bool, palette: fmt.Palette) -> Text:
-        if state.finished is not None and not busy:
+    def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:
+        if state.finished is not None and not live:
             return Text("● run finished", style=fmt.colour(palette, "success"))
         age = state.heartbeat_age()
         if age is None:
