@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
-from evaltui.engine.runner import PairDetails
+from evaltui.engine.details import PairDetails
 from evaltui.ui import fmt
 
 
