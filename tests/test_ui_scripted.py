@@ -27,15 +27,15 @@ def test_panes_follow_the_stream(tmp_path: Path) -> None:
         async with app.run_test(size=(200, 50)) as pilot:
             feed(app, planned())
             table = app.query_one(ProgressTable)
-            # a row per pair and one per shard of the split dataset
-            assert table.row_count == 2 * (1 + 1 + 2)
+            # per model: a heading row, a row per dataset and one per shard of the split one
+            assert table.row_count == 2 * (1 + 1 + 1 + 2)
             assert "waiting" in strip_text(app)
             feed(app, running(clock))
             clock.now += 10.0
             app.fold_pending()
             await pilot.pause()
             assert str(table.get_cell("alpha\tgsm", "done")) == "43/100"
-            assert str(table.get_cell("alpha\tgsm", "failed")) == "3"
+            assert str(table.get_cell("alpha\tgsm", "fail")) == "3"
             assert str(table.get_cell("alpha\tgsm", "req/s")) == "4.3"  # 43 samples in 10 s
             assert str(table.get_cell("alpha\tgsm", "ETA")) == "13s"  # 57 left at 4.3/s
             assert str(table.get_cell("alpha\tmmlu\t0", "done")) == "50/100"

@@ -90,6 +90,11 @@ class EvalApp(App[int]):
         self.title = plan.title or "evaltui"
         self._heartbeat_timeout = plan.run.heartbeat_timeout
         self._max_workers = {m.abbr: m.max_workers for m in plan.models}
+        # the panes, kept at hand: the tick repaints them without a query, even while closing
+        self.strip = EngineStrip(id="strip")
+        self.progress = ProgressTable(id="progress")
+        self.board = LeaderboardTable(id="leaderboard")
+        self.failures = FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
         runner.subscribe(self.sink)
 
     # ------------------------------------------------------------------ set-up
@@ -103,26 +108,26 @@ class EvalApp(App[int]):
         return {BAR_EMPTY: "$panel-lighten-2"}
 
     def compose(self) -> ComposeResult:
-        yield EngineStrip(id="strip")
+        yield self.strip
         with Horizontal(id="main"):
-            yield ProgressTable(id="progress")
+            yield self.progress
             with Vertical(id="side"):
-                yield LeaderboardTable(id="leaderboard")
-                yield FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
+                yield self.board
+                yield self.failures
         yield Footer()
 
     def on_mount(self) -> None:
         self.animation_level = "none"  # nothing here needs motion; it only costs repaints over SSH
-        self.query_one("#progress").border_title = "progress"
-        self.query_one("#leaderboard").border_title = "leaderboard"
-        self.query_one("#failures").border_title = "failures"
+        self.progress.border_title = "progress"
+        self.board.border_title = "leaderboard"
+        self.failures.border_title = "failures"
         for problem in self.themes.problems:
             self.notify(f"theme file skipped: {problem}", severity="warning", timeout=10)
         if self._asked_theme and self._asked_theme != self.theme:
             self.notify(f"no usable theme {self._asked_theme!r}: using {self.theme}", severity="warning", timeout=10)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._update_palette()
-        self.query_one(ProgressTable).focus()
+        self.progress.focus()
         self.set_interval(TICK, self.fold_pending)
         if self._start:
             self.engine.run()
@@ -190,18 +195,17 @@ class EvalApp(App[int]):
         if dirty is not None:
             dirty.update(k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.RUNNING)
         with self.batch_update():
-            self.query_one(ProgressTable).sync(self.state, self.shards, dirty, self._palette)
-            self.query_one(EngineStrip).show(
+            self.progress.sync(self.state, self.shards, dirty, self._palette)
+            self.strip.show(
                 self.state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
                 title=self.title, live=self._live, palette=self._palette,
             )
-            failures = self.query_one(FailuresLog)
             if rebuild_failures:
-                failures.show_all(list(self.state.failures))
+                self.failures.show_all(list(self.state.failures))
             else:
-                failures.add(new_failures)
+                self.failures.add(new_failures)
             if scores_changed:
-                self.query_one(LeaderboardTable).show(self.leaderboard(), self._palette)
+                self.board.show(self.leaderboard(), self._palette)
         if self._jobs_ended() or statuses_changed:
             self.refresh_bindings()
         if (self._quitting or self._exit_when_done) and self._start and not self.engine.busy and self.engine.jobs:
@@ -243,7 +247,7 @@ class EvalApp(App[int]):
 
     # ------------------------------------------------------------------ actions
     def highlighted(self) -> tuple[str, str] | None:
-        return self.query_one(ProgressTable).highlighted_pair()
+        return self.progress.highlighted_pair()
 
     def _retryable(self) -> list[tuple[str, str]]:
         return [p for p in self.state.failed_pairs() if p not in self._retrying]

@@ -18,22 +18,22 @@ class EngineStrip(Static):
     """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed."""
 
     def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], title: str, live: bool, palette: fmt.Palette) -> None:
-        line1 = Text(no_wrap=True, overflow="ellipsis")
-        line1.append(title or "evaltui", style="bold")
-        line1.append("  ")
-        line1.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
+        text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
+        text.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
         c, f, n = state.totals()
-        line1.append(f"  elapsed {fmt.duration(state.elapsed())}  samples {c + f}/{n}")
+        text.append(f"  elapsed {fmt.duration(state.elapsed())}  samples {c + f}/{n}")
         if f:
-            line1.append(f"  failed {f}", style=fmt.colour(palette, "error"))
-        line2 = Text(no_wrap=True, overflow="ellipsis")
-        line2.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
+            text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
+        text.append("  │ ")
+        text.append(title or "evaltui", style="bold")
+        text.append("\n")
+        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
         loads = []
         for model, limit in max_workers.items():
             load = state.load.get(model)
             loads.append(f"{model} {load.in_flight if load and live else 0}/{load.max_workers if load else limit}")
-        line2.append("  ".join(loads) or "–")
-        self.update(Text("\n").join([line1, line2]))
+        text.append("  ".join(loads) or "–")
+        self.update(text)
 
     @staticmethod
     def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:

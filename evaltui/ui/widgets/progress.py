@@ -16,11 +16,11 @@ from evaltui.engine import events as ev
 from evaltui.engine.state import PairState, RunState
 from evaltui.ui import fmt
 
-BAR_WIDTH = 16
-COLUMNS = ("model", "dataset", "progress", "done", "failed", "status", "req/s", "ETA", "score")
-# Fixed widths where the content grows while running (an auto width is only measured once);
-# None: sized by the names, which are known when the row is added.
-WIDTHS = (None, None, BAR_WIDTH, 13, 6, 7, 6, 6, 6)
+COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
+# Fixed widths where the content grows while running (an auto width is measured only once). The
+# dataset column is sized by the names, known when rows are added; the bar takes what is left.
+WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)  # all of it fits 80 columns with a bar of 6
+BAR_MIN, BAR_MAX = 6, 40
 Pair = tuple[str, str]
 
 
@@ -51,11 +51,14 @@ class ShardFold:
                     del self.shards[key]  # fresh counts come with the shard status events
 
 
-def _row_key(model: str, dataset: str, shard: int | None = None) -> str:
-    return f"{model}\t{dataset}" if shard is None else f"{model}\t{dataset}\t{shard}"
+def _row_key(model: str, dataset: str | None = None, shard: int | None = None) -> str:
+    """A model's heading row, a pair's row, or a shard's row."""
+    return "\t".join(str(part) for part in (model, dataset, shard) if part is not None)
 
 
 class ProgressTable(DataTable[Text]):
+    """Rows grouped under a heading row per model; the bar is as wide as the pane allows."""
+
     # enter on a row opens its details (the app handles RowSelected); shown in the footer here
     # because the focused table's own enter binding hides the app's
     BINDINGS = [Binding("enter", "select_cursor", "Details", id="progress.details")]
@@ -64,11 +67,38 @@ class ProgressTable(DataTable[Text]):
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
         self._cells: dict[str, list[Text]] = {}
         self._pair_of_row: dict[str, Pair] = {}
-        self._shown_model: set[str] = set()
+        self._models: set[str] = set()
+        self._bar_width = BAR_MIN
+        self._names = 12  # the widest text in the dataset column
+        self._known: set[Pair] = set()
+        self.needs_full_sync = True
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         for name, width in zip(COLUMNS, WIDTHS):
-            self.add_column(name, key=name, width=width)
+            if name == "progress":
+                label = name if self._bar_width >= len(name) else "bar"
+                self.add_column(label, key=name, width=self._bar_width)
+            else:
+                self.add_column(name, key=name, width=width)
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Give the bar the width the other columns leave (rows are rebuilt when it changes)."""
+        fixed = sum(w for w in WIDTHS if w) + self._names + 2 * len(COLUMNS) + 2  # cell padding, scrollbar
+        width = max(BAR_MIN, min(BAR_MAX, self.size.width - fixed))
+        if width != self._bar_width:
+            self._bar_width = width
+            self.clear(columns=True)  # every row comes back, at the new width, on the next sync
+            self._cells.clear()
+            self._pair_of_row.clear()
+            self._models.clear()
+            self._add_columns()
+            self.needs_full_sync = True
 
     def highlighted_pair(self) -> Pair | None:
         if self.row_count == 0:
@@ -81,28 +111,36 @@ class ProgressTable(DataTable[Text]):
 
     def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette) -> None:
         """Bring rows for `pairs` (None: all) up to date with the state."""
+        if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
+            self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
+            self._known = set(state.pairs)
+            self._fit()
+        if self.needs_full_sync:
+            pairs, self.needs_full_sync = None, False
         now = state.clock()
+        was_empty = not self._cells
         for key, p in state.pairs.items():
-            if pairs is not None and key not in pairs and key in self._pair_of_row.values():
+            row = _row_key(*key)
+            if pairs is not None and key not in pairs and row in self._cells:
                 continue
-            self._put(_row_key(*key), key, self._pair_cells(p, now, palette))
+            if p.model not in self._models:
+                self._models.add(p.model)
+                self.add_row(Text(p.model, style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
+            self._put(row, key, self._pair_cells(p, now, palette))
             if p.shards > 1:
                 for s in range(p.shards):
                     counts = shards.shards.get((p.model, p.dataset, s), ShardCounts(status="pending"))
                     self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts, palette))
+        if was_empty and self._cells:
+            self.move_cursor(row=1)  # the first dataset, not its model's heading
 
     def _put(self, key: str, pair: Pair, cells: list[Text]) -> None:
         old = self._cells.get(key)
         if old is None:
-            first_of_model = pair[0] not in self._shown_model
-            self._shown_model.add(pair[0])
-            if not first_of_model:
-                cells[0] = Text("")
             self.add_row(*cells, key=key)
             self._cells[key] = cells
             self._pair_of_row[key] = pair
             return
-        cells[0] = old[0]  # the model name is written once, on its first row
         for name, before, after in zip(COLUMNS, old, cells):
             if before != after:
                 self.update_cell(key, name, after)
@@ -114,9 +152,8 @@ class ProgressTable(DataTable[Text]):
         score = Text(f"{p.score:.2f}", style=f"bold {fmt.colour(palette, 'success')}") if p.score is not None else Text("–")
         failed = Text(str(p.failed), style=f"bold {fmt.colour(palette, 'error')}") if p.failed else Text("0")
         return [
-            Text(p.model, style="bold"),
-            Text(p.dataset),
-            fmt.bar(p.completed, p.failed, p.total, BAR_WIDTH, palette),
+            Text(f"  {p.dataset}"),
+            fmt.bar(p.completed, p.failed, p.total, self._bar_width, palette),
             Text(f"{p.completed + p.failed}/{p.total}", justify="right"),
             failed,
             fmt.status_text(p.status, palette),
@@ -128,9 +165,8 @@ class ProgressTable(DataTable[Text]):
     def _shard_cells(self, shard: int, c: ShardCounts, palette: fmt.Palette) -> list[Text]:
         muted = fmt.colour(palette, "foreground-muted")
         return [
-            Text(""),
-            Text(f"  └ shard {shard}", style=muted),
-            fmt.bar(c.completed, c.failed, c.total, BAR_WIDTH, palette),
+            Text(f"    └ shard {shard}", style=muted),
+            fmt.bar(c.completed, c.failed, c.total, self._bar_width, palette),
             Text(f"{c.completed + c.failed}/{c.total}", justify="right", style=muted),
             Text(str(c.failed), style=muted),
             fmt.status_text(c.status, palette),
