@@ -34,7 +34,8 @@ from evaltui.ui.themes import BAR_EMPTY, DEFAULT_THEME, ThemeSet, load_themes, r
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 
-TICK = 0.2  # seconds between repaints: a few a second is smooth and costs the engine nothing
+TICK = 0.2  # seconds between repaints of counters and bars: smooth, and cheap for the engine
+SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs, the strip
 EXIT_INTERRUPTED = 130
 _PALETTE_NAMES = ("foreground", "foreground-muted", "primary", "secondary", "success", "warning", "error", "accent", BAR_EMPTY)
 _PAIR_ACTIONS = ("retry", "details")
@@ -76,6 +77,8 @@ class EvalApp(App[int]):
         self._exit_when_done = exit_when_done
         self._quitting = False
         self._live = False  # between RunStarted/RetryStarted and RunFinished
+        self._last_slow = -SLOW_TICK
+        self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[tuple[str, str]] = set()
         self._reported: set[int] = set()
         self._palette: dict[str, str] = {}
@@ -194,12 +197,19 @@ class EvalApp(App[int]):
                 statuses_changed = True
         if dirty is not None:
             dirty.update(k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.RUNNING)
+        # Every repaint takes the interpreter from the engine's thread for a while: what changes
+        # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
+        now = self.state.clock()
+        slow = all_rows or statuses_changed or now - self._last_slow >= SLOW_TICK
+        if slow:
+            self._last_slow = now
         with self.batch_update():
-            self.progress.sync(self.state, self.shards, dirty, self._palette)
-            self.strip.show(
-                self.state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
-                title=self.title, live=self._live, palette=self._palette,
-            )
+            self.progress.sync(self.state, self.shards, dirty, self._palette, rates=slow)
+            if slow:
+                self.strip.show(
+                    self.state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
+                    title=self.title, live=self._live, palette=self._palette,
+                )
             if rebuild_failures:
                 self.failures.show_all(list(self.state.failures))
             else:
@@ -207,7 +217,7 @@ class EvalApp(App[int]):
             if scores_changed:
                 self.board.show(self.leaderboard(), self._palette)
         if self._jobs_ended() or statuses_changed:
-            self.refresh_bindings()
+            self._refresh_keys()
         if (self._quitting or self._exit_when_done) and self._start and not self.engine.busy and self.engine.jobs:
             self.exit(self.exit_code)
 
@@ -269,9 +279,17 @@ class EvalApp(App[int]):
             return self.action_applies(action)
         return True
 
+    def _refresh_keys(self) -> None:
+        """Refresh the footer when the keys that apply changed: it rebuilds itself each time,
+        which is costly enough to slow the engine if done every tick."""
+        keys = tuple(self.action_applies(a) for a in ("retry", "retry_all", "details"))
+        if keys != self._keys_shown:
+            self._keys_shown = keys
+            self.refresh_bindings()
+
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "progress":
-            self.refresh_bindings()
+            self._refresh_keys()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "progress":
@@ -292,7 +310,7 @@ class EvalApp(App[int]):
         self.engine.retry(pairs)
         names = ", ".join(f"{m}/{d}" for m, d in pairs)
         self.notify(f"retrying the failed samples of {names}", timeout=4)
-        self.refresh_bindings()
+        self._refresh_keys()
 
     def action_details(self) -> None:
         pair = self.highlighted()

@@ -6,16 +6,30 @@ to the engine. Text is rich Text or Log lines, never markup: error messages cont
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
-from textual.widgets import DataTable, Log, Static
+from textual.widget import Widget
+from textual.widgets import DataTable, Log
 
 from evaltui.engine.state import Failure, RunState
 from evaltui.scoring.leaderboard import Leaderboard, format_score
 from evaltui.ui import fmt
 
 
-class EngineStrip(Static):
-    """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed."""
+class EngineStrip(Widget):
+    """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed.
+
+    A plain Widget that renders its Text, repainted only when the text changed: a Static's
+    update() would ask the whole screen for a new layout, several times a second.
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._text = Text()
+
+    def render(self) -> Text:
+        return self._text
 
     def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], title: str, live: bool, palette: fmt.Palette) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
@@ -33,7 +47,9 @@ class EngineStrip(Static):
             load = state.load.get(model)
             loads.append(f"{model} {load.in_flight if load and live else 0}/{load.max_workers if load else limit}")
         text.append("  ".join(loads) or "–")
-        self.update(text)
+        if text != self._text:
+            self._text = text
+            self.refresh()
 
     @staticmethod
     def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:

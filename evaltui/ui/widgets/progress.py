@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from evaltui.engine import events as ev
 from evaltui.engine.state import PairState, RunState
@@ -21,6 +22,7 @@ COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "sco
 # dataset column is sized by the names, known when rows are added; the bar takes what is left.
 WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)  # all of it fits 80 columns with a bar of 6
 BAR_MIN, BAR_MAX = 6, 40
+_RATE, _ETA = COLUMNS.index("req/s"), COLUMNS.index("ETA")
 Pair = tuple[str, str]
 
 
@@ -109,8 +111,9 @@ class ProgressTable(DataTable[Text]):
             return None
         return self._pair_of_row.get(key or "")
 
-    def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette) -> None:
-        """Bring rows for `pairs` (None: all) up to date with the state."""
+    def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette, *, rates: bool = True) -> None:
+        """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
+        req/s and ETA cells as they are (they move every tick, and a repaint costs the engine)."""
         if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
             self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
             self._known = set(state.pairs)
@@ -126,7 +129,11 @@ class ProgressTable(DataTable[Text]):
             if p.model not in self._models:
                 self._models.add(p.model)
                 self.add_row(Text(p.model, style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
-            self._put(row, key, self._pair_cells(p, now, palette))
+            cells = self._pair_cells(p, now, palette)
+            old = self._cells.get(row)
+            if not rates and old is not None and p.status == ev.PairStatus.RUNNING:
+                cells[_RATE:_ETA + 1] = old[_RATE:_ETA + 1]
+            self._put(row, key, cells)
             if p.shards > 1:
                 for s in range(p.shards):
                     counts = shards.shards.get((p.model, p.dataset, s), ShardCounts(status="pending"))
@@ -141,10 +148,34 @@ class ProgressTable(DataTable[Text]):
             self._cells[key] = cells
             self._pair_of_row[key] = pair
             return
+        changed = False
         for name, before, after in zip(COLUMNS, old, cells):
             if before != after:
-                self.update_cell(key, name, after)
+                self._data[RowKey(key)][ColumnKey(name)] = after
+                changed = True
+        if changed:
+            self._repaint_row(RowKey(key))
         self._cells[key] = cells
+
+    def _repaint_row(self, row: RowKey) -> None:
+        """Repaint one row. DataTable.update_cell would drop the render caches of every row (its
+        cache keys carry a table-wide update count), and re-rendering a whole screen of rows
+        five times a second costs the engine's thread a seventh of the interpreter. Textual is
+        pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
+        for cache in (self._cell_render_cache, self._row_render_cache):
+            for k in [k for k in cache.keys() if k[0] == row]:
+                cache.discard(k)
+        offsets = self._get_offsets
+        stale = []
+        for k in self._line_cache.keys():
+            try:
+                if offsets(k[0])[0] == row:
+                    stale.append(k)
+            except LookupError:
+                stale.append(k)
+        for k in stale:
+            self._line_cache.discard(k)
+        self.refresh_row(self._row_locations.get(row))
 
     def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
         eta = p.eta(now) if p.status == ev.PairStatus.RUNNING else None
