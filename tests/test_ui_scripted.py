@@ -30,6 +30,8 @@ def test_panes_follow_the_stream(tmp_path: Path) -> None:
             # per model: a heading row, a row per dataset and one per shard of the split one
             assert table.row_count == 2 * (1 + 1 + 1 + 2)
             assert "waiting" in strip_text(app)
+            await pilot.pause()
+            assert "0/100" in table.shown_line("alpha", "gsm") and "pending" in table.shown_line("alpha", "gsm")
             feed(app, running(clock))
             clock.now += 10.0
             app.fold_pending()
@@ -39,6 +41,8 @@ def test_panes_follow_the_stream(tmp_path: Path) -> None:
             assert str(table.get_cell("alpha\tgsm", "req/s")) == "4.3"  # 43 samples in 10 s
             assert str(table.get_cell("alpha\tgsm", "ETA")) == "13s"  # 57 left at 4.3/s
             assert str(table.get_cell("alpha\tmmlu\t0", "done")) == "50/100"
+            # what is on screen moved too, not only the table's data
+            assert table.shown_line("alpha", "gsm").split()[2:] == ["43/100", "3", "running", "4.3", "13s", "–"]
             strip = strip_text(app)
             assert "alive" in strip and "alpha 12/16" in strip and "retries 5" in strip
             # brackets in an error message are shown as they are, not taken as markup

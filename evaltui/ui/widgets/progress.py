@@ -102,6 +102,10 @@ class ProgressTable(DataTable[Text]):
             self._add_columns()
             self.needs_full_sync = True
 
+    def shown_line(self, model: str, dataset: str) -> str:
+        """The row of a pair as it is on screen now (what a user reads; tests check it)."""
+        return self.render_line(self.header_height + self.get_row_index(_row_key(model, dataset)) - self.scroll_offset.y).text
+
     def highlighted_pair(self) -> Pair | None:
         if self.row_count == 0:
             return None
@@ -165,6 +169,9 @@ class ProgressTable(DataTable[Text]):
         for cache in (self._cell_render_cache, self._row_render_cache):
             for k in [k for k in cache.keys() if k[0] == row]:
                 cache.discard(k)
+        index = self._row_locations.get(row)
+        for k in [k for k in self._row_renderable_cache.keys() if k[1] == index]:
+            self._row_renderable_cache.discard(k)
         offsets = self._get_offsets
         stale = []
         for k in self._line_cache.keys():
@@ -175,7 +182,7 @@ class ProgressTable(DataTable[Text]):
                 stale.append(k)
         for k in stale:
             self._line_cache.discard(k)
-        self.refresh_row(self._row_locations.get(row))
+        self.refresh_row(index)
 
     def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
         eta = p.eta(now) if p.status == ev.PairStatus.RUNNING else None
