@@ -73,6 +73,7 @@ class ProgressTable(DataTable[Text]):
         self._bar_width = BAR_MIN
         self._names = 12  # the widest text in the dataset column
         self._known: set[Pair] = set()
+        self._source: tuple[RunState, ShardFold, fmt.Palette] | None = None  # what the last sync showed
         self.needs_full_sync = True
 
     def on_mount(self) -> None:
@@ -87,9 +88,11 @@ class ProgressTable(DataTable[Text]):
                 self.add_column(name, key=name, width=width)
 
     def on_resize(self) -> None:
-        self._fit()
+        if self._fit() and self._source is not None:
+            state, shards, palette = self._source
+            self.sync(state, shards, None, palette)  # at once: a blank table until the next tick would flicker
 
-    def _fit(self) -> None:
+    def _fit(self) -> bool:
         """Give the bar the width the other columns leave (rows are rebuilt when it changes)."""
         fixed = sum(w for w in WIDTHS if w) + self._names + 2 * len(COLUMNS) + 2  # cell padding, scrollbar
         width = max(BAR_MIN, min(BAR_MAX, self.size.width - fixed))
@@ -101,6 +104,8 @@ class ProgressTable(DataTable[Text]):
             self._models.clear()
             self._add_columns()
             self.needs_full_sync = True
+            return True
+        return False
 
     def shown_line(self, model: str, dataset: str) -> str:
         """The row of a pair as it is on screen now (what a user reads; tests check it)."""
@@ -118,6 +123,7 @@ class ProgressTable(DataTable[Text]):
     def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette, *, rates: bool = True) -> None:
         """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
         req/s and ETA cells as they are (they move every tick, and a repaint costs the engine)."""
+        self._source = (state, shards, palette)
         if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
             self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
             self._known = set(state.pairs)
