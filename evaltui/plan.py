@@ -13,10 +13,10 @@ import re
 import string
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,6 +76,18 @@ class ModelConfig(_Strict):
     model: str | None = None
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    ca_file: str | None = None
+    verify: bool = True
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_from_plan_dir(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A relative ca_file is relative to the plan's folder (as dataset paths are), not the cwd."""
+        base = (info.context or {}).get("base_dir")
+        if v is None or base is None:
+            return v
+        p = Path(v).expanduser()
+        return str(p if p.is_absolute() else Path(base) / p)
 
     @property
     def is_sim(self) -> bool:
@@ -101,14 +113,15 @@ class DatasetConfig(_Strict):
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
     fail_on_error: float = Field(0.0, ge=0, le=1)
-    evaluator: EvaluatorConfig | None = None
+    evaluator: EvaluatorConfig  # when the plan names none: ppl for mode "ppl", else exact
 
-    @model_validator(mode="after")
-    def _default_evaluator(self) -> "DatasetConfig":
-        if self.evaluator is None:
-            kind = "ppl" if self.mode == "ppl" else "exact"
-            object.__setattr__(self, "evaluator", EvaluatorConfig(type=kind))
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _default_evaluator(cls, data: Any) -> Any:
+        """Filled in before validation, so the field is never None for the code that scores."""
+        if isinstance(data, dict) and data.get("evaluator") is None:
+            return {**data, "evaluator": {"type": "ppl" if data.get("mode") == "ppl" else "exact"}}
+        return data
 
 
 class Plan(_Strict):
@@ -159,11 +172,11 @@ def _drop_none(obj: Any) -> Any:
 # ---------------------------------------------------------------------------------------- loading
 
 
-def load_plan(path: str | os.PathLike[str], *, env: dict[str, str] | None = None, check_data: bool = True) -> Plan:
+def load_plan(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, check_data: bool = True) -> Plan:
     """Read, validate and check a plan file; raise PlanError listing every problem found."""
     path = Path(path)
     name = path.name
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError:
@@ -179,10 +192,10 @@ def load_plan(path: str | os.PathLike[str], *, env: dict[str, str] | None = None
     # `source` is set here, not by the user: a `source` key in the file is as unknown as any typo.
     shadowed = ["source: unknown key (known keys: title, run, models, datasets)"] if "source" in raw else []
     try:
-        plan = Plan.model_validate({**raw, "source": path.resolve()})
+        plan = Plan.model_validate({**raw, "source": path.resolve()}, context={"base_dir": path.resolve().parent})
     except ValidationError as e:
         raise PlanError([f"{name}: {p}" for p in shadowed + _pydantic_problems(e, raw)]) from None
-    problems = shadowed + _check_semantics(plan, env)
+    problems = shadowed + _check_semantics(plan, environ)
     if check_data:
         from evaltui.datasets import check_dataset
 
@@ -284,9 +297,10 @@ def _toml_type(v: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string", dict: "table", list: "array"}.get(type(v), type(v).__name__)
 
 
-def _check_semantics(plan: Plan, env: dict[str, str]) -> list[str]:
+def _check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
-    for group, items in (("models", plan.models), ("datasets", plan.datasets)):
+    groups: tuple[tuple[str, Sequence[ModelConfig | DatasetConfig]], ...] = (("models", plan.models), ("datasets", plan.datasets))
+    for group, items in groups:
         seen: dict[str, int] = {}
         for i, item in enumerate(items):
             if not ABBR_RE.match(item.abbr):
@@ -318,7 +332,7 @@ def _check_semantics(plan: Plan, env: dict[str, str]) -> list[str]:
     return problems
 
 
-def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
+def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
     parts = urlsplit(m.url)
     if parts.scheme == "sim":
@@ -326,8 +340,13 @@ def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
             sim_options(m.url)
         except ValueError as e:
             problems.append(f"url: {e}")
-    elif parts.scheme not in ("http", "https") or not parts.netloc:
+    elif parts.scheme not in ("http", "https") or not parts.hostname:
         problems.append(f"url: expected an http://, https:// or sim:// URL (got {m.url!r})")
+    else:
+        try:
+            parts.port  # noqa: B018 - parsing it is the check: out of range or not a number
+        except ValueError as e:
+            problems.append(f"url: invalid port: {e} (got {m.url!r})")
     if m.type != "lightllm" and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:
@@ -335,15 +354,45 @@ def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
             problems.append("api_key_env: must name an environment variable")
         elif not env.get(m.api_key_env):
             problems.append(f"api_key_env: environment variable {m.api_key_env} is not set (export it before running)")
+        elif _BAD_VALUE_RE.search(env[m.api_key_env]):  # the key itself is never shown
+            problems.append(
+                f"api_key_env: the value of environment variable {m.api_key_env} contains a line break or another "
+                "control character (CR, LF, NUL, ...); it would corrupt the Authorization header — set it to the key alone"
+            )
     mnt = m.generation_kwargs.get("max_new_tokens", 1024)
     if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
         problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
     for k, v in m.headers.items():
-        if k.lower() == "authorization":
+        shown = k.encode("unicode_escape").decode("ascii")
+        if not _TOKEN_RE.match(k):
+            problems.append(f"headers.{shown}: not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+        elif k.lower() == "authorization":
             problems.append(f"headers.{k}: do not put secrets in the plan; name the key's environment variable in api_key_env")
-        if "\n" in k or "\n" in v or "\r" in k or "\r" in v:
-            problems.append(f"headers.{k}: header names and values must be one line")
+        elif _BAD_VALUE_RE.search(v):
+            problems.append(f"headers.{k}: header values must be one line, without CR, LF or other control characters")
+    if m.ca_file is not None:
+        problems += [f"ca_file: {p}" for p in _check_ca_file(m.ca_file)]
     return problems
+
+
+# RFC 9110 field names are tokens; values may hold tabs but no other control character. A CR or
+# LF in a value would end the header early and let the rest inject headers of its own.
+_TOKEN_RE = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_BAD_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _check_ca_file(path: str) -> list[str]:
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=path)
+    except FileNotFoundError:
+        return [f"CA bundle {path} not found"]
+    except ssl.SSLError as e:  # an OSError too: caught first
+        return [f"{path} is not a PEM bundle of CA certificates ({e.reason or e})"]
+    except OSError as e:
+        return [f"cannot read CA bundle {path}: {e.strerror or e}"]
+    return []
 
 
 def sim_options(url: str) -> dict[str, float]:

@@ -466,3 +466,18 @@ def test_stats_log_tail(http):
     body = http.get("/sim/stats?log=0").json()
     assert body["log"] == [] and body["requests_total"] == 3
     assert http.get("/sim/stats?log=x").status_code == 400
+
+
+def test_stats_request_window(http):
+    """The window a benchmark divides the floor by: first request received to last reply done."""
+    assert http.get("/sim/stats").json()["first_received"] is None
+    t0 = time.monotonic()
+    for i in range(3):
+        http.post("/generate", json={"inputs": f"w{i}"})
+    t1 = time.monotonic()
+    body = http.get("/sim/stats?log=0").json()
+    log = http.get("/sim/stats").json()["log"]
+    assert t0 <= body["first_received"] == log[0]["t_received"]
+    assert body["first_received"] < body["last_done"] == log[-1]["t_done"] <= t1
+    http.post("/sim/reset")
+    assert http.get("/sim/stats").json()["last_done"] is None

@@ -16,14 +16,16 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import anyio
+from anyio.abc import TaskGroup
 
 from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, Sample, file_fingerprint, load_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.redact import model_secrets, redact
 from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import (
     Checkpoint,
@@ -37,6 +39,11 @@ from evaltui.engine.workdir import (
 from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
+# Samples in a row that found no server (connection refused, unknown host, or every request
+# refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
+# wrong URL or a server that is not up would otherwise grind through every sample's retries.
+NO_SERVER_AFTER = 8
+_NO_SERVER_STATUSES = (401, 403, 404, 405)
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
 
@@ -83,6 +90,11 @@ class DatasetRun:
     loaded: anyio.Event = field(default_factory=anyio.Event)
     load_error: str = ""
 
+    @property
+    def finished(self) -> bool:
+        """Every shard ended (done, fail, or the data could not be loaded)."""
+        return all(s.outstanding == -1 for s in self.shards)
+
 
 def _todo(shards: list[ShardRun], done: set[int]) -> Iterator[tuple[ShardRun, int]]:
     """The samples left to run, in index order, generated as workers take them."""
@@ -102,7 +114,7 @@ class ModelInference:
         board: StatusBoard,
         emit: ev.Sink,
         datasets: list[DatasetConfig] | None = None,
-        on_inferred: Any = None,
+        on_inferred: Callable[[str, str], None] | None = None,
     ):
         self.plan = plan
         self.model = model
@@ -112,22 +124,36 @@ class ModelInference:
         self.emit = emit
         self.datasets = plan.datasets if datasets is None else datasets
         self.on_inferred = on_inferred or (lambda model, dataset: None)
-        self.runs: list[DatasetRun] = []
+        self.runs: list[DatasetRun] = []  # in the order they run; a retry appends the pair again
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
         self._next_to_start = 0
+        self._tg: TaskGroup | None = None  # while run() runs: where datasets are loaded
+        self._workers: TaskGroup | None = None  # while run() runs: the worker pool
+        self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
+        self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
+        self._server_seen = False  # a reply (or an error only one sample has) came back in this run
+        self._no_server = 0  # samples that found no server, while none has been seen
+        self._stopped = ""  # why the model stopped before its samples were done
 
-    # ------------------------------------------------------------------ planning (sync, fast)
-    def plan_pairs(self, totals: dict[str, int]) -> None:
-        """Decide per dataset what is left from earlier runs; write `pending` statuses; emit DatasetPlanned."""
+    # ------------------------------------------------------------------ planning (sync, in a thread)
+    def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig] | None = None, emit: ev.Sink | None = None) -> list[DatasetRun]:
+        """Decide per dataset what is left from earlier runs; write `pending` statuses.
+
+        Reads every checkpoint line and hashes the data file, so it runs in a worker thread; its
+        events (DatasetPlanned, notices) go to `emit`, which the caller replays on the loop.
+        The runs returned are handed to `add_runs`.
+        """
         m = self.model.abbr
         wd = self.workdir
-        for ds in self.datasets:
+        emit = emit or self.emit
+        runs = []
+        for ds in self.datasets if datasets is None else datasets:
             total = totals[ds.abbr]
-            version = self._drop_stale_work(ds)
-            if self._kept_whole(ds, total):
+            version = self._drop_stale_work(ds, emit)
+            if self._kept_whole(ds, total, emit):
                 continue
             if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
                 # Checkpoints deleted after the merge (as OpenCompass users do): the final file
@@ -148,11 +174,26 @@ class ModelInference:
                 completed = sum(1 for i in r if i in done)
                 shards.append(ShardRun(k, r, cp, completed=completed))
                 self.board.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
-            run = DatasetRun(ds, total, version, shards, done, remaining=total - len(done))
-            self.runs.append(run)
-            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+            runs.append(DatasetRun(ds, total, version, shards, done, remaining=total - len(done)))
+            emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+        return runs
 
-    def _drop_stale_work(self, ds: DatasetConfig) -> str:
+    def add_runs(self, runs: list[DatasetRun]) -> None:
+        """Queue planned datasets; while the pool runs they join it (a retry of a live run)."""
+        self.runs.extend(runs)
+        if self._workers is not None:
+            self._maybe_start_more()
+            self._add_workers()
+
+    def has_work(self) -> bool:
+        """Whether some queued dataset has not been started: run() has more to do."""
+        return self._next_to_start < len(self.runs)
+
+    def busy(self, dataset: str) -> bool:
+        """Whether this dataset is queued or being inferred now."""
+        return any(r.cfg.abbr == dataset and not r.finished for r in self.runs)
+
+    def _drop_stale_work(self, ds: DatasetConfig, emit: ev.Sink) -> str:
         """Forget what earlier runs did under other settings; the pair's version for this run."""
         m, wd = self.model.abbr, self.workdir
         data = file_fingerprint(self.plan, ds)
@@ -164,59 +205,76 @@ class ModelInference:
         # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
         # dataset fails when it is loaded, and the next run carries on.
         if data is not None and seen - {version, ""}:
-            wd.forget_pair(m, ds.abbr)
-            self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
+            folder = wd.set_aside_pair(m, ds.abbr)
+            emit(ev.Notice(
+                f"{m}/{ds.abbr}: the data file, the dataset's prompts or the model's settings changed since the last run; "
+                f"starting it over (the earlier work is in {folder})", "warning"))
         for stale in set(wd.status_files(m, ds.abbr)) - current:
             stale.unlink()  # another shard layout: its samples are read back from its checkpoints
         result = wd.read_result(m, ds.abbr)
         if result is not None and result.get("scored_with") != evaluator_version(ds):
-            wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
+            wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
         return version
 
-    def _kept_whole(self, ds: DatasetConfig, total: int) -> bool:
+    def _kept_whole(self, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
         """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
         m, wd, n = self.model.abbr, self.workdir, ds.shards
-        statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
-        if not wd.predictions_complete(m, ds.abbr) or not all(s and s.get("status") == "done" for s in statuses):
+        statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
+        if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
             return False
         if sum(s.get("total", -1) for s in statuses) != total:  # another limit
             return False
-        failed = sum(s.get("failed", 0) for s in statuses)
-        if failed > failure_budget(ds, total):  # a lower fail_on_error re-opens the pair
+        if any(s.get("failed", 0) for s in statuses):
+            # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
+            # the pair resumes from its checkpoints, where only they are left to do.
             return False
         completed = sum(s.get("completed", 0) for s in statuses)
         result = wd.read_result(m, ds.abbr)
         if result is None or "error" in result:
-            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, PairStatus.DONE))
+            emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
             return True
         from evaltui.scoring import main_metric  # only when an earlier score is kept
 
         metric = main_metric(ds.evaluator.type)
         value = result.get(metric)
         score = float(value) if isinstance(value, (int, float)) else None
-        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, PairStatus.SCORED, metric, score))
+        emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
         return True
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
-        if not self.runs:
+        """Run what is queued; datasets added meanwhile (add_runs) join the pool. Returns when
+        the queue is empty; the caller runs it again if a dataset was added after that."""
+        if not self.has_work():
             return
+        self._stopped, self._no_server = "", 0  # work added later (a retry) tries the server again
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
                 outer.start_soon(self._poll)
                 outer.start_soon(self._report_load)
                 async with anyio.create_task_group() as workers:
+                    self._workers = workers
                     self._maybe_start_more()
-                    # max_workers slots, but never more workers than samples left to run (and at
-                    # least one, which also walks datasets with nothing left through their ending)
-                    for _ in range(max(1, min(self.model.max_workers, sum(r.remaining for r in self.runs)))):
-                        workers.start_soon(self._worker)
+                    self._add_workers()
+                self._workers = None
                 outer.cancel_scope.cancel()  # the poll's safety net is not needed any more
+            if self._stopped:
+                self._fail_unfinished(self._stopped)
         finally:
+            self._workers = self._tg = None
             with anyio.CancelScope(shield=True):
                 self._close_interrupted()
                 self._emit_load()
+
+    def _add_workers(self) -> None:
+        """max_workers slots, but never more workers than samples left to run (and at least one,
+        which also walks datasets with nothing left through their ending)."""
+        assert self._workers is not None
+        left = sum(r.remaining for r in self.runs[self._cursor :])
+        while self._live_workers < max(1, min(self.model.max_workers, left)):
+            self._live_workers += 1
+            self._workers.start_soon(self._worker)
 
     async def _report_load(self) -> None:
         """ModelLoad about once a second: counters read, never an event per request."""
@@ -241,6 +299,7 @@ class ModelInference:
             run = self.runs[self._next_to_start]
             self._next_to_start += 1
             run.started = True
+            assert self._tg is not None
             self._tg.start_soon(self._load, run)
 
     async def _load(self, run: DatasetRun) -> None:
@@ -279,6 +338,12 @@ class ModelInference:
         self._maybe_start_more()
 
     async def _worker(self) -> None:
+        try:
+            await self._take_samples()
+        finally:
+            self._live_workers -= 1
+
+    async def _take_samples(self) -> None:
         while self._cursor < len(self.runs):
             run = self.runs[self._cursor]
             if not run.started:
@@ -301,7 +366,7 @@ class ModelInference:
             sample = render_sample(cfg, index, run.records[index])
         except Exception as e:  # the file changed since it was checked: this sample fails, not the run
             message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
-            entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
+            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
         else:
             self.in_flight += 1
             try:
@@ -314,8 +379,10 @@ class ModelInference:
         if "error" in entry:
             shard.failed += 1
             self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"])))
+            self._check_server(entry["error"])
         else:
             shard.completed += 1
+            self._server_seen = True
             self.emit(ev.SampleFinished(m, d, shard.shard, index))
         shard.outstanding -= 1
         run.remaining -= 1
@@ -329,6 +396,43 @@ class ModelInference:
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
 
+    def _check_server(self, error: dict[str, Any]) -> None:
+        """Stop the model when its first samples all found no server (see NO_SERVER_AFTER)."""
+        if self._server_seen or self._stopped:
+            return
+        if error.get("type") != "connect" and error.get("status") not in _NO_SERVER_STATUSES:
+            self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
+            return
+        self._no_server += 1
+        if self._no_server >= NO_SERVER_AFTER:
+            code = f" {error['status']}" if error.get("status") is not None else ""
+            why = f"{error.get('type')}{code}: {error.get('message')}"
+            self._stopped = f"stopped: the model's server did not answer ({why})"
+            self.emit(ev.Notice(
+                f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
+                f"check its url ({self.backend.url}) and that its server is up, then run again", "error"))
+            if self._workers is not None:
+                self._workers.cancel_scope.cancel()
+
+    def _fail_unfinished(self, error: str) -> None:
+        """Say `fail` (with why) for every shard the stopped model did not finish; a re-run resumes them."""
+        m = self.model.abbr
+        for run in self.runs:
+            if run.load_error:
+                continue
+            unfinished = [s for s in run.shards if s.status is None]
+            run.started, run.todo, run.remaining, run.records = True, iter(()), 0, None
+            run.loaded.set()
+            for s in unfinished:
+                s.checkpoint.close()
+                s.status, s.outstanding = PairStatus.FAIL, -1
+                self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
+                self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
+            if unfinished:
+                self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
+                self.on_inferred(m, run.cfg.abbr)
+        self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
+
     async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
         """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
         entry: dict[str, Any] = {"index": sample.index, "origin_prompt": sample.prompt}
@@ -340,12 +444,21 @@ class ModelInference:
             else:
                 entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
         except BackendError as e:
-            entry.update(prediction="", gold=sample.target, error=e.as_dict())
+            error = e.as_dict()
+            entry.update(prediction="", gold=sample.target, error={**error, "message": redact(error["message"], self._secrets)})
         except Exception as e:  # a bug must cost one sample, not the whole run
-            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": f"{type(e).__name__}: {e}", "attempts": 1})
+            message = redact(f"{type(e).__name__}: {e}", self._secrets)
+            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": message, "attempts": 1})
         return entry
 
     async def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
+        """Close a shard whose samples are all finished: its final status, and the final
+        predictions when it is the pair's last. Shielded: a Ctrl-C as the checkpoints are being
+        merged (a thread that cannot be stopped anyway) takes effect once the shard says how it ended."""
+        with anyio.CancelScope(shield=True):
+            await self._finish_shard_now(run, shard)
+
+    async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
         n = len(run.shards)
         shard.checkpoint.close()
@@ -382,13 +495,16 @@ class ModelInference:
         await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
 
     def _close_interrupted(self) -> None:
-        """On cancellation: close checkpoints and say in the status files that work is left."""
+        """On cancellation: close checkpoints and say in the status files that work is left.
+
+        Every shard that has not ended (`done`/`fail`) is said `pending`, so no status file is
+        left `running` by a run that stopped."""
         m = self.model.abbr
         for run in self.runs:
             if not run.started or run.load_error:
                 continue
             for s in run.shards:
-                if s.outstanding > 0:
+                if s.status is None:
                     s.checkpoint.close()
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
