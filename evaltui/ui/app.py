@@ -43,7 +43,7 @@ _PAIR_ACTIONS = ("retry", "details")
 
 class EvalApp(App[int]):
     CSS_PATH = "app.tcss"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (120, "-wide")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     COMMANDS = App.COMMANDS | {EvalCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "retry", "Retry failed", id="retry"),
@@ -81,6 +81,7 @@ class EvalApp(App[int]):
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[tuple[str, str]] = set()
         self._reported: set[int] = set()
+        self._retry_jobs: set[int] = set()
         self._palette: dict[str, str] = {}
         self.exit_code = 1
         self.themes = themes if themes is not None else load_themes()
@@ -242,7 +243,8 @@ class EvalApp(App[int]):
     def _take_result(self, job: Future[int]) -> None:
         error = job.exception()
         if error is not None:
-            self.notify(f"{type(error).__name__}: {error}", title="the engine stopped", severity="error", timeout=15)
+            title = "retry refused" if id(job) in self._retry_jobs else "the run stopped"
+            self.notify(str(error), title=title, severity="error", timeout=15)
             return
         self.exit_code = EXIT_INTERRUPTED if self._quitting else job.result()
 
@@ -307,7 +309,7 @@ class EvalApp(App[int]):
 
     def _retry(self, pairs: Sequence[tuple[str, str]]) -> None:
         self._retrying.update(pairs)
-        self.engine.retry(pairs)
+        self._retry_jobs.add(id(self.engine.retry(pairs)))
         names = ", ".join(f"{m}/{d}" for m, d in pairs)
         self.notify(f"retrying the failed samples of {names}", timeout=4)
         self._refresh_keys()

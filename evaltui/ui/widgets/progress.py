@@ -172,22 +172,25 @@ class ProgressTable(DataTable[Text]):
         cache keys carry a table-wide update count), and re-rendering a whole screen of rows
         five times a second costs the engine's thread a seventh of the interpreter. Textual is
         pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
-        for cache in (self._cell_render_cache, self._row_render_cache):
-            for k in [k for k in cache.keys() if k[0] == row]:
-                cache.discard(k)
+        for cell_key in [k for k in self._cell_render_cache.keys() if k[0] == row]:
+            self._cell_render_cache.discard(cell_key)
+        for row_cache_key in [k for k in self._row_render_cache.keys() if k[0] == row]:
+            self._row_render_cache.discard(row_cache_key)
         index = self._row_locations.get(row)
-        for k in [k for k in self._row_renderable_cache.keys() if k[1] == index]:
-            self._row_renderable_cache.discard(k)
+        if index is None:
+            return
+        for renderables_key in [k for k in self._row_renderable_cache.keys() if k[1] == index]:
+            self._row_renderable_cache.discard(renderables_key)
         offsets = self._get_offsets
         stale = []
-        for k in self._line_cache.keys():
+        for line_key in self._line_cache.keys():
             try:
-                if offsets(k[0])[0] == row:
-                    stale.append(k)
+                if offsets(line_key[0])[0] == row:
+                    stale.append(line_key)
             except LookupError:
-                stale.append(k)
-        for k in stale:
-            self._line_cache.discard(k)
+                stale.append(line_key)
+        for line_key in stale:
+            self._line_cache.discard(line_key)
         self.refresh_row(index)
 
     def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
