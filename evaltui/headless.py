@@ -135,6 +135,7 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
         return code
 
     code = anyio.run(main)
+    runner.close()  # the simulator, if the plan has sim:// models
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:
         from evaltui.scoring import render_txt
