@@ -187,6 +187,15 @@ def test_load_records_limit(tmp_path: Path) -> None:
     assert len(load_records(plan, ds)) == 10
 
 
+def test_loaded_records_share_their_field_names(tmp_path: Path) -> None:
+    """Records held for a run must not each keep their own copy of every field name."""
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"question": f"q{i}", "answer": i}) + "\n" for i in range(3)))
+    plan, ds = plan_for(tmp_path, path="d.jsonl")
+    recs = load_records(plan, ds)
+    assert recs == [{"question": f"q{i}", "answer": i} for i in range(3)]
+    assert all(a is b for r in recs[1:] for a, b in zip(r, recs[0]))
+
+
 def test_check_dataset_reports_missing_fields_with_the_record_index(tmp_path: Path) -> None:
     rows = [{"question": "a", "answer": "1"}, {"question": "b", "answer": "2"}, {"question": "c", "hint": "h"}]
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
