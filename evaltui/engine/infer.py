@@ -56,6 +56,15 @@ def failure_budget(ds: DatasetConfig, total: int) -> int:
     return math.floor(ds.fail_on_error * total + 1e-9)
 
 
+def _over_budget(ds: DatasetConfig, failed: int, total: int) -> str:
+    """Why a dataset failed, with the fail_on_error that would score the rest: samples a server
+    refuses for good (a prompt too long) fail again on every re-run."""
+    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error:g})"
+    if failed < total:
+        text += f"; fail_on_error = {math.ceil(failed / total * 10_000) / 10_000:g} would score the others"
+    return text
+
+
 def shard_ranges(total: int, shards: int) -> list[range]:
     return [range(k * total // shards, (k + 1) * total // shards) for k in range(shards)]
 
@@ -472,7 +481,7 @@ class ModelInference:
         failed = sum(s.failed for s in run.shards)
         ok = failed <= failure_budget(run.cfg, run.total)
         status = PairStatus.DONE if ok else PairStatus.FAIL
-        error = "" if ok else f"{failed} of the dataset's {run.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
+        error = "" if ok else _over_budget(run.cfg, failed, run.total)
         shard.outstanding = -1  # finished
         shard.status = status
         all_final = all(s.outstanding == -1 for s in run.shards)
