@@ -98,11 +98,7 @@ class DatasetRun:
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
     load_error: str = ""
-
-    @property
-    def finished(self) -> bool:
-        """Every shard ended (done, fail, or the data could not be loaded)."""
-        return all(s.outstanding == -1 for s in self.shards)
+    ended: bool = False  # DatasetInferred is out: its predictions (if any) are written
 
 
 def _todo(shards: list[ShardRun], done: set[int]) -> Iterator[tuple[ShardRun, int]]:
@@ -200,7 +196,7 @@ class ModelInference:
 
     def busy(self, dataset: str) -> bool:
         """Whether this dataset is queued or being inferred now."""
-        return any(r.cfg.abbr == dataset and not r.finished for r in self.runs)
+        return any(r.cfg.abbr == dataset and not r.ended for r in self.runs)
 
     def _drop_stale_work(self, ds: DatasetConfig, emit: ev.Sink) -> str:
         """Forget what earlier runs did under other settings; the pair's version for this run."""
@@ -325,6 +321,7 @@ class ModelInference:
                 s.outstanding = -1
                 self.board.write(m, d, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=0, error=run.load_error, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, 0, run.load_error))
+            run.ended = True
             self.emit(ev.DatasetInferred(m, d, PairStatus.FAIL, sum(s.completed for s in run.shards), 0, error=run.load_error))
             run.todo = iter(())
             run.loaded.set()
@@ -442,6 +439,7 @@ class ModelInference:
                 self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
             if unfinished:
+                run.ended = True
                 self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
                 self.on_inferred(m, run.cfg.abbr)
         self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
@@ -498,6 +496,7 @@ class ModelInference:
             completed = sum(s.completed for s in run.shards)
             failed = sum(s.failed for s in run.shards)
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
+            run.ended = True
             self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path, error))
             self.on_inferred(m, d)
 
