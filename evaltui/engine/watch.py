@@ -114,8 +114,9 @@ class WatchScorer:
         interval = self.plan.run.watch_interval
         timeout = self.plan.run.heartbeat_timeout
         started = self.clock()
+        warm_up = anyio.CancelScope()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._warm_up)
+            tg.start_soon(self._warm_up, warm_up)
             while self.pending:
                 final_scan = self._inference_done  # read before scanning: no finish slips between
                 for pair in [p for p in self.pending if self._ready(p)]:
@@ -140,15 +141,17 @@ class WatchScorer:
                     await self._wake.wait()
                 self._wake = anyio.Event()
             self.pending = []
+            warm_up.cancel()  # nothing is left to score: a run that ends now must not wait for it
 
-    async def _warm_up(self) -> None:
+    async def _warm_up(self, scope: anyio.CancelScope) -> None:
         """Import the evaluators in a thread while inference waits on the network.
 
         Not at once (it would compete with start-up for the GIL and delay the first request) and
         not at the first scoring (after the last dataset it would add to the run's wall time).
         """
-        await anyio.sleep(0.5)
-        await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
+        with scope:
+            await anyio.sleep(0.5)
+            await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
     async def _score(self, pair: Pair) -> None:
         from evaltui.scoring import main_metric
