@@ -26,7 +26,7 @@ from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
-pytestmark = pytest.mark.crash
+pytestmark = [pytest.mark.reliability, pytest.mark.crash]
 
 HERE = Path(__file__).resolve().parent
 SEED = 20261202
