@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
+from workfiles import checkpoint_entries, index_of, read_strict_json
 
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
@@ -114,31 +115,6 @@ def checkpoints(wd: Path) -> list[Path]:
     return sorted((wd / "predictions" / "m").glob("tmp_*.jsonl"))
 
 
-def sample_lines(path: Path) -> list[dict[str, Any]]:
-    """The complete sample lines of a checkpoint (a torn last line is not one)."""
-    out = []
-    for raw in path.read_bytes().splitlines(keepends=True):
-        if not raw.endswith(b"\n"):
-            break
-        entry = json.loads(raw)
-        if "version" not in entry:
-            out.append(entry)
-    return out
-
-
-def index_of(entry: dict[str, Any]) -> int:
-    value = entry.get("sample_index", entry.get("index"))
-    assert isinstance(value, int), entry
-    return value
-
-
-def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    dup = {k for k in keys if keys.count(k) > 1}
-    assert not dup, f"duplicate keys {sorted(dup)}"
-    return dict(pairs)
-
-
 def check_invariants(wd: Path) -> None:
     """What must hold at any moment, killed or not: readable status files, no duplicate sample."""
     statuses = list((wd / "infer_status").rglob("*.json"))
@@ -147,17 +123,17 @@ def check_invariants(wd: Path) -> None:
         assert data["status"] in ("pending", "running", "done", "fail"), (path, data)
         assert 0 <= data["completed"] + data["failed"] <= data["total"], (path, data)
     for path in checkpoints(wd):
-        indices = [index_of(e) for e in sample_lines(path)]
+        indices = [index_of(e) for e in checkpoint_entries(path)]
         assert len(indices) == len(set(indices)), f"duplicate sample index in {path}"
     for ds in SIZES:
         pred = wd / "predictions" / "m" / f"{ds}.json"
         if pred.exists():
-            json.loads(pred.read_text(), object_pairs_hook=no_duplicate_keys)
+            read_strict_json(pred)
 
 
 def outcome(wd: Path) -> dict[str, Any]:
     return {
-        f"{kind}/{ds}": json.loads((wd / kind / "m" / f"{ds}.json").read_text(), object_pairs_hook=no_duplicate_keys)
+        f"{kind}/{ds}": read_strict_json(wd / kind / "m" / f"{ds}.json")
         for kind in ("predictions", "results")
         for ds in SIZES
     }
@@ -182,13 +158,13 @@ def phase_at_kill(wd: Path) -> str:
         return "scoring"
     if scored == len(SIZES):
         return "after scoring"
-    if any(sample_lines(p) for p in checkpoints(wd)):
+    if any(checkpoint_entries(p) for p in checkpoints(wd)):
         return "inference"
     return "start-up"
 
 
 def lines_written(wd: Path) -> int:
-    return sum(len(sample_lines(p)) for p in checkpoints(wd))
+    return sum(len(checkpoint_entries(p)) for p in checkpoints(wd))
 
 
 def kill_when(fs: ForkServer, ready: Callable[[], bool]) -> bool:
