@@ -12,14 +12,18 @@ import os
 import signal
 import sys
 from datetime import datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
 from evaltui.engine import events as ev
 from evaltui.engine.runlog import event_line
 from evaltui.engine.runner import Runner
+from evaltui.engine.events import PairStatus
 from evaltui.engine.state import RunState
+
+if TYPE_CHECKING:
+    from evaltui.scoring.leaderboard import Leaderboard
 
 
 def _fmt_secs(s: float) -> str:
@@ -61,7 +65,7 @@ class HeadlessRenderer:
         c, f, n = self.state.totals()
         parts = []
         for p in self.state.pairs.values():
-            if p.status == "running":
+            if p.status == PairStatus.RUNNING:
                 rate = p.throughput()
                 eta = p.eta()
                 extra = f" {rate:.0f}/s" if rate else ""
@@ -77,7 +81,7 @@ class HeadlessRenderer:
             self.say(self.progress_line())
 
 
-def leaderboard_json(table: Any) -> dict[str, Any]:
+def leaderboard_json(table: Leaderboard) -> dict[str, Any]:
     return {
         "models": list(table.models),
         "datasets": [
@@ -93,13 +97,13 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
         "exit_code": finished.exit_code,
         "interrupted": finished.interrupted,
         "work_dir": state.work_dir,
-        "summary_files": finished.summary_files,
+        "summary_files": dict(finished.summary_files),
         "leaderboard": leaderboard_json(table) if table is not None else None,
         "pairs": [
             {
                 "model": p.model,
                 "dataset": p.dataset,
-                "status": p.status,
+                "status": p.status.value,
                 "total": p.total,
                 "completed": p.completed,
                 "failed": p.failed,

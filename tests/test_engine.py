@@ -155,7 +155,7 @@ def test_failures_are_recorded_and_a_plain_rerun_retries_only_them(tmp_path: Pat
     failed = of_type(events, ev.SampleFailed)
     assert len(failed) == len(long_ones)
     err = failed[0].error
-    assert err["type"] == "http" and err["status"] == 400 and "too long" in err["message"]
+    assert err.type == "http" and err.status == 400 and "too long" in err.message
     status = runner.workdir.read_status("m", "d")
     assert status["status"] == "fail" and status["failed"] == len(long_ones) and status["completed"] == 40 - len(long_ones)
     assert not runner.workdir.predictions_file("m", "d").exists()  # never scored while incomplete
@@ -315,10 +315,10 @@ def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path,
             assert runner.workdir.read_status("m", "d")["status"] == "fail"
             sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
             sim.reset_stats()
-            second = await runner.retry("m", "d")
+            second = await runner.retry([("m", "d")])
             retried_d = {r.prompt for r in sim.stats.log}
             sim.reset_stats()
-            third = await runner.retry("m", "t")
+            third = await runner.retry([("m", "t")])
             assert {r.prompt for r in sim.stats.log} == long_ones
             assert retried_d == long_ones  # only the failed ones, only that pair
             return first, second, third

@@ -226,7 +226,7 @@ def test_a_record_that_no_longer_fits_the_template_fails_alone(tmp_path: Path, s
 
     assert anyio.run(main) == 1  # one sample failed, fail_on_error is 0
     (failed,) = of_type(events, ev.SampleFailed)
-    assert failed.index == 0 and failed.error["type"] == "template" and "TypeError" in failed.error["message"]
+    assert failed.sample_index == 0 and failed.error.type == "template" and "TypeError" in failed.error.message
     assert len(of_type(events, ev.SampleFinished)) == 29
 
 

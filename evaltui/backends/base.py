@@ -193,6 +193,7 @@ class Backend(ABC):
         self.backoff = backoff or Backoff(base=cfg.backoff)
         self.bucket = bucket or TokenBucket(cfg.rate_per_worker)
         self._sleep = sleep
+        self.retries = 0  # attempts beyond each request's first, for the engine's load report
         headers = {"content-type": "application/json", "accept": "application/json"}
         headers.update({k.lower(): v for k, v in cfg.headers.items()})  # one of each, whatever the case
         if api_key:
@@ -216,6 +217,7 @@ class Backend(ABC):
         own_timeout = self.client.honours_attempt_timeout(url)
         for attempt in range(1, attempts + 1):
             if attempt > 1:
+                self.retries += 1
                 await self._sleep(self.backoff.delay(attempt - 1, retry_after))
             retry_after = None
             await self.bucket.acquire()

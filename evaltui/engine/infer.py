@@ -23,6 +23,7 @@ import anyio
 from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, Sample, file_fingerprint, load_records, render_sample
 from evaltui.engine import events as ev
+from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import (
     Checkpoint,
@@ -37,6 +38,7 @@ from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
+LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
 
 
 def failure_budget(ds: DatasetConfig, total: int) -> int:
@@ -60,7 +62,7 @@ class ShardRun:
     failed: int = 0
     outstanding: int = 0  # samples of this shard not yet finished in this run
     last_write: float = 0.0
-    status: str = ""  # done | fail once finished
+    status: PairStatus | None = None  # DONE | FAIL once finished
 
     @property
     def total(self) -> int:
@@ -114,6 +116,8 @@ class ModelInference:
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
         self._next_to_start = 0
         self._early_start_below = 2 * model.max_workers
+        self.in_flight = 0  # samples waiting on the server now
+        self.requests = 0  # samples answered or failed for good in this run
 
     # ------------------------------------------------------------------ planning (sync, fast)
     def plan_pairs(self, totals: dict[str, int]) -> None:
@@ -146,7 +150,7 @@ class ModelInference:
                 self.board.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
             run = DatasetRun(ds, total, version, shards, done, remaining=total - len(done))
             self.runs.append(run)
-            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, "pending"))
+            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
 
     def _drop_stale_work(self, ds: DatasetConfig) -> str:
         """Forget what earlier runs did under other settings; the pair's version for this run."""
@@ -181,8 +185,16 @@ class ModelInference:
         if failed > failure_budget(ds, total):  # a lower fail_on_error re-opens the pair
             return False
         completed = sum(s.get("completed", 0) for s in statuses)
-        scored = wd.has_scored_result(m, ds.abbr)
-        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, "scored" if scored else "done"))
+        result = wd.read_result(m, ds.abbr)
+        if result is None or "error" in result:
+            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, PairStatus.DONE))
+            return True
+        from evaltui.scoring import main_metric  # only when an earlier score is kept
+
+        metric = main_metric(ds.evaluator.type)
+        value = result.get(metric)
+        score = float(value) if isinstance(value, (int, float)) else None
+        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, PairStatus.SCORED, metric, score))
         return True
 
     # ------------------------------------------------------------------ running
@@ -193,6 +205,7 @@ class ModelInference:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
                 outer.start_soon(self._poll)
+                outer.start_soon(self._report_load)
                 async with anyio.create_task_group() as workers:
                     self._maybe_start_more()
                     # max_workers slots, but never more workers than samples left to run (and at
@@ -203,6 +216,16 @@ class ModelInference:
         finally:
             with anyio.CancelScope(shield=True):
                 self._close_interrupted()
+                self._emit_load()
+
+    async def _report_load(self) -> None:
+        """ModelLoad about once a second: counters read, never an event per request."""
+        while True:
+            self._emit_load()
+            await anyio.sleep(LOAD_REPORT_INTERVAL)
+
+    def _emit_load(self) -> None:
+        self.emit(ev.ModelLoad(self.model.abbr, self.in_flight, self.model.max_workers, self.backend.retries, self.requests))
 
     async def _poll(self) -> None:
         """The scheduling check every poll_interval, a safety net beside the per-sample checks."""
@@ -232,8 +255,8 @@ class ModelInference:
             for s in run.shards:
                 s.outstanding = -1
                 self.board.write(m, d, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=0, error=run.load_error, version=run.version)
-                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), "fail", s.total, s.completed, 0, run.load_error))
-            self.emit(ev.DatasetInferred(m, d, "fail", sum(s.completed for s in run.shards), 0, error=run.load_error))
+                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, 0, run.load_error))
+            self.emit(ev.DatasetInferred(m, d, PairStatus.FAIL, sum(s.completed for s in run.shards), 0, error=run.load_error))
             run.todo = iter(())
             run.loaded.set()
             self._maybe_start_more()
@@ -249,7 +272,7 @@ class ModelInference:
                 s.checkpoint.open()
                 s.last_write = time.monotonic()
                 self.board.write(m, d, s.shard, len(run.shards), "running", total=s.total, completed=s.completed, failed=0, version=run.version)
-                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), "running", s.total, s.completed, 0))
+                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._finish_shard(run, s)
         run.loaded.set()
@@ -280,12 +303,17 @@ class ModelInference:
             message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
         else:
-            entry = await self._infer(cfg, sample)
+            self.in_flight += 1
+            try:
+                entry = await self._infer(cfg, sample)
+            finally:
+                self.in_flight -= 1
+        self.requests += 1
         shard.checkpoint.append(entry)
         m, d = self.model.abbr, cfg.abbr
         if "error" in entry:
             shard.failed += 1
-            self.emit(ev.SampleFailed(m, d, shard.shard, index, entry["error"]))
+            self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"])))
         else:
             shard.completed += 1
             self.emit(ev.SampleFinished(m, d, shard.shard, index))
@@ -326,15 +354,15 @@ class ModelInference:
         # shard to end therefore fails exactly when the dataset's total does.
         failed = sum(s.failed for s in run.shards)
         ok = failed <= failure_budget(run.cfg, run.total)
-        status = "done" if ok else "fail"
+        status = PairStatus.DONE if ok else PairStatus.FAIL
         error = "" if ok else f"{failed} of the dataset's {run.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
         shard.outstanding = -1  # finished
         shard.status = status
         all_final = all(s.outstanding == -1 for s in run.shards)
-        final_status = ""
+        final_status = PairStatus.FAIL
         if all_final:
-            final_status = "done" if all(s.status == "done" for s in run.shards) else "fail"
-            if final_status == "done":
+            final_status = PairStatus.DONE if all(s.status == PairStatus.DONE for s in run.shards) else PairStatus.FAIL
+            if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
         self.board.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
@@ -343,7 +371,7 @@ class ModelInference:
             run.records = None
             completed = sum(s.completed for s in run.shards)
             failed = sum(s.failed for s in run.shards)
-            path = str(self.workdir.predictions_file(m, d)) if final_status == "done" else ""
+            path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
             self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path, error))
             self.on_inferred(m, d)
 

@@ -10,53 +10,53 @@ import os
 from datetime import datetime
 
 from evaltui.engine import events as ev
+from evaltui.engine.events import PairStatus
 from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import json_bytes
 
 
-def _score(e: ev.DatasetScored) -> str:
-    return f"{e.metric} = {e.score:.2f}" if e.score is not None else f"{e.metric} = -"
+def _score(metric: str, score: float | None) -> str:
+    return f"{metric} = {score:.2f}" if score is not None else f"{metric} = -"
 
 
 def event_line(e: ev.Event) -> str | None:
     """One human line for an event that changes what a user would want to know; None otherwise."""
-    t = type(e)
-    if t is ev.DatasetStarted:
-        kept = e.total - e.remaining
-        resumed = f" (resuming: {kept} kept)" if kept else ""
-        return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
-    if t is ev.DatasetInferred:
-        if e.status == "done":
+    match e:
+        case ev.DatasetStarted():
+            kept = e.total - e.remaining
+            resumed = f" (resuming: {kept} kept)" if kept else ""
+            return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
+        case ev.DatasetInferred(status=PairStatus.DONE):
             extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
             return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
-        why = f" ({e.error})" if e.error else ""
-        return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
-    if t is ev.DatasetScored:
-        if e.error:
-            return f"{e.model}/{e.dataset}: scoring FAILED: {e.error}"
-        return f"{e.model}/{e.dataset}: scored, {_score(e)}"
-    if t is ev.WatchSkipped:
-        names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
-        return f"watcher: not scored ({e.reason}): {names}"
-    if t is ev.DatasetPlanned:
-        if e.status == "scored":
-            return f"{e.model}/{e.dataset}: already scored in an earlier run (kept)"
-        if e.status == "done":
+        case ev.DatasetInferred():
+            why = f" ({e.error})" if e.error else ""
+            return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+        case ev.DatasetScored(error=error) if error:
+            return f"{e.model}/{e.dataset}: scoring FAILED: {error}"
+        case ev.DatasetScored():
+            return f"{e.model}/{e.dataset}: scored, {_score(e.metric, e.score)}"
+        case ev.WatchSkipped():
+            names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
+            return f"watcher: not scored ({e.reason}): {names}"
+        case ev.RetryStarted():
+            return "retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in e.pairs)
+        case ev.DatasetPlanned(status=PairStatus.SCORED):
+            score = f": {_score(e.metric, e.score)}" if e.metric else ""
+            return f"{e.model}/{e.dataset}: already scored in an earlier run (kept){score}"
+        case ev.DatasetPlanned(status=PairStatus.DONE):
             return f"{e.model}/{e.dataset}: already inferred in an earlier run (kept); scoring"
-        return None
-    if t is ev.ShardStatusChanged:
-        if e.status == "fail" and e.shards > 1:
+        case ev.ShardStatusChanged(status=PairStatus.FAIL) if e.shards > 1:
             return f"{e.model}/{e.dataset} shard {e.shard}: fail: {e.error}"
-        return None
-    if t is ev.SimulatorStarted:
-        return f"simulator: listening on {e.url}"
-    if t is ev.Notice:
-        return f"{e.level}: {e.message}" if e.level != "info" else e.message
-    if t is ev.RunStarted:
-        return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
-    if t is ev.RunFinished:
-        state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
-        return f"run finished in {e.elapsed:.1f} s: {state}"
+        case ev.SimulatorStarted():
+            return f"simulator: listening on {e.url}"
+        case ev.Notice():
+            return f"{e.level}: {e.message}" if e.level != "info" else e.message
+        case ev.RunStarted():
+            return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
+        case ev.RunFinished():
+            state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
+            return f"run finished in {e.elapsed:.1f} s: {state}"
     return None
 
 
@@ -71,8 +71,8 @@ class RunLog:
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
-        if type(e) is ev.SampleFailed:
-            line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.index, **e.error}
+        if type(e) is ev.SampleFailed:  # the hot path: one per failed request
+            line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
             os.write(self._failures, json_bytes(line) + b"\n")
             return
         text = event_line(e)

@@ -1,23 +1,25 @@
 """The runner: one evaluation run from plan to leaderboard, and the small command API front ends use.
 
     runner = Runner(plan, sink=print_event)
-    exit_code = await runner.run()        # or anyio.run(runner.run)
-    await runner.retry("llama", "gsm8k")  # later, from the UI: re-run that pair's failed samples
+    exit_code = await runner.run()            # or anyio.run(runner.run)
+    await runner.retry([("llama", "gsm8k")])  # from the UI: re-run that pair's failed samples
     runner.cancel()
 
 It owns the run-wide pieces — work directory, plan snapshot, simulator, heartbeat thread, one
-HTTP client per model, the watch-scorer — and reports only through the event sink.
+HTTP client per model, the watch-scorer — and reports only through the event stream, which it
+also folds into `runner.state` so a front end can ask where things stand at any time.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from contextlib import AsyncExitStack
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 
 import anyio
 import tomli_w
@@ -25,14 +27,21 @@ import tomli_w
 from evaltui.backends import make_backend, make_client
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine import events as ev
+from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import ModelInference
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
+from evaltui.engine.state import RunState
 from evaltui.engine.watch import WatchScorer
 from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import DatasetConfig, Plan
+
+if TYPE_CHECKING:
+    from evaltui.scoring.leaderboard import DatasetRow, Leaderboard
+
+Pair = tuple[str, str]
 
 
 class Runner:
@@ -53,7 +62,11 @@ class Runner:
         self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
         self.fresh = fresh
         self.code_workers = code_workers
-        self._sinks: list[ev.Sink] = [sink] if sink else []
+        self.state = RunState()  # the runner's own fold of its events, always current
+        self._sinks: tuple[ev.Sink, ...] = (sink,) if sink else ()  # replaced, never mutated: emit iterates it
+        self._failed_sinks: set[int] = set()  # ids of sinks whose failure was reported
+        self._emit_lock = threading.RLock()  # subscribe() may come from the UI's thread
+        self._rows: tuple[DatasetRow, ...] | None = None
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
@@ -64,20 +77,57 @@ class Runner:
 
     # ------------------------------------------------------------------ events
     def subscribe(self, sink: ev.Sink) -> None:
-        """Add a consumer of the event stream (renderers subscribe before `run`)."""
-        self._sinks.append(sink)
+        """Add a consumer of the event stream, at any time and from any thread.
+
+        One that comes late (after `run()` began) is first sent events that rebuild the current
+        state (RunState.replay), then the live stream, with nothing lost or doubled between.
+        """
+        with self._emit_lock:
+            for event in self.state.replay():
+                self._deliver(sink, event)
+            self._sinks = (*self._sinks, sink)
 
     def emit(self, event: ev.Event) -> None:
-        for sink in self._sinks:
-            try:
-                sink(event)
-            except Exception as e:  # a broken consumer must not stop the evaluation
-                self._sinks = [s for s in self._sinks if s is not sink]
-                self.emit(ev.Notice(f"an event consumer failed and was detached: {type(e).__name__}: {e}", "error"))
+        with self._emit_lock:
+            self.state.apply(event)
+            for sink in self._sinks:
+                self._deliver(sink, event)
+
+    def _deliver(self, sink: ev.Sink, event: ev.Event) -> None:
+        try:
+            sink(event)
+        except Exception as e:  # a broken consumer must not stop the evaluation
+            if id(sink) not in self._failed_sinks:  # said once, not once per event
+                self._failed_sinks.add(id(sink))
+                self.emit(ev.Notice(f"an event consumer failed on {type(event).__name__}: {type(e).__name__}: {e}", "error"))
+
+    # ------------------------------------------------------------------ queries
+    def failed_pairs(self) -> list[Pair]:
+        """The pairs whose inference or scoring failed: what a retry-all re-runs."""
+        return [p for p in self.state.failed_pairs() if p in self.pairs]
+
+    def leaderboard(self) -> Leaderboard:
+        """The leaderboard as it fills, from the scores known so far (no disk reads)."""
+        from evaltui.scoring import build_leaderboard
+
+        scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
+        return build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
+
+    def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
+        """A pair's failed samples with their errors and a few predictions next to their gold.
+
+        Reads the pair's files: call it from a worker thread, not the event loop."""
+        if (model, dataset) not in self.pairs:
+            raise ValueError(f"no pair {model}/{dataset} in this plan")
+        p = self.state.pairs.get((model, dataset))
+        status = p.status if p is not None else ev.PairStatus.PENDING
+        return read_pair_details(self.workdir, model, dataset, status, predictions=predictions, max_failures=max_failures)
 
     # ------------------------------------------------------------------ command API
     def cancel(self) -> None:
-        """Stop the run (or retry) in progress; finished samples are kept and a re-run resumes."""
+        """Stop the run (or retry) in progress; finished samples are kept and a re-run resumes.
+
+        Idempotent: a second call (or one when nothing runs) changes nothing more."""
         self.interrupted = True
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
@@ -100,27 +150,34 @@ class Runner:
         finally:
             os.close(lock)
 
-    async def retry(self, model: str, dataset: str) -> int:
-        """Run the failed samples of one pair again (succeeded ones are kept) and score it again.
+    async def retry(self, pairs: Sequence[Pair]) -> int:
+        """Run the failed samples of `pairs` again (succeeded ones are kept) and score them again.
 
-        For a front end whose session outlives `run()`; returns the exit code the whole plan has now.
+        For a front end whose session outlives `run()`; returns the exit code the whole plan has
+        now. ValueError for a pair not in the plan.
         """
+        wanted = list(dict.fromkeys((m, d) for m, d in pairs))
+        unknown = [f"{m}/{d}" for m, d in wanted if (m, d) not in self.pairs]
+        if unknown:
+            raise ValueError(f"not in this plan: {', '.join(unknown)}")
         if self._board is None:
             raise RuntimeError("retry() needs a runner that has run")
-        if (model, dataset) not in self.pairs:
-            raise ValueError(f"no pair {model}/{dataset} in this plan")
         if self._cancel_scope is not None:
             raise RuntimeError("a run or retry is in progress; retry when it has finished")
+        if not wanted:
+            return self._exit_code(self.pairs)
         self.interrupted = False
         lock = self._take_workdir()
         if lock is None:
             return 2
         try:
-            # Without its final predictions the pair resumes from its checkpoints, where only the
-            # samples that failed (even those fail_on_error tolerated) are still to do.
-            self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
-            self.workdir.result_file(model, dataset).unlink(missing_ok=True)
-            return await self._session([(model, dataset)])
+            self.emit(ev.RetryStarted(tuple(wanted)))
+            for model, dataset in wanted:
+                # Without its final predictions the pair resumes from its checkpoints, where only
+                # the samples that failed (even those fail_on_error tolerated) are still to do.
+                self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
+                self.workdir.result_file(model, dataset).unlink(missing_ok=True)
+            return await self._session(wanted)
         finally:
             os.close(lock)
 
@@ -141,7 +198,7 @@ class Runner:
         """Infer and score `pairs`, then write the summary and report RunFinished."""
         started = time.monotonic()
         runlog = RunLog(self.workdir)
-        self._sinks.append(runlog)
+        self._sinks = (*self._sinks, runlog)
         exit_code = 1
         try:
             with anyio.CancelScope() as scope:
@@ -175,7 +232,7 @@ class Runner:
                     exit_code = 130
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
                 runlog.close()
-                self._sinks = [s for s in self._sinks if s is not runlog]
+                self._sinks = tuple(s for s in self._sinks if s is not runlog)
         return exit_code
 
     # ------------------------------------------------------------------ parts
@@ -276,16 +333,23 @@ class Runner:
                 scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
         return scores
 
-    def table(self, scores: dict[tuple[str, str], float | None]) -> Any:
+    def table(self, scores: dict[tuple[str, str], float | None]) -> Leaderboard:
         from evaltui import scoring
 
-        rows = [
-            (d.abbr, scoring.dataset_version(d.model_dump(mode="json")), scoring.main_metric(d.evaluator.type), d.mode)
-            for d in self.plan.datasets
-        ]
-        return scoring.build_leaderboard(rows, [m.abbr for m in self.plan.models], scores)
+        return scoring.build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
 
-    def _write_summary(self, table: Any) -> dict[str, str]:
+    def _dataset_rows(self) -> tuple[DatasetRow, ...]:
+        """The leaderboard's rows (abbr, version, metric, mode), computed once: the plan is fixed."""
+        if self._rows is None:
+            from evaltui.scoring import DatasetRow, dataset_version, main_metric
+
+            self._rows = tuple(
+                DatasetRow(d.abbr, dataset_version(d.model_dump(mode="json")), main_metric(d.evaluator.type), d.mode)
+                for d in self.plan.datasets
+            )
+        return self._rows
+
+    def _write_summary(self, table: Leaderboard) -> dict[str, str]:
         from evaltui import scoring
 
         try:

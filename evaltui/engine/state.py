@@ -1,8 +1,10 @@
 """RunState: what both renderers show, folded from the event stream.
 
 `apply` is the only way state changes, so the headless lines, the Textual panes and the tests
-all read one truth. It only moves counters (no per-sample objects kept), so folding thousands of
-events a second costs next to nothing.
+all read one truth. It only moves counters (the failures it keeps are bounded), so folding
+thousands of events a second costs next to nothing, and it never raises: a consumer that
+subscribed late, or an event for a pair it has not heard of, just creates the pair. The clocks
+are injected so snapshot tests see fixed ages and rates.
 """
 
 from __future__ import annotations
@@ -10,9 +12,22 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Callable, NamedTuple
 
 from evaltui.engine import events as ev
+from evaltui.engine.events import PairStatus
+
+Clock = Callable[[], float]
+
+_FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
+
+
+class Failure(NamedTuple):
+    model: str
+    dataset: str
+    sample_index: int
+    error: ev.SampleError
+    shard: int = 0
 
 
 @dataclass
@@ -23,43 +38,41 @@ class PairState:
     shards: int = 1
     completed: int = 0
     failed: int = 0
-    status: str = "pending"  # pending | running | done | fail | scored | error | skipped
-    shard_status: dict[int, str] = field(default_factory=dict)
+    status: PairStatus = PairStatus.PENDING
+    shard_status: dict[int, PairStatus] = field(default_factory=dict)
+    shard_events: dict[int, ev.ShardStatusChanged] = field(default_factory=dict, repr=False)  # the last of each shard
     score: float | None = None
     metric: str = ""
     error: str = ""
     started_at: float | None = None
     finished_at: float | None = None
     done_this_run: int = 0  # samples finished since started_at, for throughput and ETA
+    clock: Clock = field(default=time.monotonic, repr=False, compare=False)
 
     @property
     def remaining(self) -> int:
         return max(0, self.total - self.completed - self.failed)
 
     def throughput(self, now: float | None = None) -> float | None:
+        """Samples per second since this pair started in this run; None before the first one."""
         if self.started_at is None or not self.done_this_run:
             return None
-        end = self.finished_at or (time.monotonic() if now is None else now)
+        end = self.finished_at or (self.clock() if now is None else now)
         span = end - self.started_at
         return self.done_this_run / span if span > 0 else None
 
     def eta(self, now: float | None = None) -> float | None:
+        """Seconds left at the current rate, while it runs."""
         rate = self.throughput(now)
-        if rate is None or self.status != "running":
+        if rate is None or self.status != PairStatus.RUNNING:
             return None
         return self.remaining / rate
 
 
-@dataclass
-class Failure:
-    model: str
-    dataset: str
-    index: int
-    error: dict[str, Any]
-
-
 class RunState:
-    def __init__(self, max_failures: int = 1000):
+    def __init__(self, *, clock: Clock = time.monotonic, wall_clock: Clock = time.time, max_failures: int = 1000):
+        self.clock = clock
+        self.wall_clock = wall_clock
         self.pairs: dict[tuple[str, str], PairState] = {}
         self.models: list[str] = []
         self.datasets: list[str] = []
@@ -68,92 +81,185 @@ class RunState:
         self.sim_url = ""
         self.heartbeat_at: float | None = None
         self.failures: deque[Failure] = deque(maxlen=max_failures)
-        self.failure_count = 0
+        self.failure_count = 0  # every failure seen, also those the bounded list let go
+        self.load: dict[str, ev.ModelLoad] = {}
         self.skipped: list[tuple[str, str]] = []
         self.notices: list[ev.Notice] = []
         self.finished: ev.RunFinished | None = None
-        self.started_at = time.monotonic()
+        self.started_at = clock()
+        self._ended_at: float | None = None
+        self._samples_started_at: float | None = None
+        self._samples_done = 0
 
     def pair(self, model: str, dataset: str) -> PairState:
         key = (model, dataset)
         p = self.pairs.get(key)
         if p is None:
-            p = self.pairs[key] = PairState(model, dataset)
+            p = self.pairs[key] = PairState(model, dataset, clock=self.clock)
+            if model not in self.models:
+                self.models.append(model)
+            if dataset not in self.datasets:
+                self.datasets.append(dataset)
         return p
 
     def apply(self, e: ev.Event) -> None:
-        t = type(e)
-        if t is ev.SampleFinished:
-            p = self.pairs[(e.model, e.dataset)]
-            p.completed += 1
-            p.done_this_run += 1
-        elif t is ev.SampleFailed:
-            p = self.pairs[(e.model, e.dataset)]
-            p.failed += 1
-            p.done_this_run += 1
-            self.failure_count += 1
-            self.failures.append(Failure(e.model, e.dataset, e.index, e.error))
-        elif t is ev.ShardStatusChanged:
-            p = self.pair(e.model, e.dataset)
-            p.shard_status[e.shard] = e.status
-            if p.status not in ("scored", "error"):
-                p.status = _combine(p.shard_status, p.shards)
-            if e.error and e.status == "fail":
+        match e:
+            case ev.SampleFinished():
+                p = self.pair(e.model, e.dataset)
+                p.completed += 1
+                self._sample_done(p)
+            case ev.SampleFailed():
+                p = self.pair(e.model, e.dataset)
+                p.failed += 1
+                self._sample_done(p)
+                self.failure_count += 1
+                self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard))
+            case ev.ModelLoad():
+                self.load[e.model] = e
+            case ev.Heartbeat():
+                self.heartbeat_at = e.at
+            case ev.ShardStatusChanged():
+                p = self.pair(e.model, e.dataset)
+                p.shards = max(p.shards, e.shards)
+                p.shard_status[e.shard] = e.status
+                p.shard_events[e.shard] = e
+                if p.status not in _FINAL:
+                    p.status = _combine(p.shard_status, p.shards)
+                if e.error and e.status == PairStatus.FAIL:
+                    p.error = e.error
+            case ev.DatasetStarted():
+                p = self.pair(e.model, e.dataset)
+                p.total = e.total
+                p.started_at = self.clock()
+                p.finished_at = None
+                p.done_this_run = 0
+                self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
+                p.completed = e.total - e.remaining
+                p.status = PairStatus.RUNNING
+            case ev.DatasetInferred():
+                p = self.pair(e.model, e.dataset)
+                p.finished_at = self.clock()
+                p.completed, p.failed = e.completed, e.failed
+                if e.error:
+                    p.error = e.error
+                if p.status not in _FINAL:
+                    p.status = e.status
+            case ev.DatasetScoring():
+                p = self.pair(e.model, e.dataset)
+                p.status = PairStatus.SCORING
+            case ev.DatasetScored():
+                p = self.pair(e.model, e.dataset)
+                p.metric = e.metric
+                p.score = e.score
                 p.error = e.error
-        elif t is ev.DatasetStarted:
-            p = self.pair(e.model, e.dataset)
-            p.total = e.total
-            p.started_at = time.monotonic()
-            p.done_this_run = 0
-            p.failed = 0  # failed samples are retried: they count again only if they fail again
-            p.completed = e.total - e.remaining
-            p.status = "running"
-        elif t is ev.DatasetInferred:
-            p = self.pair(e.model, e.dataset)
-            p.finished_at = time.monotonic()
-            p.completed, p.failed = e.completed, e.failed
-            if p.status not in ("scored", "error"):
+                p.status = PairStatus.ERROR if e.error else PairStatus.SCORED
+            case ev.DatasetPlanned():
+                p = self.pair(e.model, e.dataset)
+                self._forget_failures(p)
+                p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
                 p.status = e.status
-        elif t is ev.DatasetScored:
-            p = self.pair(e.model, e.dataset)
-            p.metric = e.metric
-            p.score = e.score
-            p.error = e.error
-            p.status = "error" if e.error else "scored"
-        elif t is ev.DatasetPlanned:
-            p = self.pair(e.model, e.dataset)
-            p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
-            p.status = e.status
-            p.shard_status = {}
-            p.error = ""
-            if e.model not in self.models:
-                self.models.append(e.model)
-            if e.dataset not in self.datasets:
-                self.datasets.append(e.dataset)
-        elif t is ev.Heartbeat:
-            self.heartbeat_at = e.at
-        elif t is ev.WatchSkipped:
-            for model, dataset in e.pairs:
-                self.skipped.append((model, dataset))
-                p = self.pair(model, dataset)
-                if p.status not in ("scored", "error", "fail"):
-                    p.status = "skipped"
-        elif t is ev.RunStarted:
-            self.work_dir, self.title = e.work_dir, e.title
-            self.models = list(e.models)
-            self.datasets = list(e.datasets)
-        elif t is ev.SimulatorStarted:
-            self.sim_url = e.url
-        elif t is ev.Notice:
-            self.notices.append(e)
-        elif t is ev.RunFinished:
-            self.finished = e
-            if e.interrupted:
-                for p in self.pairs.values():
-                    if p.status == "running":
-                        p.status = "pending"  # as its status file says: interrupted, resumable
+                p.shard_status = {}
+                p.shard_events = {}
+                p.error = ""
+                p.metric, p.score = e.metric, e.score
+            case ev.RetryStarted():
+                if self.finished is not None:  # a new session: rates count from now
+                    self._samples_started_at, self._samples_done = None, 0
+                    self.started_at = self.clock()
+                self.finished = None
+                self._ended_at = None
+                for model, dataset in e.pairs:
+                    p = self.pair(model, dataset)
+                    self._forget_failures(p)
+                    p.status = PairStatus.PENDING
+                    p.score = None
+                    p.error = ""
+                    if (model, dataset) in self.skipped:
+                        self.skipped.remove((model, dataset))
+            case ev.WatchSkipped():
+                for model, dataset in e.pairs:
+                    if (model, dataset) not in self.skipped:
+                        self.skipped.append((model, dataset))
+                    p = self.pair(model, dataset)
+                    if p.status not in (PairStatus.SCORED, PairStatus.ERROR, PairStatus.FAIL):
+                        p.status = PairStatus.SKIPPED
+            case ev.RunStarted():
+                self.work_dir, self.title = e.work_dir, e.title
+                self.models = list(dict.fromkeys([*e.models, *self.models]))
+                self.datasets = list(dict.fromkeys([*e.datasets, *self.datasets]))
+                self.started_at = self.clock()
+                self._ended_at = None
+            case ev.SimulatorStarted():
+                self.sim_url = e.url
+            case ev.Notice():
+                self.notices.append(e)
+            case ev.RunFinished():
+                self.finished = e
+                self._ended_at = self.clock()
+                if e.interrupted:
+                    for p in self.pairs.values():
+                        if p.status == PairStatus.RUNNING:
+                            p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
+                        elif p.status == PairStatus.SCORING:
+                            p.status = PairStatus.DONE  # inferred; the next run scores it
 
-    # -- summaries for renderers
+    def _sample_done(self, p: PairState) -> None:
+        p.done_this_run += 1
+        self._samples_done += 1
+        if self._samples_started_at is None:
+            self._samples_started_at = p.started_at if p.started_at is not None else self.clock()
+
+    def _forget_failures(self, p: PairState) -> None:
+        """The pair is planned or started again: its earlier failures no longer stand."""
+        p.failed = 0
+        if any(f.model == p.model and f.dataset == p.dataset for f in self.failures):
+            kept = [f for f in self.failures if f.model != p.model or f.dataset != p.dataset]
+            self.failures.clear()
+            self.failures.extend(kept)
+
+    def replay(self) -> list[ev.Event]:
+        """Events that rebuild this state in a fresh RunState: what a late subscriber is sent first.
+
+        Per pair: DatasetStarted (a running pair: its rate counts from now), DatasetPlanned with
+        its counters and status, the last event of each shard; then the failures kept, scores,
+        skips, notices, the latest load and beat, and RunFinished if the run has ended. A pair's
+        DatasetPlanned counts only the failures the bounded list let go, so that with the
+        replayed SampleFailed events the failed count comes out right.
+        """
+        out: list[ev.Event] = []
+        if self.work_dir or self.models:
+            out.append(ev.RunStarted(self.work_dir, tuple(self.models), tuple(self.datasets), self.title))
+        if self.sim_url:
+            out.append(ev.SimulatorStarted(self.sim_url))
+        kept: dict[tuple[str, str], int] = {}
+        for f in self.failures:
+            kept[(f.model, f.dataset)] = kept.get((f.model, f.dataset), 0) + 1
+        for key, p in self.pairs.items():
+            if p.status == PairStatus.RUNNING:
+                out.append(ev.DatasetStarted(p.model, p.dataset, p.total, p.total - p.completed))
+            score = (p.metric, p.score) if p.status == PairStatus.SCORED else ("", None)
+            out.append(ev.DatasetPlanned(p.model, p.dataset, p.total, p.shards, p.completed, max(0, p.failed - kept.get(key, 0)), p.status, *score))
+            out.extend(p.shard_events[k] for k in sorted(p.shard_events))
+        out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error) for f in self.failures)
+        out.extend(ev.DatasetScored(p.model, p.dataset, p.metric, None, p.error) for p in self.pairs.values() if p.status == PairStatus.ERROR)
+        if self.skipped:
+            out.append(ev.WatchSkipped(tuple(self.skipped), "skipped earlier in this run"))
+        out.extend(self.notices)
+        out.extend(self.load.values())
+        if self.heartbeat_at is not None:
+            out.append(ev.Heartbeat(self.heartbeat_at))
+        if self.finished is not None:
+            out.append(self.finished)
+        return out
+
+    # -- queries for renderers
+    def failures_of(self, model: str, dataset: str) -> list[Failure]:
+        return [f for f in self.failures if f.model == model and f.dataset == dataset]
+
+    def failed_pairs(self) -> list[tuple[str, str]]:
+        """The pairs a retry-all would re-run: inference failed, or scoring did."""
+        return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR)]
+
     def totals(self) -> tuple[int, int, int]:
         """(completed, failed, total) over every pair."""
         c = f = n = 0
@@ -163,15 +269,36 @@ class RunState:
             n += p.total
         return c, f, n
 
+    def retries(self) -> int:
+        """Request attempts beyond the first, over every model, so far."""
+        return sum(load.retries for load in self.load.values())
 
-def _combine(shard_status: dict[int, str], shards: int) -> str:
-    states = [shard_status.get(i, "pending") for i in range(shards)]
-    if "running" in states:
-        return "running"
-    if "fail" in states and all(s in ("done", "fail") for s in states):
-        return "fail"
-    if all(s == "done" for s in states):
-        return "done"
-    if "fail" in states:
-        return "running"
-    return "pending"
+    def heartbeat_age(self) -> float | None:
+        """Seconds since the last beat of infer_heartbeat; None before the first."""
+        return None if self.heartbeat_at is None else max(0.0, self.wall_clock() - self.heartbeat_at)
+
+    def elapsed(self) -> float:
+        """Seconds since the run started; it stops with the run (and goes on with a retry)."""
+        end = self._ended_at if self._ended_at is not None else self.clock()
+        return max(0.0, end - self.started_at)
+
+    def throughput(self) -> float | None:
+        """Samples per second over every pair since the first sample of the run."""
+        if self._samples_started_at is None or not self._samples_done:
+            return None
+        end = self._ended_at if self._ended_at is not None else self.clock()
+        span = end - self._samples_started_at
+        return self._samples_done / span if span > 0 else None
+
+
+def _combine(shard_status: dict[int, PairStatus], shards: int) -> PairStatus:
+    states = [shard_status.get(i, PairStatus.PENDING) for i in range(shards)]
+    if PairStatus.RUNNING in states:
+        return PairStatus.RUNNING
+    if PairStatus.FAIL in states and all(s in (PairStatus.DONE, PairStatus.FAIL) for s in states):
+        return PairStatus.FAIL
+    if all(s == PairStatus.DONE for s in states):
+        return PairStatus.DONE
+    if PairStatus.FAIL in states:
+        return PairStatus.RUNNING
+    return PairStatus.PENDING

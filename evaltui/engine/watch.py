@@ -159,6 +159,7 @@ class WatchScorer:
         model, dataset = pair
         metric = main_metric(self.plan.dataset(dataset).evaluator.type)
         result_file = str(self.workdir.result_file(model, dataset))
+        self.emit(ev.DatasetScoring(model, dataset))
         try:
             # Its own limiter (eval_workers), not anyio's default pool that loading data and
             # merging checkpoints use; abandon_on_cancel: Ctrl-C must not wait for a long
