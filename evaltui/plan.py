@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -76,6 +76,18 @@ class ModelConfig(_Strict):
     model: str | None = None
     api_key_env: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    ca_file: str | None = None
+    verify: bool = True
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_from_plan_dir(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A relative ca_file is relative to the plan's folder (as dataset paths are), not the cwd."""
+        base = (info.context or {}).get("base_dir")
+        if v is None or base is None:
+            return v
+        p = Path(v).expanduser()
+        return str(p if p.is_absolute() else Path(base) / p)
 
     @property
     def is_sim(self) -> bool:
@@ -179,7 +191,7 @@ def load_plan(path: str | os.PathLike[str], *, env: dict[str, str] | None = None
     # `source` is set here, not by the user: a `source` key in the file is as unknown as any typo.
     shadowed = ["source: unknown key (known keys: title, run, models, datasets)"] if "source" in raw else []
     try:
-        plan = Plan.model_validate({**raw, "source": path.resolve()})
+        plan = Plan.model_validate({**raw, "source": path.resolve()}, context={"base_dir": path.resolve().parent})
     except ValidationError as e:
         raise PlanError([f"{name}: {p}" for p in shadowed + _pydantic_problems(e, raw)]) from None
     problems = shadowed + _check_semantics(plan, env)
@@ -335,15 +347,45 @@ def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
             problems.append("api_key_env: must name an environment variable")
         elif not env.get(m.api_key_env):
             problems.append(f"api_key_env: environment variable {m.api_key_env} is not set (export it before running)")
+        elif _BAD_VALUE_RE.search(env[m.api_key_env]):  # the key itself is never shown
+            problems.append(
+                f"api_key_env: the value of environment variable {m.api_key_env} contains a line break or another "
+                "control character (CR, LF, NUL, ...); it would corrupt the Authorization header — set it to the key alone"
+            )
     mnt = m.generation_kwargs.get("max_new_tokens", 1024)
     if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
         problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
     for k, v in m.headers.items():
-        if k.lower() == "authorization":
+        shown = k.encode("unicode_escape").decode("ascii")
+        if not _TOKEN_RE.match(k):
+            problems.append(f"headers.{shown}: not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+        elif k.lower() == "authorization":
             problems.append(f"headers.{k}: do not put secrets in the plan; name the key's environment variable in api_key_env")
-        if "\n" in k or "\n" in v or "\r" in k or "\r" in v:
-            problems.append(f"headers.{k}: header names and values must be one line")
+        elif _BAD_VALUE_RE.search(v):
+            problems.append(f"headers.{k}: header values must be one line, without CR, LF or other control characters")
+    if m.ca_file is not None:
+        problems += [f"ca_file: {p}" for p in _check_ca_file(m.ca_file)]
     return problems
+
+
+# RFC 9110 field names are tokens; values may hold tabs but no other control character. A CR or
+# LF in a value would end the header early and let the rest inject headers of its own.
+_TOKEN_RE = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_BAD_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _check_ca_file(path: str) -> list[str]:
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=path)
+    except FileNotFoundError:
+        return [f"CA bundle {path} not found"]
+    except ssl.SSLError as e:  # an OSError too: caught first
+        return [f"{path} is not a PEM bundle of CA certificates ({e.reason or e})"]
+    except OSError as e:
+        return [f"cannot read CA bundle {path}: {e.strerror or e}"]
+    return []
 
 
 def sim_options(url: str) -> dict[str, float]:

@@ -41,12 +41,46 @@ from evaltui.scoring.choice import extract_choice, gold_letter, judge_choice
         ("I don't know.", None),
         ("A dog is a mammal.", None),  # an article is not an option
         ("The U.S. has fifty states", None),
-        ("Option B is plausible but I am not sure", None),
         ("the answer is c", None),  # only capitals are option letters
         ("", None),
     ],
 )
 def test_extract_choice(reply, letter):
+    assert extract_choice(reply) == letter
+
+
+# The usual phrasings, and the pronoun "I" / the article "A" standing where a letter could be:
+# they are an answer only when nothing better is in the reply.
+@pytest.mark.parametrize(
+    "reply, letter",
+    [
+        ("The answer I think is B.", "B"),
+        ("The answer, I believe, is (C).", "C"),
+        ("The answer I'd pick is D", "D"),
+        ("The answer to this question is B.", "B"),
+        ("The answer is (B)", "B"),
+        ("Answer: B", "B"),
+        ("B.", "B"),
+        ("**B**", "B"),
+        ("I think B", "B"),
+        ("I think B is right.", "B"),
+        ("I would choose C because it is larger.", "C"),
+        ("option B", "B"),
+        ("Option B is plausible but I am not sure", "B"),
+        ("The answer I cannot say, but I lean to option D.", "D"),
+        ("Answer: A lot of people pick B.", "B"),
+        ("I think A dog is the answer, so I pick C.", "C"),
+        ("The answer is A because option B is wrong.", "A"),
+        ("The answer is I.", "I"),
+        ("Answer: A", "A"),
+        ("The answer is A, not B.", "A"),
+        ("The answer I don't know", None),
+        ("I think I know", None),
+        ("Therefore, the answer is $\\boxed{C}$", "C"),
+        ("so it is \\boxed{\\text{(D)}}.", "D"),
+    ],
+)
+def test_usual_phrasings(reply, letter):
     assert extract_choice(reply) == letter
 
 

@@ -25,6 +25,23 @@ from evaltui.scoring.gsm8k import extract_gold_number, extract_prediction_number
         ("pages 10-12", "12"),
         ("the temperature fell to -3", "-3"),
         ("1, 2, 3", "3"),
+        # a minus after a number and a space is subtraction, not a sign
+        ("He had 12 apples and ate 3, leaving 12 - 3", "3"),
+        ("12 - 3 = 9", "9"),
+        ("leaving 12 -3", "3"),
+        ("(4 + 8) - 3", "3"),
+        ("-3", "-3"),
+        ("-3 degrees at night", "-3"),
+        ("x = -3", "-3"),
+        ("The change is -3", "-3"),
+        ("The answer is -3.", "-3"),
+        ("#### -3", "-3"),
+        ("He owes -$5", "-5"),
+        ("COVID-19", "19"),
+        ("It costs $1,234.50 in total", "1234.50"),
+        ("She ate 1/2 of it", "1/2"),
+        ("The answer is 3/4.", "3/4"),
+        ("on 12/25/2023 she had 7", "7"),
         ("I cannot solve this.", None),
         ("", None),
     ],
@@ -56,6 +73,9 @@ def test_numeric_equality():
     assert numbers_equal("0.1", "0.10000000001")
     assert not numbers_equal("18", "18.5")
     assert not numbers_equal("-5", "5")
+    assert numbers_equal("1/2", "0.5")
+    assert numbers_equal("6/3", "2")
+    assert not numbers_equal("1/0", "0")
 
 
 def test_judge():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from evaltui.backends.base import Backend, BackendError, Backoff, ModelClient, TokenBucket, make_client
+from evaltui.backends.base import Backend, BackendError, Backoff, TokenBucket
+from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
 from evaltui.plan import ModelConfig

@@ -1,4 +1,4 @@
-"""What every backend shares: the retry policy, the token bucket, the HTTP client and error classes.
+"""What every backend shares: the retry policy, the token bucket and error classes.
 
 The reference client retried some failures forever, dropped others on the floor, and let the
 rate limit be bypassed under concurrency. Here a single loop, `Backend._post`, owns every
@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Awaitable, Callable, TypeVar
 
+import aiohttp
 import anyio
-import httpx
+from yarl import URL
 
-from evaltui.backends.transport import ATTEMPT_TIMEOUT, FastHTTPTransport, honours_attempt_timeout
+from evaltui.backends.client import ModelClient, Reply, RequestFailed
 from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
@@ -114,9 +115,9 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def server_message(resp: httpx.Response) -> str:
+def server_message(reply: Reply) -> str:
     """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the text."""
-    text = resp.text
+    text = reply.body.decode("utf-8", "replace")
     try:
         data = json.loads(text)
     except ValueError:
@@ -129,48 +130,7 @@ def server_message(resp: httpx.Response) -> str:
             if isinstance(data.get(key), str) and data[key]:
                 return data[key]
     text = " ".join(text.split())
-    return text[:500] if text else (resp.reason_phrase or f"HTTP {resp.status_code}")
-
-
-class ModelClient(httpx.AsyncClient):
-    """The one httpx client of a model, with a lean send for the hot path.
-
-    `send_direct` hands the request to the client's transport for its URL (so mounts and env
-    proxies still apply) and reads the body, skipping what `AsyncClient.send` adds around it:
-    cookie extraction alone costs ~0.15 ms of CPU per reply, and model APIs use neither cookies,
-    auth flows nor redirects.
-    """
-
-    async def send_direct(self, request: httpx.Request) -> httpx.Response:
-        response = await self._transport_for_url(request.url).handle_async_request(request)
-        try:
-            response.content  # already read by FastHTTPTransport
-        except httpx.ResponseNotRead:
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        return response
-
-    def honours_attempt_timeout(self, url: httpx.URL) -> bool:
-        """Whether the transport for `url` enforces the `evaltui.attempt_timeout` request extension."""
-        return honours_attempt_timeout(self._transport_for_url(url))
-
-
-def make_client(cfg: ModelConfig, url: str | None = None) -> ModelClient:
-    """One client per model: pool size equals max_workers so connections are never the queue.
-
-    Plain-http servers (the usual local LightLLM/vLLM) get FastHTTPTransport; https keeps
-    httpx's own transport, whose TLS context is only built when it is needed.
-    """
-    limits = httpx.Limits(max_connections=cfg.max_workers, max_keepalive_connections=cfg.max_workers)
-    target = url or cfg.url
-    transport: httpx.AsyncBaseTransport
-    if target.startswith("https://"):
-        transport = httpx.AsyncHTTPTransport(limits=limits)
-    else:
-        transport = FastHTTPTransport(max_connections=cfg.max_workers)
-    return ModelClient(timeout=httpx.Timeout(cfg.timeout), limits=limits, transport=transport, follow_redirects=False)
+    return text[:500] if text else (reply.reason or f"HTTP {reply.status}")
 
 
 class Backend(ABC):
@@ -199,7 +159,7 @@ class Backend(ABC):
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
-        self._timeouts = httpx.Timeout(cfg.timeout).as_dict()
+        self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
 
     @abstractmethod
     async def generate(self, prompt: str, system: str = "") -> str:
@@ -208,51 +168,39 @@ class Backend(ABC):
     async def ppl(self, text: str) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
 
-    async def _post(self, url: httpx.URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
+    async def _post(self, url: URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError."""
         body = json.dumps(payload).encode("ascii")
         attempts = self.cfg.retry + 1
         last: BackendError | None = None
         retry_after: float | None = None
-        own_timeout = self.client.honours_attempt_timeout(url)
         for attempt in range(1, attempts + 1):
             if attempt > 1:
                 self.retries += 1
                 await self._sleep(self.backoff.delay(attempt - 1, retry_after))
             retry_after = None
             await self.bucket.acquire()
-            extensions = {"timeout": self._timeouts, ATTEMPT_TIMEOUT: self.cfg.timeout} if own_timeout else {"timeout": self._timeouts}
-            request = httpx.Request("POST", url, headers=self._headers, content=body, extensions=extensions)
             try:
-                if own_timeout:  # the transport bounds the whole attempt itself
-                    resp = await self.client.send_direct(request)
-                else:
-                    with anyio.fail_after(self.cfg.timeout):
-                        resp = await self.client.send_direct(request)
-            except (TimeoutError, httpx.TimeoutException) as e:
-                detail = f" ({e})" if str(e) else ""
-                last = BackendError("timeout", f"no complete reply within {self.cfg.timeout:g} s{detail}", attempts=attempt, retryable=True)
+                reply = await self.client.post(url, body, self._headers, self._timeout)
+            except RequestFailed as e:
+                if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
+                    raise BackendError("connect", e.message, attempts=attempt) from None
+                last = BackendError(e.kind, e.message, attempts=attempt, retryable=True)
                 continue
-            except httpx.ConnectError as e:
-                last = BackendError("connect", str(e) or "cannot connect", attempts=attempt, retryable=True)
-                continue
-            except httpx.TransportError as e:
-                last = BackendError("connection", str(e) or type(e).__name__, attempts=attempt, retryable=True)
-                continue
-            status = resp.status_code
+            status = reply.status
             if 200 <= status < 300:
                 try:
-                    return parse(json.loads(resp.content))
+                    return parse(json.loads(reply.body))
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                    snippet = " ".join(resp.text.split())[:200]
+                    snippet = " ".join(reply.body.decode("utf-8", "replace").split())[:200]
                     last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)
                     continue
                 except BackendError as e:
                     e.attempts = attempt
                     raise
-            message = server_message(resp)
+            message = server_message(reply)
             if status in RETRY_STATUSES or status >= 500:
-                retry_after = parse_retry_after(resp.headers.get("retry-after"))
+                retry_after = parse_retry_after(reply.headers.get("retry-after"))
                 last = BackendError("http", message, status=status, attempts=attempt, retryable=True)
                 continue
             raise BackendError("http", message, status=status, attempts=attempt)

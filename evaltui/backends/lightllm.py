@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+from yarl import URL
 
 from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
 
@@ -34,7 +34,7 @@ def _prompt_logprobs(data: Any) -> float:
 class LightLLMBackend(Backend):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._url = httpx.URL(self.url)
+        self._url = URL(self.url)
 
     async def generate(self, prompt: str, system: str = "") -> str:
         inputs = f"{system}\n\n{prompt}" if system else prompt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+from yarl import URL
 
 from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
 
@@ -36,7 +36,7 @@ class _OpenAIBackend(Backend):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._url = httpx.URL(base_url(self.url) + self.endpoint)
+        self._url = URL(base_url(self.url) + self.endpoint)
         self._params = sampling_params(self.cfg.generation_kwargs)
         self._model = self.cfg.model or self.cfg.abbr
 

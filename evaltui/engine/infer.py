@@ -177,13 +177,15 @@ class ModelInference:
         # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
         # dataset fails when it is loaded, and the next run carries on.
         if data is not None and seen - {version, ""}:
-            wd.forget_pair(m, ds.abbr)
-            self.emit(ev.Notice(f"{m}/{ds.abbr}: model or dataset settings changed since the last run; starting it over", "warning"))
+            folder = wd.set_aside_pair(m, ds.abbr)
+            self.emit(ev.Notice(
+                f"{m}/{ds.abbr}: the data file, the dataset's prompts or the model's settings changed since the last run; "
+                f"starting it over (the earlier work is in {folder})", "warning"))
         for stale in set(wd.status_files(m, ds.abbr)) - current:
             stale.unlink()  # another shard layout: its samples are read back from its checkpoints
         result = wd.read_result(m, ds.abbr)
         if result is not None and result.get("scored_with") != evaluator_version(ds):
-            wd.result_file(m, ds.abbr).unlink(missing_ok=True)  # scored another way (or failed): score again
+            wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
         return version
 
     def _kept_whole(self, ds: DatasetConfig, total: int) -> bool:
@@ -194,20 +196,21 @@ class ModelInference:
             return False
         if sum(s.get("total", -1) for s in statuses) != total:  # another limit
             return False
-        failed = sum(s.get("failed", 0) for s in statuses)
-        if failed > failure_budget(ds, total):  # a lower fail_on_error re-opens the pair
+        if any(s.get("failed", 0) for s in statuses):
+            # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
+            # the pair resumes from its checkpoints, where only they are left to do.
             return False
         completed = sum(s.get("completed", 0) for s in statuses)
         result = wd.read_result(m, ds.abbr)
         if result is None or "error" in result:
-            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, PairStatus.DONE))
+            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
             return True
         from evaltui.scoring import main_metric  # only when an earlier score is kept
 
         metric = main_metric(ds.evaluator.type)
         value = result.get(metric)
         score = float(value) if isinstance(value, (int, float)) else None
-        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, failed, PairStatus.SCORED, metric, score))
+        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
         return True
 
     # ------------------------------------------------------------------ running
@@ -359,6 +362,13 @@ class ModelInference:
         return entry
 
     async def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
+        """Close a shard whose samples are all finished: its final status, and the final
+        predictions when it is the pair's last. Shielded: a Ctrl-C as the checkpoints are being
+        merged (a thread that cannot be stopped anyway) takes effect once the shard says how it ended."""
+        with anyio.CancelScope(shield=True):
+            await self._finish_shard_now(run, shard)
+
+    async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
         n = len(run.shards)
         shard.checkpoint.close()
@@ -395,13 +405,16 @@ class ModelInference:
         await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
 
     def _close_interrupted(self) -> None:
-        """On cancellation: close checkpoints and say in the status files that work is left."""
+        """On cancellation: close checkpoints and say in the status files that work is left.
+
+        Every shard that has not ended (`done`/`fail`) is said `pending`, so no status file is
+        left `running` by a run that stopped."""
         m = self.model.abbr
         for run in self.runs:
             if not run.started or run.load_error:
                 continue
             for s in run.shards:
-                if s.outstanding > 0:
+                if s.status is None:
                     s.checkpoint.close()
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):

@@ -16,10 +16,10 @@ import os
 import sys
 import threading
 import time
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import anyio
 import tomli_w
@@ -139,14 +139,16 @@ class Runner:
         if lock is None:
             return 2
         try:
-            self._board = StatusBoard(wd)
-            self._write_snapshot()
-            if self.fresh:
-                for pair in self.pairs:
-                    wd.forget_pair(*pair)
-            self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
-            self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
-            return await self._session(self.pairs)
+            with self._run_log():
+                self._board = StatusBoard(wd)
+                self._write_snapshot()
+                self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+                if self.fresh:
+                    aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
+                    if aside:
+                        self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
+                self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
+                return await self._session(self.pairs)
         finally:
             os.close(lock)
 
@@ -171,13 +173,14 @@ class Runner:
         if lock is None:
             return 2
         try:
-            self.emit(ev.RetryStarted(tuple(wanted)))
-            for model, dataset in wanted:
-                # Without its final predictions the pair resumes from its checkpoints, where only
-                # the samples that failed (even those fail_on_error tolerated) are still to do.
-                self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
-                self.workdir.result_file(model, dataset).unlink(missing_ok=True)
-            return await self._session(wanted)
+            with self._run_log():
+                self.emit(ev.RetryStarted(tuple(wanted)))
+                for model, dataset in wanted:
+                    # Without its final predictions the pair resumes from its checkpoints, where only
+                    # the samples that failed (even those fail_on_error tolerated) are still to do.
+                    self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
+                    self.workdir.result_file(model, dataset).unlink(missing_ok=True)
+                return await self._session(wanted)
         finally:
             os.close(lock)
 
@@ -194,11 +197,22 @@ class Runner:
             self.emit(ev.Notice(f"cannot use the work dir {self.workdir.root}: {e.strerror or e}", "error"))
         return None
 
+    @contextmanager
+    def _run_log(self) -> Iterator[None]:
+        """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
+        runlog = RunLog(self.workdir)
+        with self._emit_lock:
+            self._sinks = (*self._sinks, runlog)
+        try:
+            yield
+        finally:
+            with self._emit_lock:
+                self._sinks = tuple(s for s in self._sinks if s is not runlog)
+            runlog.close()
+
     async def _session(self, pairs: list[tuple[str, str]]) -> int:
         """Infer and score `pairs`, then write the summary and report RunFinished."""
         started = time.monotonic()
-        runlog = RunLog(self.workdir)
-        self._sinks = (*self._sinks, runlog)
         exit_code = 1
         try:
             with anyio.CancelScope() as scope:
@@ -231,8 +245,6 @@ class Runner:
                 if self.interrupted:
                     exit_code = 130
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
-                runlog.close()
-                self._sinks = tuple(s for s in self._sinks if s is not runlog)
         return exit_code
 
     # ------------------------------------------------------------------ parts

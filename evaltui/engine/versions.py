@@ -6,17 +6,19 @@ import hashlib
 import json
 
 from evaltui.plan import DatasetConfig, ModelConfig
+from evaltui.scoring.score import JUDGE_REVISIONS
 
 
 def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     """Fingerprint of everything that shapes a prediction; a change means earlier ones are stale.
 
-    `data` is the data file's own fingerprint: an edited file (a changed answer, a record
-    inserted) invalidates what was predicted from the old one. Not `limit` (more or fewer samples
-    of the same kind) nor `shards` (the same samples in other files: checkpoints of any layout
-    are read back), nor the evaluator (see evaluator_version)."""
+    `data` is the data file's own fingerprint (of its bytes): an edited file (a changed answer,
+    a record inserted) invalidates what was predicted from the old one, while the same file named
+    another way (`./data/x.jsonl`, an absolute path, a copy) does not. Not `limit` (more or fewer
+    samples of the same kind) nor `shards` (the same samples in other files: checkpoints of any
+    layout are read back), nor the evaluator (see evaluator_version)."""
     keys = {
-        "dataset": ds.model_dump(include={"path", "columns", "prompt", "system", "target", "mode", "choices"}),
+        "dataset": ds.model_dump(include={"columns", "prompt", "system", "target", "mode", "choices"}),
         "data": data,
         "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
     }
@@ -24,6 +26,11 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
 
 
 def evaluator_version(ds: DatasetConfig) -> str:
-    """Fingerprint of how a dataset is scored; a result made another way is scored again."""
+    """Fingerprint of how a dataset is scored (its settings and the judge's revision); a result
+    made another way is scored again."""
     assert ds.evaluator is not None
-    return hashlib.sha256(json.dumps(ds.evaluator.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:12]
+    keys = ds.evaluator.model_dump(mode="json")
+    revision = JUDGE_REVISIONS.get(keys["type"])
+    if revision is not None:
+        keys["revision"] = revision
+    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]

@@ -15,7 +15,7 @@ import re
 import shutil
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -50,6 +50,8 @@ def shard_suffix(shard: int, shards: int) -> str:
 @dataclass(frozen=True)
 class WorkDir:
     root: Path
+    # this run's superseded/<time> folder once made: everything the run sets aside goes there
+    _superseded: list[Path] = field(default_factory=list, compare=False, repr=False)
 
     # -- paths
     @property
@@ -111,16 +113,57 @@ class WorkDir:
     def status_files(self, model: str, dataset: str) -> list[Path]:
         return self._pair_files(self.root / "infer_status" / model, "", dataset, ".json")
 
-    def forget_pair(self, model: str, dataset: str) -> None:
-        """Remove everything a run wrote for one model×dataset (for --fresh and changed configs).
+    def set_aside_pair(self, model: str, dataset: str) -> Path | None:
+        """Move everything a run wrote for one model×dataset under `superseded/<time>/` (for
+        --fresh and changed data or settings); the folder it went to, None if there was nothing.
 
-        Status files go last: they hold the version that marks the rest as stale, so a kill
-        half-way leaves the next run still knowing to forget what is left.
+        Answers cost model time: work that no longer counts is kept where a user can find it,
+        never deleted. Status files go last: they hold the version that marks the rest as stale,
+        so a kill half-way leaves the next run still knowing to set aside what is left.
         """
-        self.predictions_file(model, dataset).unlink(missing_ok=True)
-        self.result_file(model, dataset).unlink(missing_ok=True)
-        for p in self.checkpoint_files(model, dataset) + self.status_files(model, dataset):
-            p.unlink(missing_ok=True)
+        files = [self.predictions_file(model, dataset), self.result_file(model, dataset)]
+        files += self.checkpoint_files(model, dataset) + self.status_files(model, dataset)
+        files = [p for p in files if p.exists()]
+        if not files:
+            return None
+        folder = self.superseded_dir()
+        for path in files:
+            self._move_aside(path, folder)
+        return folder
+
+    def set_aside(self, path: Path) -> Path:
+        """Move one file of the work dir under `superseded/<time>/`; the folder it went to."""
+        folder = self.superseded_dir()
+        self._move_aside(path, folder)
+        return folder
+
+    def superseded_dir(self) -> Path:
+        """This run's `superseded/<time>` folder, made on first use; a name never used before, so
+        nothing set aside earlier is overwritten."""
+        if not self._superseded:
+            base = self.root / "superseded"
+            base.mkdir(parents=True, exist_ok=True)
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            for n in range(1, 10_000):
+                folder = base / (stamp if n == 1 else f"{stamp}-{n}")
+                try:
+                    folder.mkdir()
+                except FileExistsError:
+                    continue
+                self._superseded.append(folder)
+                break
+            else:
+                raise FileExistsError(f"no free folder name under {base}")
+        return self._superseded[0]
+
+    def _move_aside(self, path: Path, folder: Path) -> None:
+        target = folder / path.relative_to(self.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while target.exists():  # the same pair set aside twice in one run
+            n += 1
+            target = target.with_name(f"{path.name}.{n}")
+        shutil.move(str(path), str(target))
 
     def predictions_complete(self, model: str, dataset: str) -> bool:
         """Whether the final predictions file exists and ends as evaltui ends it (not cut short)."""

@@ -1,14 +1,18 @@
 """Multiple choice: find the option letter (A-Z) a free-text answer settles on.
 
 Precedence, first hit wins:
-  1. an explicit statement: "answer is (C)", "The answer would be C", "Answer: C",
-     "correct option is C", "答案是 C" (the first such statement: a base model that keeps
-     generating after answering goes on to ask and answer a new question);
+  1. an explicit statement: "\\boxed{C}", "answer is (C)", "The answer would be C", "Answer: C",
+     "The answer I think is C", "correct option is C", "答案是 C" (the first such statement: a
+     base model that keeps generating after answering goes on to ask and answer a new question);
   2. a reply that is only the letter: "D", "(D)", "D.", "D)", "D:";
   3. a reply that opens with the letter as a label: "B. Paris", "B) Paris", "(B) Paris";
-  4. else the last capital letter standing alone between punctuation or line boundaries,
-     as in "... so it must be (B)" or "I'd go with B." - a letter followed by a word ("A dog",
-     "Option B is") is not taken, nor "I" unless bracketed, nor letters of "U.S.".
+  4. else the last letter named as a pick ("option B", "I think B", "I'd go with B") or
+     standing alone between punctuation or line boundaries ("... so it must be (B)") - a letter
+     followed by a word ("Between A and") is not taken, nor letters of "U.S.".
+An unbracketed "I" followed by a lowercase word is the pronoun ("The answer I think is B"),
+never an option; an "A" followed by one, unless a verb puts it as the answer ("The answer is
+A because…"), may be the article ("Answer: A lot…") and is taken only when nothing else in the
+reply names a letter.
 Markdown emphasis (`**C**`, backticks) is removed first.  A reply with no letter gives None.
 The letter must be a capital; only the surrounding words are matched case-insensitively.
 """
@@ -19,15 +23,23 @@ import re
 
 from .judgement import Judgement
 
-_LETTER_END = r"(?![A-Za-z0-9])"
+_LETTER = r"[(\[]?[^\S\n]*(?P<letter>[A-Z])[^\S\n]*[)\]]?(?![A-Za-z0-9])"
+_VERB = r"(?:is|was|would\s+be|should\s+be|will\s+be|must\s+be|be)"
 _EXPLICIT_RE = re.compile(
-    r"(?i:\banswer(?:\s+(?:is|would\s+be|should\s+be|will\s+be|must\s+be))?"
-    r"|\b(?:correct|right|best)\s+(?:option|choice)(?:\s+is)?"
-    r"|答案\s*(?:是|为)?)"
-    r"\s*[:：]?\s*(?i:option\s+|choice\s+)?[(\[]?\s*([A-Z])\s*[)\]]?" + _LETTER_END
+    r"(?i:\banswer\b|\b(?:correct|right|best)\s+(?:option|choice)\b|答案)"
+    # a few words may stand between the noun and its verb: "The answer, I believe, is C"
+    r"(?P<verb>(?i:(?:[^\S\n]*,?[^\S\n]+[A-Za-z']+){1,5}?,?[^\S\n]+" + _VERB + r")"
+    r"|(?i:[^\S\n]+" + _VERB + r")|[^\S\n]*(?:是|为))?"
+    r"[^\S\n]*[:：]?\s*(?i:option\s+|choice\s+)?" + _LETTER
 )
+_BOXED_RE = re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?\(?(?P<letter>[A-Z])\)?\s*\}")
 _ONLY_RE = re.compile(r"\A\s*[(\[]?\s*([A-Z])\s*[)\]]?\s*[.:)]?\s*\Z")
 _LEADING_RE = re.compile(r"\A\s*(?:[(\[]\s*([A-Z])\s*[)\]]|([A-Z])[.)])(?=\s|\Z)")
+# A pick: the letter after a word that names one ("option B is plausible", "I'd choose C because").
+_PICK_RE = re.compile(
+    r"(?i:\b(?:option|choice|think|guess|pick|choose|select|say|go\s+(?:with|for)|lean\s+(?:to|towards))[^\S\n]+)"
+    + _LETTER
+)
 # Left: line start, whitespace, an opening bracket or quote.  Right: a closing bracket,
 # a quote, sentence punctuation not followed by more letters, or the end of the line.
 _STANDALONE_RE = re.compile(
@@ -35,23 +47,49 @@ _STANDALONE_RE = re.compile(
 )
 _MARKUP_RE = re.compile(r"[*`]")
 _GOLD_RE = re.compile(r"\A\s*[(\[]?\s*([A-Za-z])\s*[)\]]?\s*[.:)]?\s*\Z")
+_WORD_AFTER_RE = re.compile(r"[^\S\n]+[a-z]|'[a-z]")
+
+
+def _as_word(text: str, match: re.Match[str]) -> str:
+    """"I" when the matched letter reads as the pronoun, "A" when it may be the article, else ""."""
+    letter = match.group("letter")
+    start, end = match.span("letter")
+    if letter not in "IA" or (start > 0 and text[start - 1] in "([") or _WORD_AFTER_RE.match(text, end) is None:
+        return ""
+    if letter == "A" and match.groupdict().get("verb"):
+        return ""  # "The answer is A because …"
+    return letter
 
 
 def extract_choice(text: str) -> str | None:
     text = _MARKUP_RE.sub("", text)
-    for regex in (_EXPLICIT_RE, _ONLY_RE, _LEADING_RE):
+    boxed = _BOXED_RE.search(text)
+    if boxed:
+        return boxed.group("letter")
+    fallback = None
+    for match in _EXPLICIT_RE.finditer(text):
+        word = _as_word(text, match)
+        if not word:
+            return match.group("letter")
+        if word == "A":
+            fallback = fallback or word
+    for regex in (_ONLY_RE, _LEADING_RE):
         match = regex.search(text)
         if match:
             return next(group for group in match.groups() if group)
-    found = None
+    found: tuple[int, str] | None = None
+    for match in _PICK_RE.finditer(text):
+        word = _as_word(text, match)
+        if not word:
+            found = max(found or (-1, ""), (match.start("letter"), match.group("letter")))
+        elif word == "A":
+            fallback = fallback or word
     for match in _STANDALONE_RE.finditer(text):
-        letter = match.group(1)
-        start = match.start(1)
-        bracketed = start > 0 and text[start - 1] in "(["
-        if letter == "I" and not bracketed:
+        letter, start = match.group(1), match.start(1)
+        if letter == "I" and not (start > 0 and text[start - 1] in "(["):
             continue
-        found = letter
-    return found
+        found = max(found or (-1, ""), (start, letter))
+    return found[1] if found else fallback
 
 
 def gold_letter(gold: str) -> str | None:

@@ -13,32 +13,46 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 from .judgement import Judgement
 
-# An optional sign that is not a hyphen inside "10-12", an optional "$", then an integer
-# with or without thousands commas ("1,234" but not "1, 2"), then optional decimals.
-_NUMBER = r"(?:(?<![\w)])-)?\$?\s*(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_NUMBER_RE = re.compile(_NUMBER)
-_ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(" + _NUMBER + ")", re.IGNORECASE)
+# An optional "$", then an integer with or without thousands commas ("1,234" but not "1, 2"),
+# then optional decimals - or a fraction "1/2" (not part of a date "12/25/2023").
+_NUMBER_RE = re.compile(
+    r"(?<![\d/])\d+/\d+(?![\d/])"
+    r"|(?:\$\s*)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+)
+_ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(?=-?\$?\d)", re.IGNORECASE)
 _MARKER = "####"
 
 
-def _clean(raw: str) -> str:
-    """The number as plain digits: no "$", thousands commas or spaces."""
-    return re.sub(r"[\s$,]", "", raw)
+def _signed(text: str, match: re.Match[str]) -> str:
+    """The number as plain digits (no "$", thousands commas or spaces), with its minus sign.
+
+    A "-" written against the number is its sign ("-3", "= -3", "is -3"), unless it joins two
+    words or numbers ("10-12", "COVID-19") or follows a number or a bracket it subtracts from
+    ("12 - 3", "12 -3", "(4 + 8) - 3")."""
+    value = re.sub(r"[\s$,]", "", match.group(0))
+    dash = match.start() - 1
+    if dash < 0 or text[dash] != "-":
+        return value
+    before = text[:dash].rstrip()
+    if before and (before[-1].isdigit() or before[-1] in ")]" or len(before) == dash and (before[-1].isalnum() or before[-1] == "_")):
+        return value
+    return "-" + value
 
 
-def _first_number(text: str) -> str | None:
-    match = _NUMBER_RE.search(text)
-    return _clean(match.group(0)) if match else None
+def _first_number(text: str, pos: int = 0) -> str | None:
+    match = _NUMBER_RE.search(text, pos)
+    return _signed(text, match) if match else None
 
 
 def _last_number(text: str) -> str | None:
     last = None
     for match in _NUMBER_RE.finditer(text):
         last = match
-    return _clean(last.group(0)) if last else None
+    return _signed(text, last) if last else None
 
 
 def extract_prediction_number(text: str) -> str | None:
@@ -48,7 +62,7 @@ def extract_prediction_number(text: str) -> str | None:
             return number
     match = _ANSWER_IS_RE.search(text)
     if match:
-        return _clean(match.group(1))
+        return _first_number(text, match.end())
     return _last_number(text)
 
 
@@ -60,11 +74,17 @@ def extract_gold_number(text: str) -> str | None:
     return _last_number(text)
 
 
+def _value(number: str) -> float:
+    if "/" in number:
+        return float(Fraction(number))  # ZeroDivisionError for "1/0"
+    return float(number)
+
+
 def numbers_equal(a: str, b: str) -> bool:
-    """`18`, `18.0` and `18.00` are the same answer; float noise is tolerated."""
+    """`18`, `18.0`, `18.00` and `36/2` are the same answer; float noise is tolerated."""
     try:
-        x, y = float(a), float(b)
-    except ValueError:
+        x, y = _value(a), _value(b)
+    except (ValueError, ZeroDivisionError):
         return False
     return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-6)
 

@@ -17,6 +17,10 @@ from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
 
 EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
 
+# Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
+# that results the earlier code scored are scored again by a re-run.
+JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 2, "choice": 2}
+
 _FIXED_JUDGES: dict[str, Judge] = {
     "exact": judge_exact,
     "includes": judge_includes,

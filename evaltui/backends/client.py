@@ -1,0 +1,131 @@
+"""The HTTP client of one model: an aiohttp session, and its failures sorted into the kinds a user sees.
+
+Why aiohttp directly (not httpx on top of it): at 64 requests in flight httpx's own pool costs
+~10 ms of CPU per request and httpx over the `httpx-aiohttp` transport ~0.7 ms, against ~0.4 ms
+for aiohttp alone (bench/http_client.py, bench/RESULTS.md). The engine's whole client CPU budget
+is 0.5 ms per request, so the backends speak aiohttp and nothing else.
+
+What it honours: HTTP(S)_PROXY / NO_PROXY from the environment (and the proxy's credentials from
+~/.netrc), looked up once per model; for https, the system's CA store, `SSL_CERT_FILE` /
+`SSL_CERT_DIR`, and the model's own `ca_file` / `verify = false`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+from types import TracebackType
+
+import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from multidict import CIMultiDictProxy
+from yarl import URL
+
+from evaltui.plan import ModelConfig
+
+TLS_HINT = "to trust a private CA, set the model's ca_file (or SSL_CERT_FILE) to its PEM bundle"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A whole HTTP reply, read before the connection went back to the pool."""
+
+    status: int
+    reason: str
+    headers: CIMultiDictProxy[str]
+    body: bytes
+
+
+class RequestFailed(Exception):
+    """No HTTP reply: `kind` is timeout, connect, connection or tls; only tls is not worth retrying."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def tls_context(cfg: ModelConfig) -> ssl.SSLContext | bool:
+    """How https replies are verified: by default the system store (and SSL_CERT_FILE/SSL_CERT_DIR,
+    read now rather than when aiohttp was imported), plus `ca_file`; `verify = false` checks nothing."""
+    if not cfg.verify:
+        return False
+    return ssl.create_default_context(cafile=cfg.ca_file)
+
+
+def env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy the environment names for `url`, with aiohttp's own rules (NO_PROXY, ~/.netrc).
+
+    Looked up once per model rather than through the session's `trust_env`, which looks it up
+    (and ~/.netrc) on a worker thread for every request — twice the client's CPU per request —
+    and would refuse to send a request whose host has a ~/.netrc entry next to our API key.
+    """
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:  # no proxy for this URL
+        return None, None
+
+
+class ModelClient:
+    """One pooled session per model, as many connections as `max_workers` so the pool is never the queue.
+
+    Used as `async with make_client(cfg, url) as client`: the session belongs to the running loop.
+    """
+
+    def __init__(self, cfg: ModelConfig, url: str | None = None) -> None:
+        self.cfg = cfg
+        self.url = url or cfg.url
+        self._session: aiohttp.ClientSession | None = None
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
+
+    async def __aenter__(self) -> ModelClient:
+        connector = aiohttp.TCPConnector(
+            limit=self.cfg.max_workers,
+            limit_per_host=0,
+            ssl=tls_context(self.cfg) if self.url.startswith("https://") else True,
+        )
+        self._proxy, self._proxy_auth = env_proxy(self.url)
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def post(self, url: URL, body: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> Reply:
+        """POST and read the whole reply within `timeout`; RequestFailed when no HTTP reply came."""
+        session = self._session
+        if session is None:
+            raise RuntimeError("ModelClient used outside `async with`")
+        try:
+            async with session.post(
+                url, data=body, headers=headers, timeout=timeout, allow_redirects=False, proxy=self._proxy, proxy_auth=self._proxy_auth
+            ) as resp:
+                data = await resp.read()
+                return Reply(resp.status, resp.reason or "", resp.headers, data)
+        except asyncio.TimeoutError as e:  # aiohttp's own timeouts are TimeoutErrors too
+            detail = f" ({e})" if str(e) else ""
+            raise RequestFailed("timeout", f"no complete reply within {timeout.total:g} s{detail}") from None
+        except aiohttp.ClientConnectorCertificateError as e:
+            raise RequestFailed("tls", f"the server's TLS certificate is not trusted ({e.certificate_error}); {TLS_HINT}") from None
+        except aiohttp.ClientHttpProxyError as e:
+            raise RequestFailed("connect", f"the proxy refused the connection: {e.status} {e.message}") from None
+        except aiohttp.ClientConnectorError as e:
+            raise RequestFailed("connect", str(e) or "cannot connect") from None
+        except aiohttp.ClientResponseError as e:  # raised only when the reply does not parse as HTTP
+            raise RequestFailed("connection", f"malformed HTTP reply: {_one_line(e.message)}") from None
+        except aiohttp.ClientError as e:
+            raise RequestFailed("connection", str(e) or type(e).__name__) from None
+
+
+def _one_line(message: str) -> str:
+    """aiohttp's parser errors span lines (the bad bytes, a caret under them): one line for the failures list."""
+    return " ".join(part for part in message.split() if part != "^")
+
+
+def make_client(cfg: ModelConfig, url: str | None = None) -> ModelClient:
+    """The client for `cfg` (at `url`, when the engine resolved one, e.g. a simulator's)."""
+    return ModelClient(cfg, url)

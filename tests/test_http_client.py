@@ -1,0 +1,312 @@
+"""What a user's real server can do to the HTTP client, through the backends, on 127.0.0.1.
+
+Odd but valid replies (bare-LF line ends, gzip) must be read; broken framing (bad or conflicting
+Content-Length) must fail at once as a connection error, not time out; a reply that never ends is
+cut at the attempt timeout; the pool never opens more than max_workers connections; proxies from
+the environment and https with a private CA work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import json
+import ssl
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import aiohttp
+import pytest
+import trustme
+from aiohttp import web
+
+from evaltui.backends import BackendError, make_backend, make_client
+from evaltui.plan import ModelConfig
+
+REPLY = {"generated_text": "the answer is 42"}
+
+
+def model_cfg(url: str, **kw: Any) -> ModelConfig:
+    data: dict[str, Any] = {"abbr": "m", "type": "lightllm", "url": url, "retry": 1, "backoff": 0.0, "timeout": 10.0}
+    data.update(kw)
+    return ModelConfig.model_validate(data)
+
+
+async def generate(cfg: ModelConfig, prompt: str = "What is 6*7?") -> str:
+    async with make_client(cfg) as client:
+        return await make_backend(cfg, client).generate(prompt)
+
+
+def run(coro: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(asyncio.wait_for(coro(), 30))  # no test may hang the suite
+
+
+# ----------------------------------------------------------------- a server that writes exact bytes
+
+
+class RawServer:
+    """Answers every request on a keep-alive connection with `reply(n)` bytes (n = request number)."""
+
+    def __init__(self, reply: Callable[[int], bytes], delay: float = 0.0) -> None:
+        self.reply = reply
+        self.delay = delay
+        self.requests = 0
+        self.connections = 0
+        self.open = 0
+        self.max_open = 0
+
+    async def _conn(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.open += 1
+        self.max_open = max(self.max_open, self.open)
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                length = next((int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length:")), 0)
+                await r.readexactly(length)
+                self.requests += 1
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                w.write(self.reply(self.requests))
+                await w.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.open -= 1
+            w.close()
+
+    @contextlib.asynccontextmanager
+    async def serve(self) -> AsyncIterator[str]:
+        server = await asyncio.start_server(self._conn, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}/generate"
+        finally:
+            server.close()
+
+
+def ok(body: bytes = json.dumps(REPLY).encode(), eol: bytes = b"\r\n", extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK" + eol + b"Content-Type: application/json" + eol + extra + b"Content-Length: %d" % len(body) + eol + eol + body
+
+
+def test_bare_lf_reply_is_read() -> None:
+    srv = RawServer(lambda n: ok(eol=b"\n"))
+
+    async def main() -> str:
+        async with srv.serve() as url:
+            return await generate(model_cfg(url))
+
+    assert run(main) == REPLY["generated_text"]
+
+
+def test_gzip_encoded_reply_is_decoded() -> None:
+    body = gzip.compress(json.dumps(REPLY).encode())
+    srv = RawServer(lambda n: ok(body, extra=b"Content-Encoding: gzip\r\n"))
+
+    async def main() -> str:
+        async with srv.serve() as url:
+            return await generate(model_cfg(url))
+
+    assert run(main) == REPLY["generated_text"]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\nContent-Length: 10\r\n\r\n",
+        b"NOT-HTTP\r\n\r\n",
+    ],
+    ids=["negative-length", "underscore-length", "conflicting-lengths", "no-status-line"],
+)
+def test_broken_framing_is_a_connection_error_at_once_and_retried(head: bytes) -> None:
+    srv = RawServer(lambda n: head + json.dumps(REPLY).encode())
+
+    async def main() -> None:
+        async with srv.serve() as url:
+            await generate(model_cfg(url, retry=1, timeout=10.0))
+
+    with pytest.raises(BackendError) as err:
+        run(main)
+    assert err.value.kind == "connection" and "malformed HTTP reply" in err.value.message
+    assert err.value.attempts == 2 and srv.requests == 2  # failed fast, retried, bounded
+
+
+def test_broken_framing_then_a_good_reply_succeeds() -> None:
+    srv = RawServer(lambda n: b"HTTP/1.1 200 OK\r\nContent-Length: 1_0\r\n\r\n" if n == 1 else ok())
+
+    async def main() -> str:
+        async with srv.serve() as url:
+            return await generate(model_cfg(url, retry=1))
+
+    assert run(main) == REPLY["generated_text"]
+    assert srv.connections == 2  # the broken connection was not reused
+
+
+def test_reply_that_never_ends_is_cut_at_the_attempt_timeout() -> None:
+    async def trickle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await r.readuntil(b"\r\n\r\n")
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+        with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
+            for _ in range(200):  # a byte every 20 ms: never silent for long, never done
+                w.write(b" ")
+                await w.drain()
+                await asyncio.sleep(0.02)
+        w.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(trickle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            await generate(model_cfg(f"http://127.0.0.1:{port}/generate", retry=0, timeout=0.3))
+        finally:
+            server.close()
+
+    with pytest.raises(BackendError) as err:
+        run(main)
+    assert err.value.kind == "timeout" and "0.3 s" in err.value.message
+
+
+def test_connections_are_kept_alive_and_never_more_than_max_workers() -> None:
+    srv = RawServer(lambda n: ok(), delay=0.02)
+
+    async def main() -> list[str]:
+        async with srv.serve() as url:
+            cfg = model_cfg(url, max_workers=3)
+            async with make_client(cfg) as client:
+                backend = make_backend(cfg, client)
+                return await asyncio.gather(*(backend.generate(f"q{i}") for i in range(12)))
+
+    answers = run(main)
+    assert answers == [REPLY["generated_text"]] * 12
+    assert srv.requests == 12
+    assert srv.max_open <= 3 and srv.connections <= 3
+
+
+# ----------------------------------------------------------------------------------------- proxy
+
+
+@contextlib.asynccontextmanager
+async def aiohttp_server(handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+    server = web.Server(handler)
+    runner = web.ServerRunner(server)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_context)
+    await site.start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
+async def model_server(request: web.BaseRequest) -> web.Response:
+    body = await request.json()
+    return web.json_response({"generated_text": f"you asked: {body['inputs']}"})
+
+
+@pytest.mark.parametrize("bypass", [False, True], ids=["via-proxy", "no-proxy-bypass"])
+def test_http_proxy_from_the_environment_is_used_unless_no_proxy(monkeypatch: pytest.MonkeyPatch, bypass: bool) -> None:
+    seen: list[str] = []
+
+    async def forward(request: web.BaseRequest) -> web.Response:
+        """A forward proxy: the request line carries the absolute URL of the model server."""
+        seen.append(str(request.url))
+        async with aiohttp.ClientSession() as s:
+            async with s.post(request.url, data=await request.read(), headers={"content-type": "application/json"}) as r:
+                return web.Response(body=await r.read(), status=r.status, content_type="application/json")
+
+    async def main() -> str:
+        async with aiohttp_server(model_server) as model_port, aiohttp_server(forward) as proxy_port:
+            monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
+            monkeypatch.setenv("NO_PROXY", "127.0.0.1" if bypass else "")
+            return await generate(model_cfg(f"http://127.0.0.1:{model_port}/generate"), "hello")
+
+    assert run(main) == "you asked: hello"
+    assert len(seen) == (0 if bypass else 1)
+    if not bypass:
+        assert seen[0].endswith("/generate")
+
+
+def test_a_netrc_entry_for_the_host_does_not_displace_the_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp's trust_env would add ~/.netrc's Basic credentials and then refuse our Authorization header."""
+    (tmp_path / "netrc").write_text("machine 127.0.0.1 login someone password other\n", encoding="utf-8")
+    (tmp_path / "netrc").chmod(0o600)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    monkeypatch.setenv("EVALTUI_TEST_HTTP_KEY", "sk-test")
+    auth: list[str] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        auth.append(request.headers.get("Authorization", ""))
+        return await model_server(request)
+
+    async def main() -> str:
+        async with aiohttp_server(handler) as port:
+            return await generate(model_cfg(f"http://127.0.0.1:{port}/generate", api_key_env="EVALTUI_TEST_HTTP_KEY"), "hi")
+
+    assert run(main) == "you asked: hi"
+    assert auth == ["Bearer sk-test"]
+
+
+# ------------------------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[ssl.SSLContext, Path]:
+    """A private CA, a server certificate for 127.0.0.1 signed by it, and the CA's PEM file."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    pem = tmp_path_factory.mktemp("ca") / "private-ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    return server_ctx, pem
+
+
+def https_generate(server_ctx: ssl.SSLContext, **cfg: Any) -> str:
+    async def main() -> str:
+        async with aiohttp_server(model_server, server_ctx) as port:
+            return await generate(model_cfg(f"https://127.0.0.1:{port}/generate", **cfg), "over tls")
+
+    return run(main)
+
+
+def test_https_with_the_private_ca_in_ca_file(tls: tuple[ssl.SSLContext, Path]) -> None:
+    server_ctx, pem = tls
+    assert https_generate(server_ctx, ca_file=str(pem)) == "you asked: over tls"
+
+
+def test_https_with_the_private_ca_in_ssl_cert_file(tls: tuple[ssl.SSLContext, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    server_ctx, pem = tls
+    monkeypatch.setenv("SSL_CERT_FILE", str(pem))
+    assert https_generate(server_ctx) == "you asked: over tls"
+
+
+def test_https_with_an_untrusted_certificate_fails_at_once_and_says_how_to_trust_it(
+    tls: tuple[ssl.SSLContext, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server_ctx, _ = tls
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with pytest.raises(BackendError) as err:
+        https_generate(server_ctx, retry=3)
+    assert err.value.kind == "connect" and not err.value.retryable and err.value.attempts == 1
+    assert "not trusted" in err.value.message and "ca_file" in err.value.message
+
+
+def test_https_with_verify_false_accepts_any_certificate(tls: tuple[ssl.SSLContext, Path]) -> None:
+    server_ctx, _ = tls
+    assert https_generate(server_ctx, verify=False) == "you asked: over tls"
+
+
+def test_the_engine_never_imports_httpx() -> None:
+    """httpx's CLI module pulls in rich when click is installed: the headless path must not touch it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.runner, evaltui.backends, evaltui.sim;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr

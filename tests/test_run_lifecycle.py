@@ -1,0 +1,69 @@
+"""What a run leaves behind from its first line to its last, cancellation included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from planmaker import arithmetic, gsm_dataset, lightllm, run_plan, write_jsonl, write_plan
+
+from evaltui.sim import AnswerKey, SimConfig
+
+
+def setup(tmp_path: Path, sim_factory, n: int = 20):  # type: ignore[no-untyped-def]
+    rows = arithmetic(n)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key))
+    return rows, sim, write_jsonl(tmp_path / "d.jsonl", rows)
+
+
+def test_run_log_starts_with_the_run_started_line_each_run(tmp_path: Path, sim_factory) -> None:
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
+    for _ in range(2):
+        code, _, runner = run_plan(plan)
+        assert code == 0
+    lines = (runner.workdir.logs_dir / "run.log").read_text().splitlines()
+    started = [i for i, line in enumerate(lines) if "run started: m × d" in line]
+    finished = [i for i, line in enumerate(lines) if "run finished" in line]
+    assert started[0] == 0 and len(started) == 2 and len(finished) == 2
+    assert finished[0] < started[1]  # the second run's lines follow the first's
+
+
+def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_finishes(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import json
+
+    import anyio
+
+    from evaltui.engine import infer
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+
+    _, sim, data = setup(tmp_path, sim_factory)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=2)])
+    runner = Runner(load_plan(plan))
+    write_predictions = infer.ModelInference._write_predictions
+    merges = []
+
+    async def cancelled_merge(self, run):  # type: ignore[no-untyped-def]
+        merges.append(run.cfg.abbr)
+        runner.cancel()  # Ctrl-C as the checkpoints are about to be merged
+        await write_predictions(self, run)
+
+    monkeypatch.setattr(infer.ModelInference, "_write_predictions", cancelled_merge)
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            return await runner.run()
+
+    assert anyio.run(main) == 130
+    assert len(merges) == 1
+    statuses = [json.loads(p.read_text())["status"] for p in runner.workdir.status_files("m", "d")]
+    assert len(statuses) == 2 and "running" not in statuses
+    monkeypatch.setattr(infer.ModelInference, "_write_predictions", write_predictions)
+    sim.reset_stats()
+    code, _, runner = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 0
+    assert len(json.loads(runner.workdir.predictions_file("m", "d").read_text())) == 20
+    assert runner.workdir.read_result("m", "d")["accuracy"] == 100.0
