@@ -475,3 +475,18 @@ def test_rate_400_rejects_without_retry_after_and_counts_attempts_per_prompt():
     assert set(codes) == {200, 400} and body["faults"]["400"] == codes.count(400)
     # The stats endpoint counts attempts per (model, prompt): what a retry bound is checked against.
     assert sorted((a["prompt"], a["count"]) for a in body["attempts"]) == [(f"p{i}", 10) for i in range(4)]
+
+
+def test_stats_request_window(http):
+    """The window a benchmark divides the floor by: first request received to last reply done."""
+    assert http.get("/sim/stats").json()["first_received"] is None
+    t0 = time.monotonic()
+    for i in range(3):
+        http.post("/generate", json={"inputs": f"w{i}"})
+    t1 = time.monotonic()
+    body = http.get("/sim/stats?log=0").json()
+    log = http.get("/sim/stats").json()["log"]
+    assert t0 <= body["first_received"] == log[0]["t_received"]
+    assert body["first_received"] < body["last_done"] == log[-1]["t_done"] <= t1
+    http.post("/sim/reset")
+    assert http.get("/sim/stats").json()["last_done"] is None

@@ -1,10 +1,8 @@
 """Routing, the LightLLM/OpenAI handlers, latency and fault replies.
 
-Handlers are plain functions from a parsed body to a reply body: no
-coroutine per request, so a zero-latency server answers inside
-`data_received`. A latency is a `loop.call_later` timer that finishes the
-reply; if the client leaves first the timer is cancelled and the request is
-still accounted for in the stats.
+Handlers are plain functions from a parsed body to a reply: the HTTP layer
+(sim/http.py, aiohttp's server) waits a reply's latency and settles the
+request in the stats when it is sent or when its client leaves first.
 
 Delays: a normal or malformed reply waits the model's latency (+ jitter), a
 "slow" fault waits `slow_seconds`; rejections (429, simulated statuses,
@@ -22,10 +20,12 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
+from aiohttp import web
+
 from evaltui.sim import answers
 from evaltui.sim.config import SimConfig
 from evaltui.sim.faults import PROMPT_TOO_LONG, FaultInjector, format_seconds, simulated_message
-from evaltui.sim.http import HTTPConnection, Reply, Request, error_body
+from evaltui.sim.http import Reply, Request, error_body, make_app
 from evaltui.sim.stats import SimStats
 
 GENERATE = "generate"
@@ -104,7 +104,6 @@ class SimApp:
         self.config = config
         self.stats = stats
         self.faults = FaultInjector(config)
-        self.loop: asyncio.AbstractEventLoop | None = None
         self._routes: dict[str, tuple[str, str | None] | None] = {}
         self._ids = itertools.count(1)
         self._jitter_rng = random.Random(config.faults.seed)
@@ -118,9 +117,6 @@ class SimApp:
     def _error(self, status: int, message: str, headers: tuple = (), type_: str | None = None) -> Reply:
         ctype = None if self.config.omit_content_type else "application/json"
         return Reply(status, error_body(status, message, type_), ctype, headers)
-
-    def error(self, status: int, message: str) -> Reply:
-        return self._error(status, message)
 
     def _route(self, path: str) -> tuple[str, str | None] | None:
         """(endpoint, model-name prefix or None) for a path, or None if unknown."""
@@ -146,7 +142,7 @@ class SimApp:
         self._routes[path] = found
         return found
 
-    def handle(self, req: Request, conn: HTTPConnection) -> Reply | None:
+    def handle(self, req: Request) -> Reply:
         route = self._route(req.path)
         if route is None:
             return self._error(404, f"no such endpoint: {req.method} {req.path[:200]}", type_="not_found_error")
@@ -156,7 +152,7 @@ class SimApp:
             return self._error(405, f"method {req.method} not allowed on {req.path[:200]}; use {allowed}",
                                headers=(("Allow", allowed),))
         if endpoint in MODEL_ENDPOINTS:
-            return self._model_request(req, conn, endpoint, prefix)
+            return self._model_request(req, endpoint, prefix)
         if endpoint == "health":
             return self._json({"status": "ok"})
         if endpoint == "models":
@@ -176,8 +172,7 @@ class SimApp:
 
     # --- model requests ---------------------------------------------------
 
-    def _model_request(self, req: Request, conn: HTTPConnection, endpoint: str,
-                       prefix: str | None) -> Reply | None:
+    def _model_request(self, req: Request, endpoint: str, prefix: str | None) -> Reply:
         stats = self.stats
         call = Call(stats.begin(endpoint), endpoint, prefix or "default")
         try:
@@ -229,19 +224,9 @@ class SimApp:
         if delay <= 0:
             self._end(call)
             return reply
-        assert self.loop is not None
-        handle = self.loop.call_later(delay, self._finish, conn, call, reply)
-
-        def lost() -> None:
-            handle.cancel()
-            self._end(call)
-
-        conn.on_lost = lost
-        return None
-
-    def _finish(self, conn: HTTPConnection, call: Call, reply: Reply) -> None:
-        self._end(call)
-        conn.respond(reply)
+        reply.delay = delay
+        reply.settle = lambda: self._end(call)
+        return reply
 
     def _end(self, call: Call) -> None:
         self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params)
@@ -420,8 +405,7 @@ class SimServer:
         self.config = config if config is not None else SimConfig()
         self.stats = SimStats()
         self._app = SimApp(self.config, self.stats)
-        self._connections: set[HTTPConnection] = set()
-        self._server: asyncio.base_events.Server | None = None
+        self._runner: web.AppRunner | None = None
         self.port = self.config.port
 
     @property
@@ -430,7 +414,8 @@ class SimServer:
 
     @property
     def open_connections(self) -> int:
-        return len(self._connections)
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
 
     @property
     def url(self) -> str:
@@ -444,28 +429,29 @@ class SimServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> "SimServer":
-        loop = asyncio.get_running_loop()
-        self._app.loop = loop
-        app, conns = self._app, self._connections
-        self._server = await loop.create_server(
-            lambda: HTTPConnection(app, conns), self.config.host, self.config.port,
-            backlog=4096, reuse_address=True,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        # A short shutdown_timeout (0 would mean none): stopping cuts requests still waiting out
+        # their latency at once.
+        runner = web.AppRunner(make_app(self._app), access_log=None, handler_cancellation=True, shutdown_timeout=0.05)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.config.host or None, self.config.port, backlog=4096, reuse_address=True)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
+        runner, self._runner = self._runner, None
+        if runner is None:
             return
-        server.close()
-        for conn in list(self._connections):
-            conn.abort()
         try:
-            await asyncio.wait_for(server.wait_closed(), 5.0)
+            await asyncio.wait_for(runner.cleanup(), 5.0)
         except asyncio.TimeoutError:
             pass
-        await asyncio.sleep(0)  # let connection_lost callbacks settle the stats
+        await asyncio.sleep(0)  # let cancelled requests settle the stats
 
     async def __aenter__(self) -> "SimServer":
         return await self.start()

@@ -42,6 +42,10 @@ class SimStats:
         self.faults: Counter[str] = Counter()
         self.endpoints: Counter[str] = Counter()
         self.log: deque[LogRecord] = deque(maxlen=self._log_size)
+        #: The request window: first model request received to last reply finished. Kept apart
+        #: from the bounded log so a benchmark of any size can read it without fetching the log.
+        self.first_received: float | None = None
+        self.last_done: float | None = None
 
     def begin(self, endpoint: str) -> float:
         self.requests_total += 1
@@ -49,12 +53,16 @@ class SimStats:
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
-        return time.monotonic()
+        now = time.monotonic()
+        if self.first_received is None:
+            self.first_received = now
+        return now
 
     def end(self, t_received: float, model: str, endpoint: str, prompt: str,
             params: dict[str, Any]) -> None:
         self.in_flight -= 1
-        self.log.append(LogRecord(t_received, time.monotonic(), model, endpoint, prompt, params))
+        self.last_done = now = time.monotonic()
+        self.log.append(LogRecord(t_received, now, model, endpoint, prompt, params))
 
     def snapshot(self) -> "SimStats":
         """An independent copy, safe to read while the server keeps counting."""
@@ -66,6 +74,7 @@ class SimStats:
         snap.attempts = Counter(self.attempts)
         snap.faults = Counter(self.faults)
         snap.endpoints = Counter(self.endpoints)
+        snap.first_received, snap.last_done = self.first_received, self.last_done
         # Records are tuples and the server never mutates a logged params dict.
         snap.log = deque(self.log, maxlen=self._log_size)
         return snap
@@ -86,6 +95,8 @@ class SimStats:
             ],
             "faults": dict(self.faults),
             "endpoints": dict(self.endpoints),
+            "first_received": self.first_received,
+            "last_done": self.last_done,
             "log": [r._asdict() for r in log],
         }
 
