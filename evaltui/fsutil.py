@@ -13,7 +13,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 
 def _current_umask() -> int:
@@ -33,8 +33,11 @@ _MODE = 0o666 & ~_current_umask()
 
 
 @contextmanager
-def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """A binary file that appears at `path` only once the block ends without an error."""
+def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path], None] = os.replace) -> Iterator[BinaryIO]:
+    """A binary file that appears at `path` only once the block ends without an error.
+
+    `replace(tmp, path)` puts it in place; a caller may pass one that refuses (raises) when
+    the file would be stale by then, and the temporary is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -42,7 +45,7 @@ def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb", buffering=1 << 16) as f:
             yield f
-        os.replace(tmp, path)
+        replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

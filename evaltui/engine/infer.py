@@ -16,9 +16,10 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import anyio
+from anyio.abc import TaskGroup
 
 from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, Sample, file_fingerprint, open_records, render_sample
@@ -82,6 +83,11 @@ class DatasetRun:
     loaded: anyio.Event = field(default_factory=anyio.Event)
     load_error: str = ""
 
+    @property
+    def finished(self) -> bool:
+        """Every shard ended (done, fail, or the data could not be loaded)."""
+        return all(s.outstanding == -1 for s in self.shards)
+
 
 def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any]], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
     """The samples left to run, in index order, each with its record read from the data file as
@@ -115,7 +121,7 @@ class ModelInference:
         board: StatusBoard,
         emit: ev.Sink,
         datasets: list[DatasetConfig] | None = None,
-        on_inferred: Any = None,
+        on_inferred: Callable[[str, str], None] | None = None,
     ):
         self.plan = plan
         self.model = model
@@ -125,22 +131,32 @@ class ModelInference:
         self.emit = emit
         self.datasets = plan.datasets if datasets is None else datasets
         self.on_inferred = on_inferred or (lambda model, dataset: None)
-        self.runs: list[DatasetRun] = []
+        self.runs: list[DatasetRun] = []  # in the order they run; a retry appends the pair again
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
         self._next_to_start = 0
+        self._tg: TaskGroup | None = None  # while run() runs: where datasets are loaded
+        self._workers: TaskGroup | None = None  # while run() runs: the worker pool
+        self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
 
-    # ------------------------------------------------------------------ planning (sync, fast)
-    def plan_pairs(self, totals: dict[str, int]) -> None:
-        """Decide per dataset what is left from earlier runs; write `pending` statuses; emit DatasetPlanned."""
+    # ------------------------------------------------------------------ planning (sync, in a thread)
+    def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig] | None = None, emit: ev.Sink | None = None) -> list[DatasetRun]:
+        """Decide per dataset what is left from earlier runs; write `pending` statuses.
+
+        Reads every checkpoint line and hashes the data file, so it runs in a worker thread; its
+        events (DatasetPlanned, notices) go to `emit`, which the caller replays on the loop.
+        The runs returned are handed to `add_runs`.
+        """
         m = self.model.abbr
         wd = self.workdir
-        for ds in self.datasets:
+        emit = emit or self.emit
+        runs = []
+        for ds in self.datasets if datasets is None else datasets:
             total = totals[ds.abbr]
-            version = self._drop_stale_work(ds)
-            if self._kept_whole(ds, total):
+            version = self._drop_stale_work(ds, emit)
+            if self._kept_whole(ds, total, emit):
                 continue
             if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
                 # Checkpoints deleted after the merge (as OpenCompass users do): the final file
@@ -161,11 +177,26 @@ class ModelInference:
                 completed = sum(1 for i in r if i in done)
                 shards.append(ShardRun(k, r, cp, completed=completed))
                 self.board.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
-            run = DatasetRun(ds, total, version, shards, done, remaining=total - len(done))
-            self.runs.append(run)
-            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+            runs.append(DatasetRun(ds, total, version, shards, done, remaining=total - len(done)))
+            emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+        return runs
 
-    def _drop_stale_work(self, ds: DatasetConfig) -> str:
+    def add_runs(self, runs: list[DatasetRun]) -> None:
+        """Queue planned datasets; while the pool runs they join it (a retry of a live run)."""
+        self.runs.extend(runs)
+        if self._workers is not None:
+            self._maybe_start_more()
+            self._add_workers()
+
+    def has_work(self) -> bool:
+        """Whether some queued dataset has not been started: run() has more to do."""
+        return self._next_to_start < len(self.runs)
+
+    def busy(self, dataset: str) -> bool:
+        """Whether this dataset is queued or being inferred now."""
+        return any(r.cfg.abbr == dataset and not r.finished for r in self.runs)
+
+    def _drop_stale_work(self, ds: DatasetConfig, emit: ev.Sink) -> str:
         """Forget what earlier runs did under other settings; the pair's version for this run."""
         m, wd = self.model.abbr, self.workdir
         data = file_fingerprint(self.plan, ds)
@@ -178,7 +209,7 @@ class ModelInference:
         # dataset fails when it is loaded, and the next run carries on.
         if data is not None and seen - {version, ""}:
             folder = wd.set_aside_pair(m, ds.abbr)
-            self.emit(ev.Notice(
+            emit(ev.Notice(
                 f"{m}/{ds.abbr}: the data file, the dataset's prompts or the model's settings changed since the last run; "
                 f"starting it over (the earlier work is in {folder})", "warning"))
         for stale in set(wd.status_files(m, ds.abbr)) - current:
@@ -188,7 +219,7 @@ class ModelInference:
             wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
         return version
 
-    def _kept_whole(self, ds: DatasetConfig, total: int) -> bool:
+    def _kept_whole(self, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
         """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
         m, wd, n = self.model.abbr, self.workdir, ds.shards
         statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
@@ -203,19 +234,21 @@ class ModelInference:
         completed = sum(s.get("completed", 0) for s in statuses)
         result = wd.read_result(m, ds.abbr)
         if result is None or "error" in result:
-            self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
+            emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
             return True
         from evaltui.scoring import main_metric  # only when an earlier score is kept
 
         metric = main_metric(ds.evaluator.type)
         value = result.get(metric)
         score = float(value) if isinstance(value, (int, float)) else None
-        self.emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
+        emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
         return True
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
-        if not self.runs:
+        """Run what is queued; datasets added meanwhile (add_runs) join the pool. Returns when
+        the queue is empty; the caller runs it again if a dataset was added after that."""
+        if not self.has_work():
             return
         try:
             async with anyio.create_task_group() as outer:
@@ -223,16 +256,25 @@ class ModelInference:
                 outer.start_soon(self._poll)
                 outer.start_soon(self._report_load)
                 async with anyio.create_task_group() as workers:
+                    self._workers = workers
                     self._maybe_start_more()
-                    # max_workers slots, but never more workers than samples left to run (and at
-                    # least one, which also walks datasets with nothing left through their ending)
-                    for _ in range(max(1, min(self.model.max_workers, sum(r.remaining for r in self.runs)))):
-                        workers.start_soon(self._worker)
+                    self._add_workers()
+                self._workers = None
                 outer.cancel_scope.cancel()  # the poll's safety net is not needed any more
         finally:
+            self._workers = self._tg = None
             with anyio.CancelScope(shield=True):
                 self._close_interrupted()
                 self._emit_load()
+
+    def _add_workers(self) -> None:
+        """max_workers slots, but never more workers than samples left to run (and at least one,
+        which also walks datasets with nothing left through their ending)."""
+        assert self._workers is not None
+        left = sum(r.remaining for r in self.runs[self._cursor :])
+        while self._live_workers < max(1, min(self.model.max_workers, left)):
+            self._live_workers += 1
+            self._workers.start_soon(self._worker)
 
     async def _report_load(self) -> None:
         """ModelLoad about once a second: counters read, never an event per request."""
@@ -257,6 +299,7 @@ class ModelInference:
             run = self.runs[self._next_to_start]
             self._next_to_start += 1
             run.started = True
+            assert self._tg is not None
             self._tg.start_soon(self._load, run)
 
     async def _load(self, run: DatasetRun) -> None:
@@ -293,6 +336,12 @@ class ModelInference:
         self._maybe_start_more()
 
     async def _worker(self) -> None:
+        try:
+            await self._take_samples()
+        finally:
+            self._live_workers -= 1
+
+    async def _take_samples(self) -> None:
         while self._cursor < len(self.runs):
             run = self.runs[self._cursor]
             if not run.started:

@@ -13,10 +13,9 @@ also folds into `runner.state` so a front end can ask where things stand at any 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
@@ -24,19 +23,17 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import anyio
 import tomli_w
 
-from evaltui.backends import make_backend, make_client
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine import events as ev
 from evaltui.engine.details import PairDetails, read_pair_details
-from evaltui.engine.heartbeat import HeartbeatThread
-from evaltui.engine.infer import ModelInference
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
+from evaltui.engine.session import Session
 from evaltui.engine.state import RunState
-from evaltui.engine.watch import WatchScorer
+from evaltui.engine.watch import ScoreGate
 from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
 from evaltui.fsutil import atomic_write_text
-from evaltui.plan import DatasetConfig, Plan
+from evaltui.plan import Plan
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import DatasetRow, Leaderboard
@@ -54,14 +51,18 @@ class Runner:
         fresh: bool = False,
         code_workers: int = 2,
         snapshot_of: Plan | None = None,
+        keep_simulator: bool = False,
     ):
         """`snapshot_of`: the whole plan when `plan` is a --models/--datasets subset of it, so
-        the work dir's plan.toml stays the plan the work dir belongs to."""
+        the work dir's plan.toml stays the plan the work dir belongs to. `keep_simulator`: keep
+        the sim:// simulator up when a run ends, for a front end that may retry (it calls
+        `close()` when it leaves)."""
         self.plan = plan
         self._snapshot_of = snapshot_of or plan
         self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
         self.fresh = fresh
         self.code_workers = code_workers
+        self.keep_simulator = keep_simulator
         self.state = RunState()  # the runner's own fold of its events, always current
         self._sinks: tuple[ev.Sink, ...] = (sink,) if sink else ()  # replaced, never mutated: emit iterates it
         self._failed_sinks: set[int] = set()  # ids of sinks whose failure was reported
@@ -72,6 +73,8 @@ class Runner:
         self._sim: SimulatorProcess | None = None
         self._totals: dict[str, int] = {}
         self._board: StatusBoard | None = None
+        self._live: Session | None = None  # the session running now, which a retry joins
+        self._gate = ScoreGate()  # runner-wide: a scoring abandoned by one session never writes in a later one
         self.interrupted = False
         self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
 
@@ -127,10 +130,16 @@ class Runner:
     def cancel(self) -> None:
         """Stop the run (or retry) in progress; finished samples are kept and a re-run resumes.
 
-        Idempotent: a second call (or one when nothing runs) changes nothing more."""
+        Idempotent: a second call (or one when nothing runs) changes nothing more. A scoring
+        thread still running is fenced off: it never writes its result afterwards."""
         self.interrupted = True
+        self._gate.invalidate_all()
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
+
+    def close(self) -> None:
+        """Stop the simulator kept for retries (keep_simulator=True); idempotent."""
+        self._stop_simulator()
 
     async def run(self) -> int:
         """The whole run; returns the exit code of SPEC §2 (0 all scored, 1 otherwise, 130 cancelled)."""
@@ -147,40 +156,40 @@ class Runner:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
                     if aside:
                         self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
-                self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
-                return await self._session(self.pairs)
+                return await self._session(self.pairs, retry=False)
         finally:
             os.close(lock)
 
     async def retry(self, pairs: Sequence[Pair]) -> int:
         """Run the failed samples of `pairs` again (succeeded ones are kept) and score them again.
 
-        For a front end whose session outlives `run()`; returns the exit code the whole plan has
-        now. ValueError for a pair not in the plan.
+        While a run is in progress the work joins it (its simulator, clients and limits) and
+        this returns when that run ends; after it ended, a new session runs them, reusing the
+        simulator if it was kept (keep_simulator=True). A pair being inferred right now is left
+        to finish (with a Notice). Returns the exit code the whole plan has then; ValueError
+        for a pair not in the plan.
         """
         wanted = list(dict.fromkeys((m, d) for m, d in pairs))
         unknown = [f"{m}/{d}" for m, d in wanted if (m, d) not in self.pairs]
         if unknown:
             raise ValueError(f"not in this plan: {', '.join(unknown)}")
-        if self._board is None:
+        if self._board is None and self._live is None:
             raise RuntimeError("retry() needs a runner that has run")
-        if self._cancel_scope is not None:
-            raise RuntimeError("a run or retry is in progress; retry when it has finished")
         if not wanted:
             return self._exit_code(self.pairs)
+        while self._live is not None:
+            live = self._live
+            if await live.join(wanted):
+                await live.ended.wait()
+                return live.exit_code
+            await live.ended.wait()  # it was ending: run them in a session of their own
         self.interrupted = False
         lock = self._take_workdir()
         if lock is None:
             return 2
         try:
             with self._run_log():
-                self.emit(ev.RetryStarted(tuple(wanted)))
-                for model, dataset in wanted:
-                    # Without its final predictions the pair resumes from its checkpoints, where only
-                    # the samples that failed (even those fail_on_error tolerated) are still to do.
-                    self.workdir.predictions_file(model, dataset).unlink(missing_ok=True)
-                    self.workdir.result_file(model, dataset).unlink(missing_ok=True)
-                return await self._session(wanted)
+                return await self._session(wanted, retry=True)
         finally:
             os.close(lock)
 
@@ -210,8 +219,10 @@ class Runner:
                 self._sinks = tuple(s for s in self._sinks if s is not runlog)
             runlog.close()
 
-    async def _session(self, pairs: list[tuple[str, str]]) -> int:
-        """Infer and score `pairs`, then write the summary and report RunFinished."""
+    async def _session(self, pairs: list[Pair], *, retry: bool) -> int:
+        """Infer and score `pairs` (and what joins meanwhile), then write the summary and report RunFinished."""
+        assert self._board is not None
+        session = self._live = Session(self.plan, self.workdir, self._board, self.emit, code_workers=self.code_workers, gate=self._gate)
         started = time.monotonic()
         exit_code = 1
         try:
@@ -219,13 +230,10 @@ class Runner:
                 self._cancel_scope = scope
                 if self.interrupted:  # Ctrl-C came before there was anything to cancel
                     scope.cancel()
-                try:
-                    await self._start_simulator()
-                except (SimulatorError, DatasetError, OSError) as e:
-                    self.emit(ev.Notice(f"cannot start the simulated model server: {e}", "error"))
-                else:
+                if await self._prepare():
+                    session.urls, session.totals = self._urls, self._totals
                     try:
-                        await self._infer_and_score(pairs)
+                        await session.run(pairs, retry=retry)
                     except BaseException as e:
                         err = _only_os_errors(e)
                         if err is None:
@@ -236,7 +244,8 @@ class Runner:
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
-                self._stop_simulator()
+                if not self.keep_simulator or self.interrupted:
+                    self._stop_simulator()
                 scores = self._scores()
                 table = self.table(scores)
                 files = {}
@@ -245,6 +254,9 @@ class Runner:
                 if self.interrupted:
                     exit_code = 130
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
+                session.exit_code = exit_code
+                self._live = None
+                session.ended.set()
         return exit_code
 
     # ------------------------------------------------------------------ parts
@@ -253,7 +265,26 @@ class Runner:
         data["run"]["work_dir"] = str(self.workdir.root)
         atomic_write_text(self.workdir.plan_file, tomli_w.dumps(data))
 
+    async def _prepare(self) -> bool:
+        """Count the datasets' records (once) and start the simulator; False after saying why not."""
+        try:
+            if not self._totals:
+                self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
+        except (DatasetError, OSError) as e:
+            self.emit(ev.Notice(f"cannot read a dataset: {e}", "error"))
+            return False
+        try:
+            await self._start_simulator()
+        except (SimulatorError, DatasetError, OSError) as e:
+            self.emit(ev.Notice(f"cannot start the simulated model server: {e}", "error"))
+            return False
+        return True
+
     async def _start_simulator(self) -> None:
+        """Start the simulator for sim:// models, unless the one kept from before still runs."""
+        if self._sim is not None and self._sim.running():
+            return
+        self._stop_simulator()
         for m in self.plan.models:
             self._urls[m.abbr] = m.url
         if not any(m.is_sim for m in self.plan.models):
@@ -269,66 +300,6 @@ class Runner:
         if self._sim is not None:
             self._sim.stop()
             self._sim = None
-
-    async def _infer_and_score(self, pairs: list[tuple[str, str]]) -> None:
-        wd = self.workdir
-        assert self._board is not None
-        models = [m for m in self.plan.models if any(p[0] == m.abbr for p in pairs)]
-        inferences: list[ModelInference] = []
-        async with AsyncExitStack() as stack:
-            for m in models:
-                url = self._urls.get(m.abbr, m.url)
-                client = await stack.enter_async_context(make_client(m, url))
-                backend = make_backend(m, client, url=url)
-                datasets: list[DatasetConfig] = [d for d in self.plan.datasets if (m.abbr, d.abbr) in pairs]
-                inf = ModelInference(self.plan, m, backend, wd, self._board, self.emit, datasets, on_inferred=lambda *_: watcher.wake())
-                inf.plan_pairs(self._totals)  # may drop stale predictions and results: before the watcher looks
-                inferences.append(inf)
-            watcher = WatchScorer(self.plan, wd, self.emit, pairs, code_workers=self.code_workers)
-            # one socket per request in flight (the largest models may run together), plus
-            # checkpoints, status writes and scoring
-            widest = sorted((m.max_workers for m in models), reverse=True)[: self.plan.run.max_num_workers]
-            needed = sum(widest) + sum(d.shards for d in self.plan.datasets) + 256
-            limit = _ensure_open_files(needed)
-            if limit is not None and limit < needed:
-                self.emit(ev.Notice(
-                    f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
-                    "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)", "warning"))
-            limiter = anyio.CapacityLimiter(self.plan.run.max_num_workers)
-
-            async def infer_one(inf: ModelInference) -> None:
-                async with limiter:
-                    await inf.run()
-
-            async def all_inference() -> None:
-                try:
-                    with HeartbeatThread(wd, self.plan.run.heartbeat_interval):
-                        async with anyio.create_task_group() as tg:
-                            tg.start_soon(self._report_heartbeats)
-                            async with anyio.create_task_group() as models_tg:
-                                for inf in inferences:
-                                    models_tg.start_soon(infer_one, inf)
-                            tg.cancel_scope.cancel()
-                finally:
-                    watcher.inference_finished()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(all_inference)
-                tg.start_soon(watcher.run)
-
-    async def _report_heartbeats(self) -> None:
-        last = None
-        while True:
-            try:
-                age = self.workdir.heartbeat_age()
-            except OSError:
-                age = None
-            if age is not None:
-                at = time.time() - age
-                if last is None or abs(at - last) > 1e-3:
-                    last = at
-                    self.emit(ev.Heartbeat(at))
-            await anyio.sleep(min(1.0, self.plan.run.heartbeat_interval))
 
     def _scores(self) -> dict[tuple[str, str], float | None]:
         from evaltui import scoring  # imported when first needed: not on the path to the first request
@@ -373,25 +344,6 @@ class Runner:
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
-
-
-def _ensure_open_files(needed: int) -> int | None:
-    """Raise the soft open-files limit towards `needed`; the limit now in force (None: no limit)."""
-    try:
-        import resource
-    except ImportError:  # not on Unix
-        return None
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return None
-    if soft >= needed:
-        return soft
-    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    except (ValueError, OSError):
-        return soft
-    return target
 
 
 def _only_os_errors(exc: BaseException) -> OSError | None:

@@ -105,6 +105,9 @@ class SimulatorProcess:
             return ""
         return " ".join(self._proc.stderr.read().split()[-40:])
 
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()

@@ -8,6 +8,12 @@ finished dataset nor `heartbeat_timeout` at the end of a run.
 
 Scoring runs in worker threads (code execution in subprocesses), never on the event loop, at
 most `eval_workers` at a time; an evaluator that raises becomes an error result for its pair.
+A thread cannot be stopped, so a scoring that a retry or a quit abandons is fenced off instead:
+it may only put its result in place while the pair's generation in the ScoreGate is the one it
+started under, checked under a lock together with the rename.
+
+Pairs can be added while it runs (a retry joining the live run) and forgotten (a retry of a pair
+it was about to score or was scoring).
 """
 
 from __future__ import annotations
@@ -16,23 +22,70 @@ import contextlib
 import importlib
 import json
 import shutil
+import os
 import tempfile
+import threading
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterable
 
 import anyio
+from anyio.abc import TaskGroup
 
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
 from evaltui.engine.versions import evaluator_version
 from evaltui.engine.workdir import WorkDir, iter_predictions, read_predictions
-from evaltui.fsutil import atomic_write_json, atomic_writer, json_bytes
+from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import Plan
 
 Pair = tuple[str, str]
+Replace = Callable[[str, Path], None]
 
 
-def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int) -> float:
+class StaleResult(Exception):
+    """The pair was retried, or the run stopped, while it was being scored."""
+
+
+class ScoreGate:
+    """Generations of each pair's scoring; a result is put in place only under a current one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pairs: dict[Pair, int] = {}
+        self._all = 0
+
+    def token(self, pair: Pair) -> tuple[int, int]:
+        return self._all, self._pairs.get(pair, 0)
+
+    def current(self, pair: Pair, token: tuple[int, int]) -> bool:
+        return self.token(pair) == token
+
+    def invalidate(self, pair: Pair) -> None:
+        """A retry of `pair` begins: any scoring of it now running is stale."""
+        with self._lock:
+            self._pairs[pair] = self._pairs.get(pair, 0) + 1
+
+    def invalidate_all(self) -> None:
+        """The run stops: scorings still running in threads must not write afterwards."""
+        with self._lock:
+            self._all += 1
+
+    def replacer(self, pair: Pair, token: tuple[int, int]) -> Replace:
+        """An `os.replace` that refuses once the token is stale; the check and the rename hold
+        the lock together, so an invalidation comes entirely before a rename or after it (and a
+        retry deletes the result after it invalidates)."""
+
+        def replace(tmp: str, path: Path) -> None:
+            with self._lock:
+                if not self.current(pair, token):
+                    raise StaleResult(f"{pair[0]}/{pair[1]}: scored from predictions that are no longer current")
+                os.replace(tmp, path)
+
+        return replace
+
+
+def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace) -> float:
     """Score one pair from its files, write its result file, return the main metric.
 
     Runs in a worker thread. Text evaluators stream: predictions are read, judged and written
@@ -52,8 +105,9 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
             raise ValueError(f"predictions file missing or unreadable: {path}")
         result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir))
         details = result.pop("details")
-        atomic_write_json(out, {**result, "scored_with": scored_with, "details": details})
-        return result[metric]
+        with atomic_writer(out, replace=replace) as w:
+            w.write(dumps_readable({**result, "scored_with": scored_with, "details": details}).encode("utf-8"))
+        return float(result[metric])
     total = correct = 0
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out.parent) as details:
@@ -63,7 +117,7 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
             correct += bool(detail["correct"])
         value = scoring.percent(correct, total)
         details.seek(0)
-        with atomic_writer(out) as w:
+        with atomic_writer(out, replace=replace) as w:
             w.write(b'{\n  %s: %s,\n  "scored_with": "%s",\n  "details": [' % (json.dumps(metric).encode(), json.dumps(value).encode(), scored_with.encode()))
             shutil.copyfileobj(details, w)
             w.write(b"\n  ]\n}\n" if total else b"]\n}\n")
@@ -80,6 +134,7 @@ class WatchScorer:
         *,
         clock: Callable[[], float] = time.time,
         code_workers: int = 2,
+        gate: ScoreGate | None = None,
     ):
         self.plan = plan
         self.workdir = workdir
@@ -87,8 +142,12 @@ class WatchScorer:
         self.pending: list[Pair] = [p for p in pairs if not workdir.has_scored_result(*p)]
         self.clock = clock
         self.code_workers = code_workers
+        self.gate = gate or ScoreGate()
+        self.running = False  # run() is watching (a pair added now is seen)
+        self._scoring: dict[Pair, anyio.CancelScope] = {}
         self._wake = anyio.Event()
         self._inference_done = False
+        self._warmed = False
         self._limiter = anyio.CapacityLimiter(plan.run.eval_workers)
 
     def wake(self) -> None:
@@ -96,6 +155,27 @@ class WatchScorer:
 
     def inference_finished(self) -> None:
         self._inference_done = True
+        self._wake.set()
+
+    def inference_restarted(self) -> None:
+        """More inference began (a retry): pairs not done yet are waited for again."""
+        self._inference_done = False
+
+    def add(self, pairs: Iterable[Pair]) -> None:
+        """Watch these pairs too (their inference was queued); run() must be running or started."""
+        for pair in pairs:
+            if pair not in self.pending:
+                self.pending.append(pair)
+        self._wake.set()
+
+    def forget(self, pair: Pair) -> None:
+        """Stop watching `pair` and abandon its scoring, whose result could only be stale now."""
+        self.gate.invalidate(pair)
+        if pair in self.pending:
+            self.pending.remove(pair)
+        scope = self._scoring.pop(pair, None)
+        if scope is not None:
+            scope.cancel()
         self._wake.set()
 
     def _ready(self, pair: Pair) -> bool:
@@ -111,67 +191,95 @@ class WatchScorer:
             return False
 
     async def run(self) -> None:
+        """Score pending pairs as they become ready; return when none is pending or scoring."""
+        self.running = True
         interval = self.plan.run.watch_interval
         timeout = self.plan.run.heartbeat_timeout
         started = self.clock()
-        warm_up = anyio.CancelScope()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._warm_up, warm_up)
-            while self.pending:
-                final_scan = self._inference_done  # read before scanning: no finish slips between
-                for pair in [p for p in self.pending if self._ready(p)]:
-                    self.pending.remove(pair)
-                    tg.start_soon(self._score, pair)
-                if not self.pending:
-                    break
-                if final_scan:
-                    self.emit(ev.WatchSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
-                    break
-                now = self.clock()
-                try:
-                    age = self.workdir.heartbeat_age(now)
-                except OSError:
-                    age = None
-                if age is None:  # no beat yet: count from our own start, as a beat that never came
-                    age = now - started
-                if age > timeout:
-                    self.emit(ev.WatchSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
-                    break
-                with anyio.move_on_after(interval):
-                    await self._wake.wait()
-                self._wake = anyio.Event()
-            self.pending = []
-            warm_up.cancel()  # nothing is left to score: a run that ends now must not wait for it
+        try:
+            async with anyio.create_task_group() as tg:
+                if not self._warmed:
+                    self._warmed = True
+                    tg.start_soon(self._warm_up)
+                while self.pending or self._scoring:
+                    if self.pending:
+                        self._scan(tg, started, timeout)
+                    if not self.pending and not self._scoring:
+                        break
+                    with anyio.move_on_after(interval):
+                        await self._wake.wait()
+                    self._wake = anyio.Event()
+                self.running = False  # from here on, a pair added needs another run()
+                tg.cancel_scope.cancel()  # the warm-up, if it is still importing
+        finally:
+            self.running = False
 
-    async def _warm_up(self, scope: anyio.CancelScope) -> None:
+    def _scan(self, tg: TaskGroup, started: float, timeout: float) -> None:
+        final_scan = self._inference_done  # read before scanning: no finish slips between
+        for pair in [p for p in self.pending if self._ready(p)]:
+            self.pending.remove(pair)
+            self._scoring[pair] = anyio.CancelScope()
+            tg.start_soon(self._score, pair, self._scoring[pair])
+        if not self.pending:
+            return
+        if final_scan:
+            self.emit(ev.WatchSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
+            self.pending = []
+            return
+        now = self.clock()
+        try:
+            age = self.workdir.heartbeat_age(now)
+        except OSError:
+            age = None
+        if age is None:  # no beat yet: count from our own start, as a beat that never came
+            age = now - started
+        if age > timeout:
+            self.emit(ev.WatchSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
+            self.pending = []
+
+    async def _warm_up(self) -> None:
         """Import the evaluators in a thread while inference waits on the network.
 
         Not at once (it would compete with start-up for the GIL and delay the first request) and
         not at the first scoring (after the last dataset it would add to the run's wall time).
         """
-        with scope:
-            await anyio.sleep(0.5)
-            await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
+        await anyio.sleep(0.5)
+        await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
-    async def _score(self, pair: Pair) -> None:
+    async def _score(self, pair: Pair, scope: anyio.CancelScope) -> None:
         from evaltui.scoring import main_metric
 
         model, dataset = pair
         metric = main_metric(self.plan.dataset(dataset).evaluator.type)
         result_file = str(self.workdir.result_file(model, dataset))
-        self.emit(ev.DatasetScoring(model, dataset))
+        token = self.gate.token(pair)
+        replace = self.gate.replacer(pair, token)
         try:
-            # Its own limiter (eval_workers), not anyio's default pool that loading data and
-            # merging checkpoints use; abandon_on_cancel: Ctrl-C must not wait for a long
-            # code_exec batch to finish.
-            value = await anyio.to_thread.run_sync(
-                score_pair, self.plan, self.workdir, model, dataset, self.code_workers,
-                abandon_on_cancel=True, limiter=self._limiter,
-            )
-        except Exception as e:  # one evaluator's failure is that pair's error, not the run's
-            message = f"{type(e).__name__}: {e}"
-            with contextlib.suppress(OSError):  # the event below still says it; the next run scores again
-                atomic_write_json(self.workdir.result_file(model, dataset), {"error": message})
-            self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
-            return
-        self.emit(ev.DatasetScored(model, dataset, metric, value, "", result_file))
+            with scope:  # cancelled by forget(): a retry of this pair began
+                if scope.cancel_called:  # forgotten before it started
+                    return
+                self.emit(ev.DatasetScoring(model, dataset))
+                try:
+                    # Its own limiter (eval_workers), not anyio's default pool that loading data and
+                    # merging checkpoints use; abandon_on_cancel: Ctrl-C must not wait for a long
+                    # code_exec batch to finish (the gate keeps the abandoned thread from writing).
+                    value = await anyio.to_thread.run_sync(
+                        score_pair, self.plan, self.workdir, model, dataset, self.code_workers, replace,
+                        abandon_on_cancel=True, limiter=self._limiter,
+                    )
+                except StaleResult:
+                    return
+                except Exception as e:  # one evaluator's failure is that pair's error, not the run's
+                    message = f"{type(e).__name__}: {e}"
+                    # (OSError: the event below still says it; the next run scores again)
+                    with contextlib.suppress(OSError, StaleResult), atomic_writer(result_file, replace=replace) as w:
+                        w.write(dumps_readable({"error": message}).encode("utf-8"))
+                    if self.gate.current(pair, token):
+                        self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
+                    return
+                if self.gate.current(pair, token):
+                    self.emit(ev.DatasetScored(model, dataset, metric, value, "", result_file))
+        finally:
+            if self._scoring.get(pair) is scope:
+                del self._scoring[pair]
+            self._wake.set()

@@ -1,0 +1,290 @@
+"""The seam while a run is live: retry joining it, retry after it, scoring fenced off, planning off the loop.
+
+All on real runs against the simulated server (in-process, or the bundled sim:// subprocess).
+Waits are bounded; nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import anyio
+import pytest
+from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
+
+from evaltui.engine import events as ev
+from evaltui.engine.events import PairStatus
+from evaltui.engine.runner import Runner
+from evaltui.plan import load_plan
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+
+
+def key_for(*row_sets: list[dict[str, Any]]) -> AnswerKey:
+    k = AnswerKey()
+    for rows in row_sets:
+        for r in rows:
+            k.add_gen(r["question"], r["answer"])
+    return k
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.01)
+
+
+async def live(body: Callable[[], Any]) -> None:
+    await body()
+
+
+def long_prompts(rows: list[dict[str, Any]]) -> set[str]:
+    return {r["question"] for r in rows if len(r["question"]) > 20}
+
+
+def test_retry_while_running_joins_the_run_and_reruns_only_the_failed_samples(tmp_path: Path, sim_factory) -> None:
+    rows, slow_rows = arithmetic(40), arithmetic(200, prefix="S")
+    # "slow" keeps the run going (0.2 s a request, 2 at a time) until the test lets it finish
+    sim = sim_factory(SimConfig(answer_key=key_for(rows, slow_rows), faults=Faults(max_prompt_chars=20), models={"slow": ModelProfile(latency=0.2)}))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url), lightllm("slow", sim.url, max_workers=2)],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows)), gsm_dataset("s", write_jsonl(tmp_path / "s.jsonl", slow_rows))],
+        run={"max_num_workers": 2},
+    )
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        with anyio.fail_after(90):
+            await live(tg_body)
+
+    async def tg_body() -> None:
+        async with anyio.create_task_group() as tg:
+            async def run() -> None:
+                outcome["run"] = await runner.run()
+
+            tg.start_soon(run)
+            await until(lambda: runner.state.pairs.get(("m", "d")) is not None and runner.state.pairs[("m", "d")].status == PairStatus.FAIL, "m/d failed")
+            assert runner.state.finished is None  # the run is still going
+            assert ("m", "d") in runner.failed_pairs()
+            failed_before = len(runner.state.failures_of("m", "d"))
+            assert failed_before == len(long_prompts(rows))
+            sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
+            sim.reset_stats()
+
+            async def retry() -> None:
+                outcome["retry"] = await runner.retry([("m", "d")])
+
+            tg.start_soon(retry)
+            await until(lambda: runner.state.pairs[("m", "d")].status == PairStatus.SCORED, "m/d scored")
+            outcome["sent"] = [r.prompt for r in sim.stats.log if r.model == "m"]
+            outcome["state"] = (runner.state.pairs[("m", "d")].failed, runner.state.failures_of("m", "d"), runner.state.finished)
+            sim.call(lambda s: s.config.models.__setitem__("slow", ModelProfile(latency=0.0)))  # let the run end
+
+    anyio.run(main)
+    # Only the failed samples of d went out again (m also runs s, whose prompts start with "S").
+    assert sorted(p for p in outcome["sent"] if p.startswith("Q")) == sorted(long_prompts(rows))
+    failed, failures, finished = outcome["state"]
+    assert failed == 0 and failures == [] and finished is None  # scored while the run still ran
+    assert runner.state.pairs[("m", "d")].score == 100.0
+    # The retry joined the live run: one run, one RunFinished, its exit code for both callers.
+    assert len(of_type(events, ev.RunFinished)) == 1 and len(of_type(events, ev.RetryStarted)) == 1
+    assert outcome["run"] == outcome["retry"]
+    assert ("m", "d") not in runner.failed_pairs()
+    assert runner.workdir.read_status("m", "d")["status"] == "done"
+    assert json.loads(runner.workdir.result_file("m", "d").read_text())["accuracy"] == 100.0
+
+
+def sim_stats(base: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{base}/sim/stats", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_retry_after_the_run_reuses_the_simulator_and_clears_old_failures(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url), {"abbr": "s", "type": "lightllm", "url": "sim://?accuracy=1", "max_workers": 4}],
+        datasets=[gsm_dataset("d", data)],
+    )
+    runner = Runner(load_plan(plan), keep_simulator=True)
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+
+    async def main() -> tuple[int, int, dict[str, Any]]:
+        with anyio.fail_after(90):
+            first = await runner.run()
+            assert runner.state.failures_of("m", "d") and runner.failed_pairs() == [("m", "d")]
+            sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+            second = await runner.retry(runner.failed_pairs())
+            (started,) = of_type(events, ev.SimulatorStarted)
+            served = sim_stats(started.url)  # the simulator of the first run, still up, still counting
+            return first, second, served
+
+    try:
+        first, second, served = anyio.run(main)
+    finally:
+        runner.close()
+    assert (first, second) == (1, 0)
+    assert len(of_type(events, ev.SimulatorStarted)) == 1  # not restarted for the retry
+    assert served["requests_total"] == 40  # what s asked during the run: the same process
+    assert runner.state.failures_of("m", "d") == [] and runner.state.pairs[("m", "d")].failed == 0
+    assert runner.state.pairs[("m", "d")].status == PairStatus.SCORED and runner.failed_pairs() == []
+    assert [f.exit_code for f in of_type(events, ev.RunFinished)] == [1, 0]
+    runner.close()  # idempotent
+    with pytest.raises(OSError):
+        sim_stats(started_url(events))
+
+
+def started_url(events: list[ev.Event]) -> str:
+    return str(of_type(events, ev.SimulatorStarted)[0].url)
+
+
+class BlockedScoring:
+    """The first scoring reads its predictions, then waits for `release` (bounded); later ones
+    run freely. `finished` is set once that first scoring's thread has returned or raised."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        import evaltui.engine.watch as watch
+        import evaltui.scoring as scoring
+
+        self.release = threading.Event()
+        self.finished = threading.Event()
+        self.blocked = threading.Event()
+        real_iter, real_score = scoring.iter_details, watch.score_pair
+        calls = {"iter": 0, "score": 0}
+
+        def iter_details(evaluator: Any, predictions: Any) -> Iterator[dict[str, Any]]:
+            calls["iter"] += 1
+            if calls["iter"] == 1:
+                items = list(predictions)  # the predictions as they are now
+                self.blocked.set()
+                self.release.wait(30)
+                return real_iter(evaluator, items)
+            return real_iter(evaluator, predictions)
+
+        def score_pair(*args: Any) -> float:
+            calls["score"] += 1
+            first = calls["score"] == 1
+            try:
+                return real_score(*args)
+            finally:
+                if first:
+                    self.finished.set()
+
+        monkeypatch.setattr(scoring, "iter_details", iter_details)
+        monkeypatch.setattr(watch, "score_pair", score_pair)
+
+
+def test_a_scoring_cancelled_by_quit_never_writes_its_result(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    rows = arithmetic(20)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])))
+    blocked = BlockedScoring(monkeypatch)
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            return await body()
+
+    async def body() -> int:
+        async with anyio.create_task_group() as tg:
+            code: list[int] = []
+
+            async def run() -> None:
+                code.append(await runner.run())
+
+            tg.start_soon(run)
+            await until(blocked.blocked.is_set, "scoring started")
+            runner.cancel()
+            runner.cancel()  # idempotent
+        return code[0]
+
+    assert anyio.run(main) == 130
+    runner.cancel()  # nothing runs: still nothing happens
+    blocked.release.set()
+    assert blocked.finished.wait(30)  # the abandoned thread has finished its work...
+    result = runner.workdir.result_file("m", "d")
+    assert not result.exists()  # ...and wrote nothing
+    assert not list(result.parent.glob(".*.tmp"))
+    assert runner.workdir.predictions_file("m", "d").exists()  # the inference is kept: a re-run scores it
+
+
+def test_a_scoring_abandoned_by_a_retry_never_overwrites_the_new_result(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    # t tolerates its failures, so it is scored with them (25 %) — and that scoring is held up
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("t", write_jsonl(tmp_path / "t.jsonl", rows), fail_on_error=0.9)])
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+    blocked = BlockedScoring(monkeypatch)
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(runner.run)
+                await until(blocked.blocked.is_set, "first scoring started")
+                sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+                return await runner.retry([("m", "t")])  # joins the run, whose scoring is stuck
+
+    assert anyio.run(main) == 0
+    assert [e.score for e in of_type(events, ev.DatasetScored)] == [100.0]  # the stale 25 % never reported
+    blocked.release.set()
+    assert blocked.finished.wait(30)
+    result = json.loads(runner.workdir.result_file("m", "t").read_text())
+    assert result["accuracy"] == 100.0  # the stale thread computed 25 % and was refused the rename
+    assert not list(runner.workdir.result_file("m", "t").parent.glob(".*.tmp"))
+    assert runner.state.pairs[("m", "t")].status == PairStatus.SCORED
+
+
+def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import evaltui.engine.infer as infer
+
+    rows = arithmetic(60)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    assert anyio.run(Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, limit=30)]))).run) == 0
+    # The re-run with a larger limit reads the first run's checkpoint back while planning. The
+    # scan waits until the loop has ticked a few more times: were it on the loop, no tick could
+    # come and the wait would run out.
+    ticks = [0]
+    scans: list[tuple[bool, bool]] = []
+    real_scan = infer.scan_checkpoint
+
+    def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
+        start = ticks[0]
+        deadline = time.monotonic() + 10
+        while ticks[0] < start + 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        scans.append((threading.current_thread() is threading.main_thread(), ticks[0] >= start + 3))
+        return real_scan(path)
+
+    monkeypatch.setattr(infer, "scan_checkpoint", scan_checkpoint)
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])))
+
+    async def main() -> int:
+        async with anyio.create_task_group() as tg:
+            async def ticker() -> None:
+                while True:
+                    ticks[0] += 1
+                    await anyio.sleep(0.005)
+
+            tg.start_soon(ticker)
+            with anyio.fail_after(60):
+                code = await runner.run()
+            tg.cancel_scope.cancel()
+        return code
+
+    sim.reset_stats()
+    assert anyio.run(main) == 0
+    assert scans and all(not on_main and ticked for on_main, ticked in scans)
+    assert sim.stats.requests_total == 30  # the scan was used: only the new samples ran
