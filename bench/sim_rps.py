@@ -12,8 +12,9 @@ parsing them. `depth` is the number of requests in flight per connection
 (1 = plain request/response; >1 = HTTP pipelining).
 
 The server's own count (`/sim/stats` requests_total) and CPU time (from
-/proc) are reported too, so req/s per server CPU-second can be read off
-directly.
+/proc) are reported too, and their ratio: requests per server CPU-second, the
+rate one whole core would sustain (on a shared machine the server seldom gets
+its whole core, so req/s alone understates it).
 """
 
 from __future__ import annotations
@@ -145,8 +146,12 @@ def main() -> int:
                                                args.seconds, args.warmup))
             n1, cpu1 = server_count(url), cpu_seconds(proc.pid)
             cpu = f"{cpu1 - cpu0:.2f}" if cpu0 is not None and cpu1 is not None else "n/a"
+            # On a shared machine the server rarely gets its whole core: requests per second of
+            # server CPU is what one core would sustain, whatever else runs on it.
+            per_cpu = f"{(n1 - n0) / (cpu1 - cpu0):,.0f}" if cpu0 is not None and cpu1 is not None and cpu1 > cpu0 else "n/a"
             print(f"depth={depth:<3} requests={count} seconds={secs:.2f} req/s={count / secs:,.0f} "
-                  f"(server counted {n1 - n0} incl. warmup; server CPU s over the run: {cpu})")
+                  f"(server counted {n1 - n0} incl. warmup; server CPU s over the run: {cpu}; "
+                  f"requests per server CPU-second: {per_cpu})")
     finally:
         proc.terminate()
         try:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 
 from evaltui.engine import events as ev
-from evaltui.engine.runlog import event_line
+from evaltui.engine.runlog import FirstFailures, event_line
 from evaltui.engine.runner import Runner
 from evaltui.engine.events import PairStatus
 from evaltui.engine.state import RunState
@@ -37,10 +37,11 @@ class HeadlessRenderer:
         self.state = RunState()
         self.log_interval = log_interval
         self.closed = False
+        self._first_failures = FirstFailures()
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
-        line = event_line(e)
+        line = self._first_failures.line(e) if type(e) is ev.SampleFailed else event_line(e)
         if line is not None:
             self.say(line)
 

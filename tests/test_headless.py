@@ -84,6 +84,10 @@ def test_exit_code_1_when_something_is_not_scored(tmp_path: Path, sim_factory) -
     r = evaltui(str(plan), "--no-ui")
     assert r.returncode == 1
     assert "inference FAILED" in r.stdout and "not scored" in r.stdout
+    # Why, as it happens: the first failure of each pair (9 failed, across at most 4 pairs).
+    said = [line for line in r.stdout.splitlines() if " failed: http 422: " in line]
+    assert 1 <= len(said) <= 4 and len({line.split("]")[1].split(":")[0] for line in said}) == len(said)
+    assert " failed: http 422: " in (tmp_path / "out" / "logs" / "run.log").read_text()
 
 
 def test_ctrl_c_keeps_work_and_exits_130(tmp_path: Path, sim_factory) -> None:

@@ -206,27 +206,67 @@ async def model_server(request: web.BaseRequest) -> web.Response:
     return web.json_response({"generated_text": f"you asked: {body['inputs']}"})
 
 
-@pytest.mark.parametrize("bypass", [False, True], ids=["via-proxy", "no-proxy-bypass"])
-def test_http_proxy_from_the_environment_is_used_unless_no_proxy(monkeypatch: pytest.MonkeyPatch, bypass: bool) -> None:
+def test_http_proxy_from_the_environment_carries_the_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
 
     async def forward(request: web.BaseRequest) -> web.Response:
-        """A forward proxy: the request line carries the absolute URL of the model server."""
+        """A forward proxy: the request line carries the absolute URL; every name leads to 127.0.0.1."""
         seen.append(str(request.url))
+        target = request.url.with_host("127.0.0.1")
         async with aiohttp.ClientSession() as s:
-            async with s.post(request.url, data=await request.read(), headers={"content-type": "application/json"}) as r:
+            async with s.post(target, data=await request.read(), headers={"content-type": "application/json"}) as r:
                 return web.Response(body=await r.read(), status=r.status, content_type="application/json")
 
     async def main() -> str:
         async with aiohttp_server(model_server) as model_port, aiohttp_server(forward) as proxy_port:
             monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy_port}")
-            monkeypatch.setenv("NO_PROXY", "127.0.0.1" if bypass else "")
-            return await generate(model_cfg(f"http://127.0.0.1:{model_port}/generate"), "hello")
+            monkeypatch.delenv("NO_PROXY")
+            # a name only the proxy resolves: the client itself never looks it up
+            return await generate(model_cfg(f"http://model.evaltui-test.invalid:{model_port}/generate"), "hello")
 
     assert run(main) == "you asked: hello"
-    assert len(seen) == (0 if bypass else 1)
-    if not bypass:
-        assert seen[0].endswith("/generate")
+    assert len(seen) == 1 and seen[0].startswith("http://model.evaltui-test.invalid:") and seen[0].endswith("/generate")
+
+
+def test_no_proxy_and_loopback_bypass_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaltui.backends.client import env_proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example.test:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.test:3129")
+    monkeypatch.delenv("NO_PROXY")
+    assert str(env_proxy("http://models.example.test/v1")[0]) == "http://proxy.example.test:3128"
+    assert str(env_proxy("https://api.example.test/v1")[0]) == "http://proxy.example.test:3129"
+    for local in ("http://127.0.0.1:8000/v1", "http://127.0.0.2:1/generate", "http://localhost:1/x", "http://[::1]:1/v1"):
+        assert env_proxy(local) == (None, None), local
+    monkeypatch.setenv("NO_PROXY", "models.example.test")
+    assert env_proxy("http://models.example.test/v1") == (None, None)
+
+
+def test_a_local_server_is_reached_directly_whatever_the_proxy_settings(sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corporate HTTP_PROXY with a NO_PROXY that forgets localhost must not break local models (or the demo)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # a proxy that is not there
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.delenv("NO_PROXY")
+    sim = sim_factory()
+    assert run(lambda: generate(model_cfg(f"{sim.url}/generate"))) != ""
+    assert sim.stats.requests_total == 1
+
+
+def test_a_redirect_is_not_followed_and_says_where_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    srv = RawServer(lambda n: b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://models.example.test/v2/generate\r\nContent-Length: 0\r\n\r\n")
+
+    async def main() -> str:
+        async with srv.serve() as url:
+            return await generate(model_cfg(url, retry=3))
+
+    with pytest.raises(BackendError) as err:
+        run(main)
+    assert err.value.status == 308 and err.value.attempts == 1 and srv.requests == 1
+    assert "redirects to https://models.example.test/v2/generate" in err.value.message
 
 
 def test_a_netrc_entry_for_the_host_does_not_displace_the_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,3 +67,45 @@ def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_f
     assert code == 0 and sim.stats.requests_total == 0
     assert len(json.loads(runner.workdir.predictions_file("m", "d").read_text())) == 20
     assert runner.workdir.read_result("m", "d")["accuracy"] == 100.0
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens there once the socket is closed
+
+
+def test_a_model_whose_server_is_down_stops_early_with_the_reason_and_a_rerun_resumes(tmp_path: Path, sim_factory) -> None:
+    import json
+
+    from planmaker import of_type
+
+    from evaltui.engine import events as ev
+
+    rows = arithmetic(200)
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    datasets = [gsm_dataset("d", data), gsm_dataset("e", data, limit=50)]
+    down = {"abbr": "m", "type": "lightllm", "url": f"http://127.0.0.1:{_closed_port()}/generate", "max_workers": 4, "retry": 1, "backoff": 0.0, "timeout": 5.0}
+    code, events, runner = run_plan(write_plan(tmp_path, models=[down], datasets=datasets))
+    assert code == 1
+    failed = of_type(events, ev.SampleFailed)
+    assert 0 < len(failed) < 20  # it stopped after a few, not after 250 refused samples
+    inferred = {e.dataset: e for e in of_type(events, ev.DatasetInferred)}
+    assert set(inferred) == {"d", "e"} and all(e.status == "fail" for e in inferred.values())
+    assert all("server did not answer (connect: " in e.error for e in inferred.values())
+    for dataset in ("d", "e"):
+        status = runner.workdir.read_status("m", dataset)
+        assert status["status"] == "fail" and "server did not answer" in status["error"]
+    lines = (runner.workdir.logs_dir / "run.log").read_text()
+    assert "none was answered; stopping this model" in lines and down["url"] in lines
+
+    # The server is up (at another address): the run carries on where it stopped.
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key))
+    code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=datasets))
+    assert code == 0 and sim.stats.requests_total == 250  # the refused samples and those never sent
+    assert len(json.loads(runner.workdir.predictions_file("m", "d").read_text())) == 200

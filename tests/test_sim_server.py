@@ -292,3 +292,20 @@ def test_cli_invalid_values_exit_2(args, capsys):
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert "error:" in err.strip().splitlines()[-1] and "Traceback" not in err
+
+
+def test_expect_100_continue_is_answered_before_the_body(sim):
+    data = json.dumps({"inputs": "hi"}).encode()
+    head = (b"POST /generate HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(data))
+    with connect(sim) as s:
+        s.sendall(head)  # a client like curl holds the body back until the server says go on
+        interim = b""
+        while b"\r\n\r\n" not in interim:
+            chunk = s.recv(100)
+            assert chunk, "closed before 100 Continue"
+            interim += chunk
+        assert interim.startswith(b"HTTP/1.1 100 Continue\r\n")
+        s.sendall(data)
+        status, _, payload = read_response(s, bytearray(interim.split(b"\r\n\r\n", 1)[1]))
+        assert status == 200 and json.loads(payload)["generated_text"] == ["hello"]

@@ -199,6 +199,9 @@ class Backend(ABC):
                     e.attempts = attempt
                     raise
             message = server_message(reply)
+            if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
+                where = reply.headers.get("location", "")
+                message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
             if status in RETRY_STATUSES or status >= 500:
                 retry_after = parse_retry_after(reply.headers.get("retry-after"))
                 last = BackendError("http", message, status=status, attempts=attempt, retryable=True)

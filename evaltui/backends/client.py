@@ -6,13 +6,14 @@ for aiohttp alone (bench/http_client.py, bench/RESULTS.md). The engine's whole c
 is 0.5 ms per request, so the backends speak aiohttp and nothing else.
 
 What it honours: HTTP(S)_PROXY / NO_PROXY from the environment (and the proxy's credentials from
-~/.netrc), looked up once per model; for https, the system's CA store, `SSL_CERT_FILE` /
+~/.netrc), looked up once per model, never for loopback addresses; for https, the system's CA store, `SSL_CERT_FILE` /
 `SSL_CERT_DIR`, and the model's own `ca_file` / `verify = false`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import ssl
 from dataclasses import dataclass
 from types import TracebackType
@@ -24,6 +25,7 @@ from yarl import URL
 
 from evaltui.plan import ModelConfig
 
+KEEPALIVE = 4.0
 TLS_HINT = "to trust a private CA, set the model's ca_file (or SSL_CERT_FILE) to its PEM bundle"
 
 
@@ -61,10 +63,29 @@ def env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
     (and ~/.netrc) on a worker thread for every request — twice the client's CPU per request —
     and would refuse to send a request whose host has a ~/.netrc entry next to our API key.
     """
+    target = URL(url)
+    if is_loopback(target.host):
+        return None, None
     try:
-        return get_env_proxy_for_url(URL(url))
+        return get_env_proxy_for_url(target)
     except LookupError:  # no proxy for this URL
         return None, None
+
+
+def is_loopback(host: str | None) -> bool:
+    """A server on this machine (a local model server, the simulator) is never reached through a proxy.
+
+    A proxy elsewhere cannot reach our loopback, so proxying it only ever fails — as when a
+    corporate HTTP_PROXY is set and NO_PROXY forgets localhost. Go's net/http does the same.
+    """
+    if host is None:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ModelClient:
@@ -84,6 +105,9 @@ class ModelClient:
         connector = aiohttp.TCPConnector(
             limit=self.cfg.max_workers,
             limit_per_host=0,
+            # below the 5 s idle timeout of uvicorn (vLLM, SGLang): a connection the server is
+            # about to close is not reused, which would cost the request an attempt
+            keepalive_timeout=KEEPALIVE,
             ssl=tls_context(self.cfg) if self.url.startswith("https://") else True,
         )
         self._proxy, self._proxy_auth = env_proxy(self.url)

@@ -38,6 +38,11 @@ from evaltui.engine.workdir import (
 from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
+# Samples in a row that found no server (connection refused, unknown host, or every request
+# refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
+# wrong URL or a server that is not up would otherwise grind through every sample's retries.
+NO_SERVER_AFTER = 8
+_NO_SERVER_STATUSES = (401, 403, 404, 405)
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
 
@@ -140,6 +145,9 @@ class ModelInference:
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
+        self._server_seen = False  # a reply (or an error only one sample has) came back in this run
+        self._no_server = 0  # samples that found no server, while none has been seen
+        self._stopped = ""  # why the model stopped before its samples were done
 
     # ------------------------------------------------------------------ planning (sync, in a thread)
     def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig] | None = None, emit: ev.Sink | None = None) -> list[DatasetRun]:
@@ -222,8 +230,8 @@ class ModelInference:
     def _kept_whole(self, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
         """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
         m, wd, n = self.model.abbr, self.workdir, ds.shards
-        statuses = [wd.read_status(m, ds.abbr, k, n) for k in range(n)]
-        if not wd.predictions_complete(m, ds.abbr) or not all(s and s.get("status") == "done" for s in statuses):
+        statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
+        if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
             return False
         if sum(s.get("total", -1) for s in statuses) != total:  # another limit
             return False
@@ -250,6 +258,7 @@ class ModelInference:
         the queue is empty; the caller runs it again if a dataset was added after that."""
         if not self.has_work():
             return
+        self._stopped, self._no_server = "", 0  # work added later (a retry) tries the server again
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
@@ -261,6 +270,8 @@ class ModelInference:
                     self._add_workers()
                 self._workers = None
                 outer.cancel_scope.cancel()  # the poll's safety net is not needed any more
+            if self._stopped:
+                self._fail_unfinished(self._stopped)
         finally:
             self._workers = self._tg = None
             with anyio.CancelScope(shield=True):
@@ -366,7 +377,7 @@ class ModelInference:
             kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             if isinstance(e, DatasetError):
                 kind, message = "dataset", f"record {index}: {e}"
-            entry = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": kind, "status": None, "message": message, "attempts": 0}}
+            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": kind, "status": None, "message": message, "attempts": 0}}
         else:
             self.in_flight += 1
             try:
@@ -379,8 +390,10 @@ class ModelInference:
         if "error" in entry:
             shard.failed += 1
             self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"])))
+            self._check_server(entry["error"])
         else:
             shard.completed += 1
+            self._server_seen = True
             self.emit(ev.SampleFinished(m, d, shard.shard, index))
         shard.outstanding -= 1
         run.remaining -= 1
@@ -393,6 +406,43 @@ class ModelInference:
                 self.board.write(m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version)
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
+
+    def _check_server(self, error: dict[str, Any]) -> None:
+        """Stop the model when its first samples all found no server (see NO_SERVER_AFTER)."""
+        if self._server_seen or self._stopped:
+            return
+        if error.get("type") != "connect" and error.get("status") not in _NO_SERVER_STATUSES:
+            self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
+            return
+        self._no_server += 1
+        if self._no_server >= NO_SERVER_AFTER:
+            code = f" {error['status']}" if error.get("status") is not None else ""
+            why = f"{error.get('type')}{code}: {error.get('message')}"
+            self._stopped = f"stopped: the model's server did not answer ({why})"
+            self.emit(ev.Notice(
+                f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
+                f"check its url ({self.backend.url}) and that its server is up, then run again", "error"))
+            if self._workers is not None:
+                self._workers.cancel_scope.cancel()
+
+    def _fail_unfinished(self, error: str) -> None:
+        """Say `fail` (with why) for every shard the stopped model did not finish; a re-run resumes them."""
+        m = self.model.abbr
+        for run in self.runs:
+            if run.load_error:
+                continue
+            unfinished = [s for s in run.shards if s.status is None]
+            run.started, run.todo, run.remaining, run.records = True, iter(()), 0, None
+            run.loaded.set()
+            for s in unfinished:
+                s.checkpoint.close()
+                s.status, s.outstanding = PairStatus.FAIL, -1
+                self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
+                self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
+            if unfinished:
+                self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
+                self.on_inferred(m, run.cfg.abbr)
+        self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
 
     async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
         """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""

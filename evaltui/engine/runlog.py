@@ -60,6 +60,23 @@ def event_line(e: ev.Event) -> str | None:
     return None
 
 
+class FirstFailures:
+    """The first failed sample of each model×dataset as a line, so a run whose samples fail says
+    why as it happens, not only in logs/failures.jsonl."""
+
+    def __init__(self) -> None:
+        self._said: set[tuple[str, str]] = set()
+
+    def line(self, e: ev.SampleFailed) -> str | None:
+        if (e.model, e.dataset) in self._said:
+            return None
+        self._said.add((e.model, e.dataset))
+        err = e.error
+        code = f" {err.status}" if err.status is not None else ""
+        message = err.message if len(err.message) <= 300 else err.message[:300] + "…"
+        return f"{e.model}/{e.dataset}: sample {e.sample_index} failed: {err.type}{code}: {message} (every failure: logs/failures.jsonl)"
+
+
 class RunLog:
     """A sink writing logs/run.log and logs/failures.jsonl; appends, so resumed runs add to them."""
 
@@ -68,16 +85,23 @@ class RunLog:
         # backslashreplace: a server's error text may hold characters UTF-8 cannot (lone surrogates)
         self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self._failures_path = workdir.logs_dir / "failures.jsonl"
+        self._first_failures = FirstFailures()
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
         if type(e) is ev.SampleFailed:  # the hot path: one per failed request
             line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
             os.write(self._failures, json_bytes(line) + b"\n")
+            first = self._first_failures.line(e)
+            if first is not None:
+                self._write(first)
             return
         text = event_line(e)
         if text is not None:
-            self._log.write(f"{datetime.now().isoformat(timespec='seconds')} {text}\n")
+            self._write(text)
+
+    def _write(self, text: str) -> None:
+        self._log.write(f"{datetime.now().isoformat(timespec='seconds')} {text}\n")
 
     def close(self) -> None:
         self._log.close()

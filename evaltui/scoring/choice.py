@@ -74,9 +74,9 @@ def extract_choice(text: str) -> str | None:
         if word == "A":
             fallback = fallback or word
     for regex in (_ONLY_RE, _LEADING_RE):
-        match = regex.search(text)
-        if match:
-            return next(group for group in match.groups() if group)
+        whole = regex.search(text)
+        if whole:
+            return next(group for group in whole.groups() if group)
     found: tuple[int, str] | None = None
     for match in _PICK_RE.finditer(text):
         word = _as_word(text, match)
