@@ -52,6 +52,7 @@ class PairAccount:
     completed: int = 0  # the status files' counts
     failed_count: int = 0
     statuses: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the status files' reasons for a `fail`
 
 
 def account(work_dir: Path, model: str, dataset: str) -> PairAccount:
@@ -73,6 +74,7 @@ def account(work_dir: Path, model: str, dataset: str) -> PairAccount:
             continue
         data = json.loads(path.read_text())
         acc.statuses.append(data["status"])
+        acc.errors.append(data.get("error", ""))
         acc.completed += data["completed"]
         acc.failed_count += data["failed"]
     return acc
