@@ -338,8 +338,13 @@ def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
             sim_options(m.url)
         except ValueError as e:
             problems.append(f"url: {e}")
-    elif parts.scheme not in ("http", "https") or not parts.netloc:
+    elif parts.scheme not in ("http", "https") or not parts.hostname:
         problems.append(f"url: expected an http://, https:// or sim:// URL (got {m.url!r})")
+    else:
+        try:
+            parts.port  # noqa: B018 - parsing it is the check: out of range or not a number
+        except ValueError as e:
+            problems.append(f"url: invalid port: {e} (got {m.url!r})")
     if m.type != "lightllm" and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:

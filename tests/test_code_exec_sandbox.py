@@ -168,16 +168,17 @@ def test_the_program_dies_with_the_process_that_runs_it(tmp_path):
     import sys
     import time
 
-    pid_file = tmp_path / "pid"
-    program = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(100)\n"
+    # (the program cannot write outside its folder to say its pid: it is found by its folder)
+    sandboxes = tmp_path / "sandboxes"
+    program = "import time\ntime.sleep(100)\n"
     runner = subprocess.Popen(
-        [sys.executable, "-c", f"from evaltui.scoring.sandbox import run_program; run_program({program!r}, timeout=60)"]
+        [sys.executable, "-c", f"from evaltui.scoring.sandbox import run_program; run_program({program!r}, timeout=60, tmp_root={str(sandboxes)!r})"]
     )
     deadline = time.monotonic() + 30
-    while not pid_file.exists() or not pid_file.read_text():
+    while not _processes_under(sandboxes):
         assert time.monotonic() < deadline, "the sandboxed program never started"
         time.sleep(0.02)
-    child = int(pid_file.read_text())
+    (child,) = _processes_under(sandboxes)
     os.kill(runner.pid, signal.SIGKILL)  # evaltui killed mid-scoring
     runner.wait(timeout=10)
     end = time.monotonic() + 10
@@ -192,3 +193,126 @@ def _running(pid: int) -> bool:
             return "State:\tZ" not in f.read()
     except OSError:
         return False
+
+
+# ---------------------------------------------------------------------------------------------
+# RELIABILITY.md §6: what a completion can do to the machine — spawn without bound, write
+# outside its directory, keep root's powers — is stopped or contained, and scored as failed.
+# ---------------------------------------------------------------------------------------------
+
+
+def _processes_under(folder) -> list[int]:  # type: ignore[no-untyped-def]
+    """Live sandboxed programs whose folder is in `folder` (their command line names the program)."""
+    import os
+
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if f"{folder}/evaltui-exec-".encode() in cmdline and _running(int(name)):
+            found.append(int(name))
+    return found
+
+
+@pytest.mark.reliability
+def test_a_fork_bomb_is_bounded_by_the_process_limit_and_dies_with_the_program(tmp_path):
+    """Each child sleeps a minute: without RLIMIT_NPROC (or as root, whom the kernel exempts,
+    without dropping to nobody) all 400 forks would succeed and the body would pass."""
+    import re
+    import time
+
+    body = (
+        "    import os, time\n"
+        "    n = 0\n"
+        "    try:\n"
+        "        for _ in range(400):\n"
+        "            if os.fork() == 0:\n"
+        "                time.sleep(60)\n"
+        "                os._exit(0)\n"
+        "            n += 1\n"
+        "    except OSError:\n"
+        "        raise SystemExit(f'fork refused after {n}')\n"
+        "    return x + 1\n"
+    )
+    result = run_program(PROMPT + body + "\n" + TEST + "\ncheck(inc)\n", timeout=30.0, tmp_root=str(tmp_path))
+    m = re.fullmatch(r"failed: fork refused after (\d+)", result)
+    assert m is not None, result
+    assert int(m.group(1)) < 300  # 64 over what the sandbox user already ran (others' sandboxes may end meanwhile)
+    deadline = time.monotonic() + 10
+    while _processes_under(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_under(tmp_path) == []  # the sleeping children went with it
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    "action",
+    [
+        "open({target!r}, 'w').write('x')",
+        "open({victim!r}, 'a').write('x')",
+        "open({victim!r}, 'r+').truncate(0)",
+        "os.remove({victim!r})",
+        "os.rename({victim!r}, 'stolen.txt')",
+        "os.mkdir({outside!r} + '/made')",
+        "os.symlink({outside!r}, 'link'); open('link/through-link.txt', 'w').write('x')",
+        "os.chdir('..'); open('beside.txt', 'w').write('x')",
+    ],
+    ids=["create", "append", "truncate", "remove", "move-away", "mkdir", "through-symlink", "parent-dir"],
+)
+def test_a_completion_cannot_write_outside_its_directory(tmp_path, action):
+    import os
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.txt"
+    victim.write_text("keep me")
+    sandboxes = tmp_path / "sandboxes"
+    program = "import os\n" + action.format(target=str(outside / "written.txt"), victim=str(victim), outside=str(outside)) + "\n"
+    result = run_program(program, tmp_root=str(sandboxes))
+    assert result.startswith("failed: PermissionError"), result
+    assert victim.read_text() == "keep me"
+    assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+    assert not sandboxes.exists() or os.listdir(sandboxes) == []  # and its own folder is gone
+
+
+@pytest.mark.reliability
+def test_a_correct_completion_that_also_writes_outside_is_scored_failed(tmp_path):
+    target = tmp_path / "note.txt"
+    detail = run_body(f"    open({str(target)!r}, 'w').write('was here')\n    return x + 1\n")
+    assert detail["correct"] is False and detail["result"].startswith("failed: PermissionError")
+    assert not target.exists()
+
+
+@pytest.mark.reliability
+def test_what_a_careful_completion_does_still_works():
+    body = (
+        "    import json, math, os, subprocess, tempfile\n"
+        "    open('scratch.txt', 'w').write('x')\n"
+        "    os.makedirs('sub/deeper', exist_ok=True)\n"
+        "    os.rename('scratch.txt', 'sub/moved.txt')\n"
+        "    with tempfile.NamedTemporaryFile() as t:\n"
+        "        t.write(b'x')\n"
+        "    open(os.devnull, 'w').write('discarded')\n"
+        "    subprocess.run(['true'], check=True, stdout=subprocess.DEVNULL)\n"
+        "    return x + 1\n"
+    )
+    assert run_body(body)["result"] == PASSED
+
+
+@pytest.mark.reliability
+def test_the_program_holds_no_capabilities_and_is_not_really_root():
+    """Started by root (as in many containers and CI runners), the program keeps none of root's
+    powers: no capabilities, and a real uid the process limit applies to."""
+    body = (
+        "    import os\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    assert 'CapEff:\\t0000000000000000' in status and 'CapPrm:\\t0000000000000000' in status\n"
+        "    assert os.getuid() != 0\n"
+        "    return x + 1\n"
+    )
+    assert run_body(body)["result"] == PASSED

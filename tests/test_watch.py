@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import anyio
+import pytest
 from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
@@ -156,3 +158,208 @@ def test_heartbeat_thread_beats_while_running(tmp_path: Path) -> None:
     time.sleep(0.1)
     assert wd.heartbeat_file.read_text() == last  # stopped with the run
     assert wd.heartbeat_age() is not None and wd.heartbeat_age() >= 0.1
+
+
+# ---------------------------------------------------------------------------------------------
+# RELIABILITY.md §4: a heartbeat that goes stale mid-run, heartbeats that cannot be read, an
+# evaluator that raises. The clock is the watcher's own (`clock=`), so nothing waits real time.
+# ---------------------------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def watch_with(plan, wd, pairs, clock, before, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    events: list[ev.Event] = []
+    scorer = WatchScorer(plan, wd, events.append, pairs, clock=clock)
+
+    async def main() -> None:
+        with anyio.fail_after(timeout):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(scorer.run)
+                await before(scorer)
+
+    anyio.run(main)
+    return events
+
+
+async def wait_for(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.02)
+
+
+@pytest.mark.reliability
+def test_heartbeat_going_stale_mid_run_skips_the_rest_and_scores_nothing_partial(tmp_path: Path) -> None:
+    plan, wd, board = setup(tmp_path, heartbeat_timeout=30.0, watch_interval=0.05)
+    clock = Clock()
+    atomic_write_text(wd.heartbeat_file, datetime.fromtimestamp(clock.now, timezone.utc).isoformat() + "\n")
+    board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
+    board.write("m", "b", 0, 1, "running", total=5, completed=1, failed=0)
+
+    async def story(scorer: WatchScorer) -> None:
+        finish(wd, board, "b")  # b ends while inference is alive: it is scored
+        scorer.wake()
+        await wait_for(lambda: wd.result_file("m", "b").exists())
+        # a has answers on disk but is still running when inference dies (no more beats)
+        write_predictions(wd.predictions_file("m", "a"), [{"index": 0, "origin_prompt": "x", "prediction": "1", "gold": "1"}])
+        clock.now += 29.0
+        scorer.wake()
+        await anyio.sleep(0.2)
+        assert scorer.pending == [("m", "a")]  # not stale yet: still waiting
+        clock.now += 2.0  # 31 s since the last beat
+        scorer.wake()
+
+    events = watch_with(plan, wd, [("m", "a"), ("m", "b")], clock, story)
+    assert [(e.dataset, e.score) for e in events if isinstance(e, ev.DatasetScored)] == [("b", 100.0)]
+    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert skipped.pairs == (("m", "a"),) and "heartbeat stale for 31 s" in skipped.reason
+    assert not wd.result_file("m", "a").exists()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("content", [b"garbage", b"", b"\xff\xfe\x00\x01", b"2026-13-45T99:99:99"], ids=["words", "empty", "not-utf8", "impossible-date"])
+def test_an_unparseable_heartbeat_is_dated_by_its_file_time(tmp_path: Path, content: bytes) -> None:
+    """A beat that cannot be read still proves a writer was there when the file was written."""
+    plan, wd, board = setup(tmp_path, heartbeat_timeout=30.0, watch_interval=0.05)
+    clock = Clock()
+    wd.heartbeat_file.write_bytes(content)
+    written = wd.heartbeat_file.stat().st_mtime
+    board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
+
+    async def story(scorer: WatchScorer) -> None:
+        clock.now = written + 20.0
+        scorer.wake()
+        await anyio.sleep(0.2)
+        assert scorer.pending == [("m", "a")]  # 20 s: alive
+        clock.now = written + 40.0
+        scorer.wake()
+
+    events = watch_with(plan, wd, [("m", "a")], clock, story)
+    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert skipped.pairs == (("m", "a"),) and "heartbeat stale for 40 s" in skipped.reason
+
+
+@pytest.mark.reliability
+def test_a_missing_heartbeat_counts_from_the_watchers_start(tmp_path: Path) -> None:
+    plan, wd, board = setup(tmp_path, heartbeat_timeout=30.0, watch_interval=0.05)
+    clock = Clock()
+    board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
+
+    async def story(scorer: WatchScorer) -> None:
+        await anyio.sleep(0.1)
+        clock.now += 25.0
+        scorer.wake()
+        await anyio.sleep(0.2)
+        assert scorer.pending == [("m", "a")]
+        clock.now += 10.0
+        scorer.wake()
+
+    events = watch_with(plan, wd, [("m", "a")], clock, story)
+    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert skipped.pairs == (("m", "a"),) and "heartbeat stale for 35 s" in skipped.reason
+    assert not wd.result_file("m", "a").exists()
+
+
+@pytest.mark.reliability
+def test_an_opencompass_heartbeat_in_naive_local_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenCompass writes `datetime.now()` without a zone: local time, here 8 h east of UTC."""
+    monkeypatch.setenv("TZ", "Asia/Shanghai")
+    time.tzset()
+    try:
+        plan, wd, board = setup(tmp_path, heartbeat_timeout=30.0, watch_interval=0.05)
+        clock = Clock()
+        atomic_write_text(wd.heartbeat_file, datetime.fromtimestamp(clock.now).isoformat())  # naive local
+        assert wd.heartbeat_age(clock.now) is not None and abs(wd.heartbeat_age(clock.now)) < 1.0  # type: ignore[arg-type]
+        board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
+
+        async def story(scorer: WatchScorer) -> None:
+            clock.now += 10.0
+            scorer.wake()
+            await anyio.sleep(0.2)
+            assert scorer.pending == [("m", "a")]  # 10 s old, not 8 h
+            clock.now += 25.0
+            scorer.wake()
+
+        events = watch_with(plan, wd, [("m", "a")], clock, story)
+        (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+        assert "heartbeat stale for 35 s" in skipped.reason
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+@pytest.mark.reliability
+def test_an_evaluator_that_raises_gives_an_error_result_and_the_rest_are_scored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    model = {"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:9/generate"}
+    datasets = [gsm_dataset("a", data), {**gsm_dataset("b", data), "evaluator": {"type": "includes"}}, gsm_dataset("c", data)]
+    plan = load_plan(write_plan(tmp_path, models=[model], datasets=datasets, run={"watch_interval": 0.05}))
+    wd = WorkDir(tmp_path / "out")
+    wd.prepare()
+    board = StatusBoard(wd)
+    wd.beat()
+    for d in ("a", "b", "c"):
+        finish(wd, board, d)
+    atomic_write_text(wd.predictions_file("m", "c"), '{"0": {"prediction": ')  # unreadable: raises while scoring
+    from evaltui.scoring.score import _FIXED_JUDGES
+
+    def broken(prediction: str, gold: str):  # type: ignore[no-untyped-def]
+        raise KeyError("evaluator bug")
+
+    monkeypatch.setitem(_FIXED_JUDGES, "includes", broken)
+
+    async def end(scorer: WatchScorer) -> None:
+        await wait_for(lambda: all(wd.result_file("m", d).exists() for d in "abc"))
+        scorer.inference_finished()
+
+    events = watch_with(plan, wd, [("m", "a"), ("m", "b"), ("m", "c")], time.time, end)
+    by = {e.dataset: e for e in events if isinstance(e, ev.DatasetScored)}
+    assert by["a"].score == 100.0 and not by["a"].error
+    assert by["b"].score is None and "KeyError: 'evaluator bug'" in by["b"].error
+    assert by["c"].score is None and by["c"].error
+    assert json.loads(wd.result_file("m", "b").read_text()) == {"error": by["b"].error}
+    assert "error" in json.loads(wd.result_file("m", "c").read_text())
+    assert not [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert wd.has_scored_result("m", "a") and not wd.has_scored_result("m", "b")
+
+
+@pytest.mark.reliability
+def test_a_run_whose_heartbeat_stops_skips_what_had_not_finished(tmp_path: Path, sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole engine: the heartbeat writer hangs once the quick dataset is scored (a stalled
+    network file system); the slow one outlives heartbeat_timeout and is listed
+    as skipped with no result, even though its inference goes on to finish."""
+    from planmaker import lightllm, run_plan
+
+    from evaltui.sim import AnswerKey, ModelProfile, SimConfig
+
+    rows = arithmetic(24)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, models={"m": ModelProfile(accuracy=1.0, latency=0.1)}))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=1)],
+        datasets=[gsm_dataset("quick", data, limit=1), gsm_dataset("slow", data)],  # slow: ≥ 2.3 s of replies
+        run={"heartbeat_timeout": 1.0, "heartbeat_interval": 0.1, "watch_interval": 0.05},
+    )
+    def beat_until_quick_is_scored(self: HeartbeatThread) -> None:
+        while not self._stop.wait(self.interval) and not self.workdir.result_file("m", "quick").exists():
+            self.workdir.beat()
+
+    monkeypatch.setattr(HeartbeatThread, "_run", beat_until_quick_is_scored)
+    code, events, runner = run_plan(plan)
+    assert code == 1
+    wd = runner.workdir
+    assert [(e.dataset, e.score) for e in events if isinstance(e, ev.DatasetScored)] == [("quick", 100.0)]
+    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert skipped.pairs == (("m", "slow"),) and "heartbeat stale" in skipped.reason
+    assert not wd.result_file("m", "slow").exists()
+    assert wd.predictions_file("m", "slow").exists()  # inference finished; only scoring was given up

@@ -25,6 +25,7 @@ from evaltui.backends import Backend, BackendError
 from evaltui.datasets import DatasetError, Sample, file_fingerprint, open_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.redact import model_secrets, redact
 from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import (
     Checkpoint,
@@ -145,6 +146,7 @@ class ModelInference:
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
+        self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
@@ -455,9 +457,11 @@ class ModelInference:
             else:
                 entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
         except BackendError as e:
-            entry.update(prediction="", gold=sample.target, error=e.as_dict())
+            error = e.as_dict()
+            entry.update(prediction="", gold=sample.target, error={**error, "message": redact(error["message"], self._secrets)})
         except Exception as e:  # a bug must cost one sample, not the whole run
-            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": f"{type(e).__name__}: {e}", "attempts": 1})
+            message = redact(f"{type(e).__name__}: {e}", self._secrets)
+            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": message, "attempts": 1})
         return entry
 
     async def _finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:

@@ -208,7 +208,7 @@ class WorkDir:
     def heartbeat_age(self, now: float | None = None) -> float | None:
         """Seconds since the last beat, or None when there is no heartbeat file."""
         try:
-            text = self.heartbeat_file.read_text()
+            text = self.heartbeat_file.read_bytes().decode("utf-8", errors="replace")  # garbage: dated by mtime below
         except FileNotFoundError:
             return None
         at = parse_iso(text)
@@ -221,19 +221,32 @@ class WorkDir:
 
     # -- status
     def read_status(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> dict[str, Any] | None:
+        """The status, or None when the file is missing or not one a writer of statuses could have
+        made (torn, garbage, counts that are not integers): then the checkpoints decide."""
         data = read_json(self.status_file(model, dataset, shard, shards))
-        return data if isinstance(data, dict) else None
+        if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+            return None
+        for key in ("total", "completed", "failed"):
+            value = data.get(key, 0)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+        return data
 
     def read_result(self, model: str, dataset: str) -> dict[str, Any] | None:
         """A result file's metrics (or its error) without its per-sample details.
 
         Results evaltui wrote put the metrics on the lines before `"details"`, so only those are
         read: the leaderboard of a run over millions of samples does not parse them all again.
+        A file cut short (copied half-way, a disk that filled) does not end as evaltui ends it:
+        it is read whole, found invalid, and so scored again.
         """
         path = self.result_file(model, dataset)
         try:
             with open(path, "rb") as f:
-                if f.readline().rstrip() == b"{":
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 2))
+                whole = f.read() == b"}\n"
+                f.seek(0)
+                if whole and f.readline().rstrip() == b"{":
                     head: dict[str, Any] = {}
                     for _ in range(64):
                         line = f.readline().strip().rstrip(b",")

@@ -11,10 +11,16 @@ The program is model-written, so it runs in a child interpreter that:
 - must get through the tests for its bootstrap to print a random token it received over a pipe
   (not in the program file), so `sys.exit(0)` / `os._exit(0)` before or during the tests, or a
   program printing its own file, is not a pass;
-- dies with evaltui (PR_SET_PDEATHSIG), and cannot fork without bound (RLIMIT_NPROC, non-root).
+- dies with evaltui (PR_SET_PDEATHSIG), and cannot fork without bound (RLIMIT_NPROC): the kernel
+  does not apply that limit to root, so under root the child first gives up every capability
+  and takes `nobody` as its real uid, which the limit counts (its files stay root's: it keeps
+  effective uid 0 so the interpreter under a private /root can still import);
+- can create, write, truncate, rename or delete files only inside its directory (Landlock,
+  Linux ≥ 5.13; where the kernel lacks it, it can write what the user can write).
 It contains accidents and careless code, not a determined adversary: code in the same
-interpreter as the bootstrap can find the token by walking frames, and it can write files the
-user can write. Run untrusted models' code in a container.
+interpreter as the bootstrap can find the token by walking frames, and a process that leaves
+the session (setsid) escapes the wall-clock kill (not the CPU limit). Run untrusted models'
+code in a container.
 The limits are set by a short bootstrap run inside the child before the program rather than by
 `preexec_fn`: Python documents `preexec_fn` as unsafe in a threaded process (the child can
 deadlock before exec), and samples are started from a thread pool inside a threaded app.
@@ -41,15 +47,54 @@ _PROGRAM_NAME = "program.py"
 # returned. soft == hard, so the program cannot raise its limits again.
 _BOOTSTRAP = """\
 import contextlib, os, resource, runpy, sys
-def _prepare(parent, token_fd):
+def _unroot(libc, ctypes):
+    # RLIMIT_NPROC binds no process whose real uid is root or that holds CAP_SYS_ADMIN or
+    # CAP_SYS_RESOURCE: take nobody's real uid, then drop every capability for good
+    # (SECBIT_NOROOT, locked: an exec cannot give them back).
+    if libc.prctl(28, 3, 0, 0, 0) != 0:  # PR_SET_SECUREBITS
+        return
+    os.setresuid({nobody}, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    libc.capset(header, (ctypes.c_uint32 * 6)())
+def _confine_writes(libc, ctypes, home):
+    # Landlock: creating, writing, truncating, renaming and removing files only beneath `home`
+    # (and writing /dev/null); reading stays free. Without it in the kernel: nothing to do.
+    call = libc.syscall
+    call.restype = ctypes.c_long
+    L = ctypes.c_long
+    abi = call(L(444), None, L(0), L(1))  # landlock_create_ruleset(NULL, 0, VERSION)
+    if abi < 1:
+        return
+    rights = 0x1ff2 | (0x2000 if abi >= 2 else 0) | (0x4000 if abi >= 3 else 0)
+    attr = ctypes.c_uint64(rights)
+    ruleset = call(L(444), ctypes.byref(attr), L(8), L(0))
+    if ruleset < 0:
+        return
+    class Beneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [(\"allowed\", ctypes.c_uint64), (\"parent_fd\", ctypes.c_int32)]
+    for path, allowed in ((home, rights), (os.devnull, 0x2 | (rights & 0x4000))):
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        call(L(445), L(ruleset), L(1), ctypes.byref(Beneath(allowed, fd)), L(0))
+        os.close(fd)
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, which landlock_restrict_self requires
+    call(L(446), L(ruleset), L(0))
+    os.close(ruleset)
+def _prepare(parent, token_fd, home):
     if sys.platform.startswith("linux"):
         import ctypes, signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        if os.getuid() == 0:
+            with contextlib.suppress(OSError, AttributeError):  # not allowed here: the wall-clock kill remains
+                _unroot(libc, ctypes)
         with contextlib.suppress(OSError, AttributeError):  # no prctl: the wall-clock kill remains
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with evaltui
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with evaltui
         if os.getppid() != parent:
             os._exit(70)
+        with contextlib.suppress(OSError, AttributeError):  # no Landlock: writes are not confined
+            _confine_writes(libc, ctypes, home)
     limits = [(\"RLIMIT_AS\", {as_bytes}), (\"RLIMIT_CPU\", {cpu_s}), (\"RLIMIT_FSIZE\", {fsize}), (\"RLIMIT_CORE\", 0)]
-    if os.getuid() != 0:  # root ignores it; for others it stops fork bombs
+    if os.getuid() != 0:  # root ignores it (when it could not become nobody); for others it stops fork bombs
         limits.append((\"RLIMIT_NPROC\", {nproc}))
     for name, value in limits:
         res = getattr(resource, name, None)
@@ -64,7 +109,7 @@ def _run(path, token):
     runpy.run_path(path, run_name="__main__")
     sys.stdout.flush()
     os.write(1, b"\\n" + token + b"\\n")
-_run(sys.argv[1], _prepare(int(sys.argv[2]), int(sys.argv[3])))
+_run(sys.argv[1], _prepare(int(sys.argv[2]), int(sys.argv[3]), os.path.dirname(sys.argv[1])))
 """
 
 PASSED = "passed"
@@ -127,9 +172,12 @@ def _verdict(returncode: int, stdout: str, stderr: str, sentinel: str, *, floode
     return f"failed: exit code {returncode}"
 
 
-def _user_processes() -> int:
-    """How many processes this user runs now (the base of the sandbox's process limit)."""
-    uid = str(os.getuid())
+NOBODY = 65534  # the real uid a sandbox started by root runs under
+
+
+def _user_processes(uid: int) -> int:
+    """How many processes the user `uid` runs now (the base of the sandbox's process limit)."""
+    uid_text = str(uid)
     count = 0
     try:
         names = os.listdir("/proc")
@@ -141,7 +189,7 @@ def _user_processes() -> int:
                 with open(f"/proc/{name}/status", "rb") as f:
                     for line in f:
                         if line.startswith(b"Uid:"):
-                            count += line.split()[1].decode() == uid
+                            count += line.split()[1].decode() == uid_text
                             break
             except OSError:
                 continue
@@ -159,7 +207,8 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
         as_bytes=int(memory_mb) * 2**20,
         cpu_s=max(1, int(timeout) + 1),
         fsize=FSIZE_LIMIT,
-        nproc=_user_processes() + 64,
+        nproc=_user_processes(os.getuid() or NOBODY) + 64,
+        nobody=NOBODY,
     )
     if tmp_root is not None:
         os.makedirs(tmp_root, exist_ok=True)

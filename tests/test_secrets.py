@@ -1,0 +1,158 @@
+"""Secrets and containment (RELIABILITY.md §6): the API key never reaches disk or a log line, and
+`abbr` never makes a path outside the work dir.
+
+The key test runs the real `evaltui` command with a distinctive key against the simulator's OpenAI
+endpoint (answers and failures) and against a server that echoes what it received — the request
+line, every header, the body — in its error messages, as misconfigured proxies and some APIs do.
+Then it greps every byte under the work dir and everything the command printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from planmaker import arithmetic, chat, gsm_dataset, write_jsonl, write_plan
+
+from evaltui.engine.workdir import WorkDir
+from evaltui.plan import ABBR_RE, PlanError, load_plan
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+
+pytestmark = pytest.mark.reliability
+
+KEY_VAR = "EVALTUI_TEST_OPENAI_KEY"
+KEY = "sk-evaltui-" + "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=40))
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """Fails every request, repeating all of it back: status 401 for one model, 500 for another."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode("utf-8", "replace")
+        status = 401 if "/deny/" in self.path else 500
+        message = f"Incorrect API key provided: {self.headers.get('authorization')}; request {self.requestline!r}; headers {dict(self.headers)!r}; body {body}"
+        reply = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def echo_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def every_file(root: Path) -> Iterator[Path]:
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            yield path
+
+
+def test_the_api_key_reaches_no_file_and_no_log_line(tmp_path: Path, sim_factory, echo_server: str) -> None:
+    rows = arithmetic(16)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    # The simulator answers `good`; `flaky` fails its first tries (500, then 401 for good), the
+    # answers it does give are half wrong; the echo server fails every request of `deny`/`crash`.
+    sim = sim_factory(SimConfig(answer_key=key, models={"good": ModelProfile(accuracy=1.0), "flaky": ModelProfile(accuracy=0.5)}))
+    sim_flaky = sim_factory(SimConfig(answer_key=key, models={"flaky": ModelProfile(accuracy=0.5)}, faults=Faults(fail_first=1, fail_first_kind="401")))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    models = [
+        chat("good", sim.url, api_key_env=KEY_VAR),
+        chat("flaky", sim_flaky.url, api_key_env=KEY_VAR),
+        {**chat("deny", echo_server, api_key_env=KEY_VAR), "url": f"{echo_server}/deny/v1"},
+        {**chat("crash", echo_server, api_key_env=KEY_VAR), "url": f"{echo_server}/crash/v1", "type": "openai-completions"},
+    ]
+    plan = write_plan(tmp_path, models=models, datasets=[gsm_dataset("math", data), gsm_dataset("few", data, limit=3)])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env[KEY_VAR] = KEY
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaltui", str(plan), "--no-ui"],
+        capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL,
+    )
+    printed = proc.stdout + proc.stderr
+    assert proc.returncode == 1, printed  # deny and crash fail, as they must
+    assert "good/math: scored, accuracy = 100.00" in printed
+    wd = WorkDir(tmp_path / "out")
+    # The echoed messages were recorded (so the test would see a leak), with the key masked.
+    failures = "\n".join(p.read_text(errors="replace") for p in (wd.root / "logs").rglob("*"))
+    assert "Incorrect API key provided: Bearer [redacted]" in failures and "flaky" in failures
+    secret = KEY.encode()
+    leaks = [str(p.relative_to(wd.root)) for p in every_file(wd.root) if secret in p.read_bytes()]
+    assert leaks == []
+    assert KEY not in printed
+    assert KEY_VAR in (wd.plan_file).read_text()  # the plan names the variable, never its value
+
+
+def test_a_key_with_a_line_break_is_refused_without_being_repeated(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", arithmetic(2))
+    plan = write_plan(tmp_path, models=[chat("m", "http://127.0.0.1:9", api_key_env=KEY_VAR)], datasets=[gsm_dataset("d", data)])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env[KEY_VAR] = KEY + "\r\n"
+    proc = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"plan.toml: models[0].api_key_env: the value of environment variable {KEY_VAR}" in proc.stderr
+    assert KEY not in proc.stdout + proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+HOSTILE = ["..", ".", "../x", "a/../../b", "/etc", "~", "~root", "a\x00b", "con:", "x" * 101, "a\\..\\b", "-rf", " leading", "dot..", "\u2215etc"]
+
+
+@pytest.mark.parametrize("abbr", HOSTILE)
+def test_an_abbr_that_could_leave_the_work_dir_is_refused(tmp_path: Path, abbr: str) -> None:
+    data = write_jsonl(tmp_path / "d.jsonl", arithmetic(2))
+    for models, datasets in (([chat(abbr, "http://127.0.0.1:9")], [gsm_dataset("d", data)]), ([chat("m", "http://127.0.0.1:9")], [gsm_dataset(abbr, data)])):
+        path = write_plan(tmp_path, models=models, datasets=datasets)
+        try:
+            plan = load_plan(path)
+        except PlanError as e:
+            assert any(".abbr:" in p for p in e.problems)
+            continue
+        # Accepted (only harmless names are): every path it makes stays inside the work dir.
+        assert_inside(WorkDir(tmp_path / "out"), plan.models[0].abbr, plan.datasets[0].abbr)
+
+
+def assert_inside(wd: WorkDir, model: str, dataset: str) -> None:
+    root = wd.root.resolve()
+    paths = [
+        wd.status_file(model, dataset), wd.status_file(model, dataset, 3, 4), wd.checkpoint_file(model, dataset),
+        wd.checkpoint_file(model, dataset, 1, 2), wd.predictions_file(model, dataset), wd.result_file(model, dataset),
+    ]
+    for p in paths:
+        resolved = p.resolve()
+        assert resolved.is_relative_to(root), p
+        assert resolved.parent.parent.parent == root  # <work_dir>/<kind>/<model>/<file>
+        assert resolved.parent.name == model
+
+
+def test_every_name_the_abbr_rule_accepts_stays_inside(tmp_path: Path) -> None:
+    rng = random.Random(8)
+    alphabet = string.ascii_letters + string.digits + "._-"
+    names = ["a", "a..", "a.-_", "9", "x" * 100] + ["".join(rng.choices(alphabet, k=rng.randint(1, 100))) for _ in range(2000)]
+    accepted = [n for n in names if ABBR_RE.match(n)]
+    assert len(accepted) > 1000
+    wd = WorkDir(tmp_path / "out")
+    for name in accepted:
+        assert name not in (".", "..") and "/" not in name
+        assert_inside(wd, name, name)
