@@ -13,7 +13,7 @@ import re
 import string
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -113,14 +113,15 @@ class DatasetConfig(_Strict):
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
     fail_on_error: float = Field(0.0, ge=0, le=1)
-    evaluator: EvaluatorConfig | None = None
+    evaluator: EvaluatorConfig  # when the plan names none: ppl for mode "ppl", else exact
 
-    @model_validator(mode="after")
-    def _default_evaluator(self) -> "DatasetConfig":
-        if self.evaluator is None:
-            kind = "ppl" if self.mode == "ppl" else "exact"
-            object.__setattr__(self, "evaluator", EvaluatorConfig(type=kind))
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _default_evaluator(cls, data: Any) -> Any:
+        """Filled in before validation, so the field is never None for the code that scores."""
+        if isinstance(data, dict) and data.get("evaluator") is None:
+            return {**data, "evaluator": {"type": "ppl" if data.get("mode") == "ppl" else "exact"}}
+        return data
 
 
 class Plan(_Strict):
@@ -171,11 +172,11 @@ def _drop_none(obj: Any) -> Any:
 # ---------------------------------------------------------------------------------------- loading
 
 
-def load_plan(path: str | os.PathLike[str], *, env: dict[str, str] | None = None, check_data: bool = True) -> Plan:
+def load_plan(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None, check_data: bool = True) -> Plan:
     """Read, validate and check a plan file; raise PlanError listing every problem found."""
     path = Path(path)
     name = path.name
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError:
@@ -194,7 +195,7 @@ def load_plan(path: str | os.PathLike[str], *, env: dict[str, str] | None = None
         plan = Plan.model_validate({**raw, "source": path.resolve()}, context={"base_dir": path.resolve().parent})
     except ValidationError as e:
         raise PlanError([f"{name}: {p}" for p in shadowed + _pydantic_problems(e, raw)]) from None
-    problems = shadowed + _check_semantics(plan, env)
+    problems = shadowed + _check_semantics(plan, environ)
     if check_data:
         from evaltui.datasets import check_dataset
 
@@ -296,9 +297,10 @@ def _toml_type(v: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string", dict: "table", list: "array"}.get(type(v), type(v).__name__)
 
 
-def _check_semantics(plan: Plan, env: dict[str, str]) -> list[str]:
+def _check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
-    for group, items in (("models", plan.models), ("datasets", plan.datasets)):
+    groups: tuple[tuple[str, Sequence[ModelConfig | DatasetConfig]], ...] = (("models", plan.models), ("datasets", plan.datasets))
+    for group, items in groups:
         seen: dict[str, int] = {}
         for i, item in enumerate(items):
             if not ABBR_RE.match(item.abbr):
@@ -330,7 +332,7 @@ def _check_semantics(plan: Plan, env: dict[str, str]) -> list[str]:
     return problems
 
 
-def _check_model(m: ModelConfig, env: dict[str, str]) -> list[str]:
+def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
     parts = urlsplit(m.url)
     if parts.scheme == "sim":

@@ -118,14 +118,20 @@ def test_ctrl_c_keeps_work_and_exits_130(tmp_path: Path, sim_factory) -> None:
     assert sim.stats.requests_total == 400 - done
 
 
-def test_headless_path_never_imports_textual() -> None:
+def test_headless_path_never_imports_textual(tmp_path: Path, sim_factory) -> None:
+    """Importing the engine, and running a plan headless to its leaderboard, loads neither."""
+    plan, _ = two_by_two(tmp_path, sim_factory)
     code = (
-        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.runner, evaltui.backends, evaltui.scoring, evaltui.sim;"
-        "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')];"
-        "print(bad); sys.exit(1 if bad else 0)"
+        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.runner, evaltui.backends, evaltui.scoring, evaltui.sim\n"
+        "def bad(): return sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'})\n"
+        "assert not bad(), ('on import', bad())\n"
+        f"code = evaltui.cli.main([{str(plan)!r}, '--no-ui'])\n"
+        "assert code == 0, code\n"
+        "assert not bad(), ('after a headless run', bad())\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "scored" in r.stdout  # it did run the plan
 
 
 def test_version_and_help() -> None:

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import threading
-from typing import TextIO
+from typing import IO, Any
 
 from evaltui.datasets import load_records, render_sample
 from evaltui.plan import Plan, sim_options
@@ -31,7 +31,7 @@ def sim_url_for(base: str, model_type: str, abbr: str) -> str:
     return f"{base}/{abbr}/generate" if model_type == "lightllm" else f"{base}/{abbr}/v1"
 
 
-def write_answer_key(plan: Plan, out: TextIO) -> int:
+def write_answer_key(plan: Plan, out: IO[str]) -> int:
     """One line per prompt the simulated models know, in the simulator's answer-key format."""
     count = 0
     for ds in plan.datasets:
@@ -39,7 +39,7 @@ def write_answer_key(plan: Plan, out: TextIO) -> int:
             s = render_sample(ds, index, record)
             prompts = [s.prompt] + ([f"{s.system}\n\n{s.prompt}"] if s.system else [])
             for prompt in prompts:
-                line = {"prompt": prompt, "answer": s.target}
+                line: dict[str, Any] = {"prompt": prompt, "answer": s.target}
                 if ds.mode == "ppl":
                     line["choices"] = list(s.choices)
                 out.write(json.dumps(line) + "\n")
@@ -119,7 +119,7 @@ class SimulatorProcess:
         self._proc = None
 
 
-def _drain(stream) -> None:  # type: ignore[no-untyped-def]
+def _drain(stream: IO[str]) -> None:
     with contextlib.suppress(OSError, ValueError):  # closed when the simulator stops
         for _ in stream:
             continue

@@ -305,7 +305,7 @@ class SimApp:
             if stream:
                 head = {"id": ident, "object": "chat.completion.chunk", "created": created,
                         "model": model_field}
-                chunks = [
+                chunks: list[dict[str, Any]] = [
                     dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": text},
                                          "logprobs": None, "finish_reason": None}]),
                     dict(head, choices=[{"index": 0, "delta": {}, "logprobs": None,
