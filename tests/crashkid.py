@@ -14,7 +14,9 @@ otherwise over in microseconds (the child stalls there until it is killed, at mo
   {"tear_line": n}   the n-th checkpoint line is written in two halves with the stall between;
   {"replace": dir}   the stall comes just before a finished temporary file is renamed into `dir`
                      ("results": the last step of scoring; "summary": the leaderboard files).
-The engine's own code runs unchanged; only `os.write` / `os.replace` are wrapped in the child.
+The engine's own code runs unchanged; only `os.write` / `os.replace` are wrapped (before evaltui is
+imported, so references taken at import time are wrapped too), and they hold only in a child
+whose request asks for it.
 """
 
 from __future__ import annotations
@@ -37,32 +39,34 @@ def _is_checkpoint(fd: int) -> bool:
     return name.startswith("tmp_") and name.endswith(".jsonl")
 
 
-def _install(hold: dict[str, Any]) -> None:
-    tear_line = hold.get("tear_line")
-    if tear_line:
-        real_write = os.write
-        seen = [0]
+#: What the current child holds on (set after the fork, from its request).
+HOLD: dict[str, Any] = {}
 
-        def write(fd: int, data: Any) -> int:
-            if _is_checkpoint(fd):
-                seen[0] += 1
-                if seen[0] == tear_line and len(data) > 1:
-                    written = real_write(fd, bytes(data[: len(data) // 2]))
-                    time.sleep(HOLD_SECONDS)
-                    return written
-            return real_write(fd, data)
 
-        os.write = write  # type: ignore[assignment]
-    folder = hold.get("replace")
-    if folder:
-        real_replace = os.replace
+def _install() -> None:
+    """Wrap os.write and os.replace before evaltui is imported, so that code which took a
+    reference to them at import time (a default argument) gets the wrappers too."""
+    real_write, real_replace = os.write, os.replace
+    seen = [0]
 
-        def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
-            if folder in Path(dst).parts:
+    def write(fd: int, data: Any) -> int:
+        tear_line = HOLD.get("tear_line")
+        if tear_line and _is_checkpoint(fd):
+            seen[0] += 1
+            if seen[0] == tear_line and len(data) > 1:
+                written = real_write(fd, bytes(data[: len(data) // 2]))
                 time.sleep(HOLD_SECONDS)
-            real_replace(src, dst, *args, **kwargs)
+                return written
+        return real_write(fd, data)
 
-        os.replace = replace  # type: ignore[assignment]
+    def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        folder = HOLD.get("replace")
+        if folder and folder in Path(dst).parts:
+            time.sleep(HOLD_SECONDS)
+        real_replace(src, dst, *args, **kwargs)
+
+    os.write = write  # type: ignore[assignment]
+    os.replace = replace  # type: ignore[assignment]
 
 
 def _child(request: dict[str, Any]) -> None:
@@ -71,7 +75,7 @@ def _child(request: dict[str, Any]) -> None:
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    _install(request.get("hold") or {})
+    HOLD.update(request.get("hold") or {})
     sys.argv = ["evaltui", *request["argv"]]
     from evaltui.cli import entry
 
@@ -79,6 +83,7 @@ def _child(request: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    _install()
     # Everything a run imports, imported once here (no threads are started by importing).
     import evaltui.cli  # noqa: F401
     import evaltui.engine.runner  # noqa: F401

@@ -9,6 +9,7 @@ phase named in issue 8 was hit: inference, a checkpoint line half-written, scori
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -91,8 +92,10 @@ class ForkServer:
         return code
 
     def kill(self) -> int:
+        """SIGKILL the run; its exit code (0 when it had just ended by itself)."""
         assert self.pid is not None
-        os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it ended, and was reaped, a moment ago
+            os.kill(self.pid, signal.SIGKILL)
         return self.wait(10.0)
 
     def run(self, plan: Path, work_dir: Path) -> int:
@@ -176,8 +179,9 @@ def kill_when(fs: ForkServer, ready: Callable[[], bool]) -> bool:
             assert code == 0, f"a run failed on its own (exit {code}); see {fs.log}"
             return False
         if ready():
-            assert fs.kill() == -signal.SIGKILL
-            return True
+            code = fs.kill()
+            assert code in (0, -signal.SIGKILL), f"a run failed on its own (exit {code}); see {fs.log}"
+            return code != 0
     fs.kill()
     raise AssertionError("the run neither reached its kill point nor ended in time")
 

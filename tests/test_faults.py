@@ -138,6 +138,8 @@ def test_mixed_faults_every_sample_accounted_for_retries_bounded_and_rerun_finis
     assert statuses.count(200) == faults["malformed"] > 0  # a 200 whose body is cut off
     assert statuses.count(None) >= faults["drop"] + faults["slow"] > 0  # dropped or no reply in time
 
+    print(f"\nfaults: a (retry 3): {len(failed['a'])} failed of {n}, server faults {dict(sims['a'].stats.faults)}, "
+          f"max attempts {max(sims['a'].stats.attempts.values())}; b (retry 0): {len(failed['b'])} failed, server faults {dict(faults)}")
     for sim in sims.values():
         sim.call(lambda s: setattr(s.config, "faults", Faults()))
         sim.reset_stats()
