@@ -362,6 +362,8 @@ def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
     mnt = m.generation_kwargs.get("max_new_tokens", 1024)
     if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
         problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
+    if m.generation_kwargs.get("stream"):
+        problems.append("generation_kwargs.stream: evaltui reads each reply whole and does not speak streamed (SSE) replies; remove stream")
     for k, v in m.headers.items():
         shown = k.encode("unicode_escape").decode("ascii")
         if not _TOKEN_RE.match(k):

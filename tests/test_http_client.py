@@ -55,8 +55,10 @@ class RawServer:
         self.connections = 0
         self.open = 0
         self.max_open = 0
+        self._writers: list[asyncio.StreamWriter] = []
 
     async def _conn(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self._writers.append(w)
         self.connections += 1
         self.open += 1
         self.max_open = max(self.max_open, self.open)
@@ -84,6 +86,9 @@ class RawServer:
             yield f"http://127.0.0.1:{port}/generate"
         finally:
             server.close()
+            for w in self._writers:  # connections still kept alive by the client's pool
+                w.close()
+            await asyncio.sleep(0.01)  # their handlers see the close and end
 
 
 def ok(body: bytes = json.dumps(REPLY).encode(), eol: bytes = b"\r\n", extra: bytes = b"") -> bytes:
@@ -149,12 +154,14 @@ def test_reply_that_never_ends_is_cut_at_the_attempt_timeout() -> None:
     async def trickle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         await r.readuntil(b"\r\n\r\n")
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
-        with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
-            for _ in range(200):  # a byte every 20 ms: never silent for long, never done
-                w.write(b" ")
-                await w.drain()
-                await asyncio.sleep(0.02)
-        w.close()
+        try:
+            with contextlib.suppress(ConnectionError):  # the client hangs up: the point of the test
+                for _ in range(200):  # a byte every 20 ms: never silent for long, never done
+                    w.write(b" ")
+                    await w.drain()
+                    await asyncio.sleep(0.02)
+        finally:
+            w.close()
 
     async def main() -> None:
         server = await asyncio.start_server(trickle, "127.0.0.1", 0)
@@ -350,3 +357,68 @@ def test_the_engine_never_imports_httpx() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_wrong_endpoint_says_which_url_was_asked_and_what_it_should_be(sim_factory) -> None:
+    sim = sim_factory()
+    cfg = model_cfg(f"{sim.url}/v1", retry=2)  # type lightllm wants .../generate
+    with pytest.raises(BackendError) as err:
+        run(lambda: generate(cfg))
+    assert err.value.status == 404 and err.value.attempts == 1
+    assert "is the model's url right" in err.value.message and "/generate URL" in err.value.message
+    assert f"{sim.url}/v1" in err.value.message
+
+
+def test_the_url_query_is_kept_after_the_openai_endpoint() -> None:
+    """Azure-style URLs carry ?api-version=...: the endpoint's path goes before it, not after."""
+    seen: list[str] = []
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        seen.append(request.path_qs)
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
+
+    async def main() -> str:
+        async with aiohttp_server(handler) as port:
+            url = f"http://127.0.0.1:{port}/openai/deployments/gpt?api-version=2024-06-01"
+            return await generate(model_cfg(url, type="openai-chat", model="gpt"))
+
+    assert run(main) == "ok"
+    assert seen == ["/openai/deployments/gpt/chat/completions?api-version=2024-06-01"]
+
+
+def test_https_through_an_https_proxy_tunnel_with_a_private_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corporate case: HTTPS_PROXY, a CONNECT tunnel, TLS to the model server inside it."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("model.evaltui-test.invalid").configure_cert(server_ctx)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    tunnels: list[bytes] = []
+
+    async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await r.read(65536):
+                w.write(data)
+                await w.drain()
+        w.close()
+
+    async def connect_proxy(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        head = await r.readuntil(b"\r\n\r\n")  # CONNECT model.evaltui-test.invalid:PORT HTTP/1.1
+        target = head.split(b" ")[1]
+        tunnels.append(target)
+        ur, uw = await asyncio.open_connection("127.0.0.1", int(target.rsplit(b":", 1)[1]))
+        w.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(pipe(r, uw), pipe(ur, w))
+
+    async def main() -> str:
+        proxy = await asyncio.start_server(connect_proxy, "127.0.0.1", 0)
+        try:
+            async with aiohttp_server(model_server, server_ctx) as port:
+                monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+                monkeypatch.delenv("NO_PROXY")
+                cfg = model_cfg(f"https://model.evaltui-test.invalid:{port}/generate", ca_file=str(tmp_path / "ca.pem"))
+                return await generate(cfg, "tunnelled")
+        finally:
+            proxy.close()
+
+    assert run(main) == "you asked: tunnelled"
+    assert len(tunnels) == 1 and tunnels[0].startswith(b"model.evaltui-test.invalid:")

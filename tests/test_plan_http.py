@@ -75,3 +75,7 @@ def test_ca_file_is_relative_to_the_plan_and_must_be_a_ca_bundle(tmp_path: Path,
     with pytest.raises(PlanError) as e:
         load_plan(write(tmp_path, ca_file="junk.pem"))
     assert "models[0].ca_file:" in str(e.value) and "not a PEM bundle" in str(e.value)
+
+
+def test_stream_in_generation_kwargs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    refused(write(tmp_path, generation_kwargs={"max_new_tokens": 8, "stream": True}), capsys, "models[0].generation_kwargs.stream:", "remove stream")

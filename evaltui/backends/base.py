@@ -27,6 +27,7 @@ from evaltui.plan import ModelConfig
 T = TypeVar("T")
 
 RETRY_STATUSES = frozenset({408, 429})
+URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
 MAX_BACKOFF = 60.0
 MAX_RETRY_AFTER = 300.0
 
@@ -202,6 +203,8 @@ class Backend(ABC):
             if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
                 where = reply.headers.get("location", "")
                 message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
+            elif status in (404, 405):
+                message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
             if status in RETRY_STATUSES or status >= 500:
                 retry_after = parse_retry_after(reply.headers.get("retry-after"))
                 last = BackendError("http", message, status=status, attempts=attempt, retryable=True)

@@ -13,7 +13,7 @@ _RENAMED = {"max_new_tokens", "do_sample"}
 
 
 def base_url(url: str) -> str:
-    """`http://host:8000/v1` from that or from a full endpoint URL someone pasted."""
+    """`http://host:8000/v1` (or its path, `/v1`) from that or from a full endpoint URL someone pasted."""
     url = url.rstrip("/")
     for suffix in ("/chat/completions", "/completions"):
         if url.endswith(suffix):
@@ -36,7 +36,8 @@ class _OpenAIBackend(Backend):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._url = URL(base_url(self.url) + self.endpoint)
+        url = URL(self.url)  # the query (e.g. Azure's ?api-version=...) stays after the endpoint's path
+        self._url = url.with_path(base_url(url.path) + self.endpoint).with_query(url.query)
         self._params = sampling_params(self.cfg.generation_kwargs)
         self._model = self.cfg.model or self.cfg.abbr
 
