@@ -73,6 +73,8 @@ class HeadlessRenderer:
                 extra += f" ETA {_fmt_secs(eta)}" if eta is not None else ""
                 fails = f" ({p.failed} failed)" if p.failed else ""
                 parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{fails}{extra}")
+            elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
+                parts.append(f"{p.model}/{p.dataset} scoring")
         running = "; ".join(parts) if parts else "no dataset running"
         return f"progress: {c + f}/{n} samples, {f} failed | {running}"
 
@@ -133,6 +135,7 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
         return code
 
     code = anyio.run(main)
+    runner.close()  # the simulator, if the plan has sim:// models
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:
         from evaltui.scoring import render_txt

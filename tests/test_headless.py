@@ -164,3 +164,19 @@ def test_the_demo_runs_end_to_end_on_the_bundled_simulator(tmp_path: Path) -> No
 def test_committed_demo_data_is_what_the_generator_makes() -> None:
     r = subprocess.run([sys.executable, str(REPO / "sample_configs" / "make_demo_data.py"), "--check"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_progress_line_says_which_pairs_are_being_scored() -> None:
+    import io
+
+    from evaltui.engine import events as ev
+    from evaltui.headless import HeadlessRenderer
+
+    renderer = HeadlessRenderer(io.StringIO())
+    renderer(ev.DatasetPlanned("m", "code", 24, 1, 0, 0, ev.PairStatus.PENDING))
+    renderer(ev.DatasetPlanned("m", "gsm", 10, 1, 0, 0, ev.PairStatus.PENDING))
+    renderer(ev.DatasetInferred("m", "code", ev.PairStatus.DONE, 24, 0))
+    renderer(ev.DatasetScoring("m", "code"))
+    assert renderer.progress_line().endswith("| m/code scoring")
+    renderer(ev.DatasetScored("m", "code", "pass@1", 50.0))
+    assert renderer.progress_line().endswith("| no dataset running")

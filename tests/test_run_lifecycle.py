@@ -109,3 +109,18 @@ def test_a_model_whose_server_is_down_stops_early_with_the_reason_and_a_rerun_re
     code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=datasets))
     assert code == 0 and sim.stats.requests_total == 250  # the refused samples and those never sent
     assert len(json.loads(runner.workdir.predictions_file("m", "d").read_text())) == 200
+
+
+def test_a_wrong_url_path_stops_the_model_with_a_hint(tmp_path: Path, sim_factory) -> None:
+    from planmaker import chat, of_type
+
+    from evaltui.engine import events as ev
+
+    _, sim, data = setup(tmp_path, sim_factory, n=40)
+    wrong = chat("m", sim.url, max_workers=2, url=f"{sim.url}/m")  # the base URL without its /v1
+    code, events, _ = run_plan(write_plan(tmp_path, models=[wrong], datasets=[gsm_dataset("d", data)]))
+    assert code == 1
+    assert sim.stats.requests_total < 40
+    (notice,) = [e for e in of_type(events, ev.Notice) if "stopping this model" in e.message]
+    assert f"{sim.url}/m" in notice.message and "http://host:8000/v1" in notice.message
+    assert "http 404" in of_type(events, ev.DatasetInferred)[0].error

@@ -116,7 +116,7 @@ def test_retry_after_the_run_reuses_the_simulator_and_clears_old_failures(tmp_pa
         models=[lightllm("m", sim.url), {"abbr": "s", "type": "lightllm", "url": "sim://?accuracy=1", "max_workers": 4}],
         datasets=[gsm_dataset("d", data)],
     )
-    runner = Runner(load_plan(plan), keep_simulator=True)
+    runner = Runner(load_plan(plan))
     events: list[ev.Event] = []
     runner.subscribe(events.append)
 
@@ -288,3 +288,48 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
     assert anyio.run(main) == 0
     assert scans and all(not on_main and ticked for on_main, ticked in scans)
     assert sim.stats.requests_total == 30  # the scan was used: only the new samples ran
+
+
+def test_retry_while_running_restarts_a_model_whose_pool_had_ended(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20), models={"slow": ModelProfile(latency=0.2)}))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url), lightllm("slow", sim.url, max_workers=1)],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))],
+        run={"max_num_workers": 2},
+    )
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+    sent: list[str] = []
+
+    async def main() -> tuple[int, int]:
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                codes: dict[str, int] = {}
+
+                async def run() -> None:
+                    codes["run"] = await runner.run()
+
+                tg.start_soon(run)
+                # m's only dataset has failed, and its pool has nothing left: it has ended
+                await until(lambda: any(isinstance(e, ev.ModelLoad) and e.model == "m" and e.requests == 40 and e.in_flight == 0 for e in events), "m ended")
+                await until(lambda: ("m", "d") in runner.failed_pairs(), "m/d failed")
+                assert runner.state.finished is None
+                sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+                sim.reset_stats()
+                tg.start_soon(lambda: _retry(runner, codes))
+                await until(lambda: runner.state.pairs[("m", "d")].status == PairStatus.SCORED, "m/d scored")
+                sent.extend(r.prompt for r in sim.stats.log if r.model == "m")
+                sim.call(lambda s: s.config.models.__setitem__("slow", ModelProfile(latency=0.0)))
+        return codes["run"], codes["retry"]
+
+    run_code, retry_code = anyio.run(main)
+    assert sorted(sent) == sorted(long_prompts(rows))
+    assert run_code == retry_code and len(of_type(events, ev.RunFinished)) == 1
+    assert runner.state.pairs[("m", "d")].score == 100.0 and runner.state.failures_of("m", "d") == []
+
+
+async def _retry(runner: Runner, codes: dict[str, int]) -> None:
+    codes["retry"] = await runner.retry([("m", "d")])

@@ -421,9 +421,12 @@ class ModelInference:
             code = f" {error['status']}" if error.get("status") is not None else ""
             why = f"{error.get('type')}{code}: {error.get('message')}"
             self._stopped = f"stopped: the model's server did not answer ({why})"
+            hint = ""
+            if error.get("status") == 404:
+                hint = " (lightllm: the full …/generate URL; openai-* and lightllm-chat: the base URL, e.g. http://host:8000/v1)"
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
-                f"check its url ({self.backend.url}) and that its server is up, then run again", "error"))
+                f"check its url ({self.backend.url}){hint} and that its server is up, then run again", "error"))
             if self._workers is not None:
                 self._workers.cancel_scope.cancel()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -51,18 +52,14 @@ class Runner:
         fresh: bool = False,
         code_workers: int = 2,
         snapshot_of: Plan | None = None,
-        keep_simulator: bool = False,
     ):
         """`snapshot_of`: the whole plan when `plan` is a --models/--datasets subset of it, so
-        the work dir's plan.toml stays the plan the work dir belongs to. `keep_simulator`: keep
-        the sim:// simulator up when a run ends, for a front end that may retry (it calls
-        `close()` when it leaves)."""
+        the work dir's plan.toml stays the plan the work dir belongs to."""
         self.plan = plan
         self._snapshot_of = snapshot_of or plan
         self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
         self.fresh = fresh
         self.code_workers = code_workers
-        self.keep_simulator = keep_simulator
         self.state = RunState()  # the runner's own fold of its events, always current
         self._sinks: tuple[ev.Sink, ...] = (sink,) if sink else ()  # replaced, never mutated: emit iterates it
         self._failed_sinks: set[int] = set()  # ids of sinks whose failure was reported
@@ -71,6 +68,7 @@ class Runner:
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
+        self._sim_stopper: weakref.finalize | None = None
         self._totals: dict[str, int] = {}
         self._board: StatusBoard | None = None
         self._live: Session | None = None  # the session running now, which a retry joins
@@ -138,7 +136,9 @@ class Runner:
             self._cancel_scope.cancel()
 
     def close(self) -> None:
-        """Stop the simulator kept for retries (keep_simulator=True); idempotent."""
+        """Stop the sim:// simulator, which outlives `run()` so a retry reuses it; idempotent.
+
+        Done anyway when the runner is garbage-collected or the interpreter exits."""
         self._stop_simulator()
 
     async def run(self) -> int:
@@ -165,7 +165,7 @@ class Runner:
 
         While a run is in progress the work joins it (its simulator, clients and limits) and
         this returns when that run ends; after it ended, a new session runs them, reusing the
-        simulator if it was kept (keep_simulator=True). A pair being inferred right now is left
+        simulator if it is still up (see close()). A pair being inferred right now is left
         to finish (with a Notice). Returns the exit code the whole plan has then; ValueError
         for a pair not in the plan.
         """
@@ -244,8 +244,8 @@ class Runner:
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
-                if not self.keep_simulator or self.interrupted:
-                    self._stop_simulator()
+                if self.interrupted:
+                    self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 scores = self._scores()
                 table = self.table(scores)
                 files = {}
@@ -290,6 +290,7 @@ class Runner:
         if not any(m.is_sim for m in self.plan.models):
             return
         self._sim = SimulatorProcess(self.plan)
+        self._sim_stopper = weakref.finalize(self, self._sim.stop)  # if close() never comes
         base = self._sim.start()
         for m in self.plan.models:
             if m.is_sim:
@@ -297,9 +298,10 @@ class Runner:
         self.emit(ev.SimulatorStarted(base))
 
     def _stop_simulator(self) -> None:
-        if self._sim is not None:
-            self._sim.stop()
-            self._sim = None
+        if self._sim_stopper is not None:
+            self._sim_stopper()  # SimulatorProcess.stop, at most once
+            self._sim_stopper = None
+        self._sim = None
 
     def _scores(self) -> dict[tuple[str, str], float | None]:
         from evaltui import scoring  # imported when first needed: not on the path to the first request
