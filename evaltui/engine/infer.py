@@ -437,7 +437,7 @@ class ModelInference:
             if run.load_error:
                 continue
             unfinished = [s for s in run.shards if s.status is None]
-            run.started, run.todo, run.remaining, run.records = True, iter(()), 0, None
+            run.started, run.todo, run.remaining = True, iter(()), 0
             run.loaded.set()
             for s in unfinished:
                 s.checkpoint.close()
