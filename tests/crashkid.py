@@ -65,8 +65,8 @@ def _install() -> None:
             time.sleep(HOLD_SECONDS)
         real_replace(src, dst, *args, **kwargs)
 
-    os.write = write  # type: ignore[assignment]
-    os.replace = replace  # type: ignore[assignment]
+    os.write = write
+    os.replace = replace
 
 
 def _child(request: dict[str, Any]) -> None:
