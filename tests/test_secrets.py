@@ -149,9 +149,9 @@ def assert_inside(wd: WorkDir, model: str, dataset: str) -> None:
 def test_every_name_the_abbr_rule_accepts_stays_inside(tmp_path: Path) -> None:
     rng = random.Random(8)
     alphabet = string.ascii_letters + string.digits + "._-"
-    names = ["a", "a..", "a.-_", "9", "x" * 100] + ["".join(rng.choices(alphabet, k=rng.randint(1, 100))) for _ in range(2000)]
+    names = ["a", "a..", "a.-_", "9", "x" * 100] + ["".join(rng.choices(alphabet, k=rng.randint(1, 100))) for _ in range(500)]
     accepted = [n for n in names if ABBR_RE.match(n)]
-    assert len(accepted) > 1000
+    assert len(accepted) > 250
     wd = WorkDir(tmp_path / "out")
     for name in accepted:
         assert name not in (".", "..") and "/" not in name

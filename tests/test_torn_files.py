@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
@@ -27,6 +29,19 @@ pytestmark = pytest.mark.reliability
 
 N = 12
 ROWS = arithmetic(N)
+
+
+@pytest.fixture(autouse=True)
+def _bounded() -> Iterator[None]:
+    """The runs here are in-process (`cli.main`): a hang must fail the test, not stall the suite."""
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError("the run did not end within 120 s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
@@ -211,6 +226,10 @@ def test_a_work_dir_written_by_opencompass(capsys, setup) -> None:  # type: igno
     for d in ("a", "b"):
         said = [line for line in text.splitlines() if f"m/{d}:" in line and "starting it over" in line]
         assert len(said) == 1, text
+        assert "written by another tool" in said[0]
+    # and OpenCompass's files are set aside, not deleted
+    kept = {p.name for p in (wd.root / "superseded").rglob("*") if p.is_file()}
+    assert {"a.json", "tmp_b_0.jsonl", "b_0.json", "b_1.json"} <= kept, kept
     assert_whole(wd, "a")
     assert_whole(wd, "b")
 

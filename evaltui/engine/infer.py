@@ -219,9 +219,10 @@ class ModelInference:
         # dataset fails when it is loaded, and the next run carries on.
         if data is not None and seen - {version, ""}:
             folder = wd.set_aside_pair(m, ds.abbr)
-            emit(ev.Notice(
-                f"{m}/{ds.abbr}: the data file, the dataset's prompts or the model's settings changed since the last run; "
-                f"starting it over (the earlier work is in {folder})", "warning"))
+            # A status without a version was not written by evaltui (OpenCompass writes that layout).
+            why = ("was written by another tool (no evaltui version in its status files)" if None in seen
+                   else "the data file, the dataset's prompts or the model's settings changed since the last run")
+            emit(ev.Notice(f"{m}/{ds.abbr}: {why}; starting it over (the earlier work is in {folder})", "warning"))
         for stale in set(wd.status_files(m, ds.abbr)) - current:
             stale.unlink()  # another shard layout: its samples are read back from its checkpoints
         result = wd.read_result(m, ds.abbr)
