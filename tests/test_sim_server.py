@@ -309,3 +309,20 @@ def test_expect_100_continue_is_answered_before_the_body(sim):
         s.sendall(data)
         status, _, payload = read_response(s, bytearray(interim.split(b"\r\n\r\n", 1)[1]))
         assert status == 200 and json.loads(payload)["generated_text"] == ["hello"]
+
+
+def test_malformed_requests_are_answered_400_without_noise_on_stderr():
+    proc, line = start_cli()
+    try:
+        port = int(line.split()[-1].rsplit(":", 1)[1])
+        for data in (b"NONSENSE\r\n\r\n", b"POST /generate HTTP/1.1\r\nContent-Length: 5\r\n\r\n{bad"):
+            with socket.create_connection((HOST, port), timeout=10) as s:
+                s.sendall(data)
+                status, _, _ = read_response(s, bytearray())
+                assert status == 400
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    assert proc.stderr.read() == ""  # no tracebacks from aiohttp's request logger
+    proc.stdout.close()
+    proc.stderr.close()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import math
-from abc import ABC, abstractmethod
 import random
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Awaitable, Callable, TypeVar

@@ -1,13 +1,13 @@
 """The HTTP client of one model: an aiohttp session, and its failures sorted into the kinds a user sees.
 
 Why aiohttp directly (not httpx on top of it): at 64 requests in flight httpx's own pool costs
-~10 ms of CPU per request and httpx over the `httpx-aiohttp` transport ~0.7 ms, against ~0.4 ms
+~10 ms of CPU per request and httpx over the `httpx-aiohttp` transport ~0.5 ms, against ~0.2 ms
 for aiohttp alone (bench/http_client.py, bench/RESULTS.md). The engine's whole client CPU budget
 is 0.5 ms per request, so the backends speak aiohttp and nothing else.
 
 What it honours: HTTP(S)_PROXY / NO_PROXY from the environment (and the proxy's credentials from
-~/.netrc), looked up once per model, never for loopback addresses; for https, the system's CA store, `SSL_CERT_FILE` /
-`SSL_CERT_DIR`, and the model's own `ca_file` / `verify = false`.
+~/.netrc), looked up once per model, never for loopback addresses; for https, the system's CA
+store, `SSL_CERT_FILE` / `SSL_CERT_DIR`, and the model's own `ca_file` / `verify = false`.
 """
 
 from __future__ import annotations

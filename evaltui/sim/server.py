@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import random
 import time
 from typing import Any
@@ -394,6 +395,13 @@ class SimApp:
         return Reply(200, body, "text/event-stream")
 
 
+#: aiohttp logs a traceback for every malformed request; the client already got a 400 that says
+#: what was wrong, so on a simulator (run under a TUI, or by tests) those lines are only noise.
+QUIET = logging.getLogger("evaltui.sim.http")
+QUIET.addHandler(logging.NullHandler())
+QUIET.propagate = False
+
+
 class SimServer:
     """The simulated model server on the current event loop.
 
@@ -431,7 +439,7 @@ class SimServer:
     async def start(self) -> "SimServer":
         # A short shutdown_timeout (0 would mean none): stopping cuts requests still waiting out
         # their latency at once.
-        runner = web.AppRunner(make_app(self._app), access_log=None, handler_cancellation=True, shutdown_timeout=0.05)
+        runner = web.AppRunner(make_app(self._app), access_log=None, logger=QUIET, handler_cancellation=True, shutdown_timeout=0.05)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.config.host or None, self.config.port, backlog=4096, reuse_address=True)
