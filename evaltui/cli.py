@@ -11,8 +11,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evaltui import __version__
+
+if TYPE_CHECKING:
+    from evaltui.engine.runner import Runner
 
 EXIT_USAGE = 2
 
@@ -36,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="ignore earlier predictions in the work dir and start over")
     p.add_argument("--models", type=_csv, metavar="A,B", help="run only these models (abbrs)")
     p.add_argument("--datasets", type=_csv, metavar="X,Y", help="run only these datasets (abbrs)")
+    p.add_argument("--theme", metavar="NAME", help="interactive session: the theme to use (see themes/; remembered)")
     p.add_argument("--json", action="store_true", help="headless: print the final summary as JSON on stdout")
     p.add_argument("--version", action="version", version=f"evaltui {__version__}")
     return p
@@ -83,8 +88,27 @@ def main(argv: list[str] | None = None) -> int:
     runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
     headless = args.no_ui or args.json or not sys.stdout.isatty()
     if not headless:
-        print("evaltui: the interactive session is not built yet; running headless (--no-ui).", file=sys.stderr)
+        return _run_interactive(runner, args.theme)
     return run_headless(runner, as_json=args.json)
+
+
+def _run_interactive(runner: Runner, theme: str | None) -> int:
+    """The Textual session; textual is imported here and only here."""
+    from evaltui.ui.session import run_app
+    from evaltui.ui.themes import load_themes
+
+    themes = load_themes()
+    # A typo is a usage error; a theme whose file is broken is not: the app says so and falls back.
+    if theme is not None and theme not in themes.themes and theme not in _builtin_themes() and not themes.problems:
+        print(f"evaltui: --theme: no theme named {theme!r} (known: {', '.join(themes.cycle())})", file=sys.stderr)
+        return EXIT_USAGE
+    return run_app(runner, theme=theme, themes=themes)
+
+
+def _builtin_themes() -> set[str]:
+    from textual.theme import BUILTIN_THEMES
+
+    return set(BUILTIN_THEMES)
 
 
 def _hide_environment() -> None:

@@ -41,3 +41,9 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 
 
+
+
+@pytest.fixture(autouse=True)
+def _private_config_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The app remembers the chosen theme in the user's config dir: never the real one in tests.
+    monkeypatch.setenv("EVALTUI_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))

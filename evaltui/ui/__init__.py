@@ -1,0 +1,1 @@
+"""The Textual session (`evaltui PLAN.toml` on a terminal): the only package that imports textual."""

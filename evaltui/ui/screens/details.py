@@ -1,0 +1,75 @@
+"""The details of one model×dataset: its failed samples with their errors, a few predictions
+next to their gold. Reading them means reading prediction files, so it happens in a thread
+worker while the screen shows a loading indicator; the event loop never touches the disk."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, LoadingIndicator, Static
+
+from evaltui.engine.details import PairDetails
+from evaltui.ui import fmt
+
+
+class DetailsScreen(Screen[None]):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="details.back")]
+
+    def __init__(self, model: str, dataset: str, load: Callable[[], PairDetails]):
+        super().__init__()
+        self.model, self.dataset, self._load = model, dataset, load
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"{self.model} / {self.dataset}", style="bold"), id="details-title")
+        yield LoadingIndicator()
+        with VerticalScroll(id="details-body"):
+            yield Static("Failed samples", classes="details-heading")
+            yield DataTable(id="details-failures", cursor_type="row")
+            yield Static("Predictions next to their gold", classes="details-heading")
+            yield DataTable(id="details-predictions", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#details-body").display = False
+        self._fetch()
+
+    @work(thread=True, group="details", exclusive=True, exit_on_error=False, description="read a pair's failures and predictions")
+    def _fetch(self) -> None:
+        try:
+            details = self._load()
+        except Exception as e:  # noqa: BLE001 - unreadable files: say so on the screen, keep the app
+            self.app.call_from_thread(self._failed, f"cannot read the details: {type(e).__name__}: {e}")
+            return
+        self.app.call_from_thread(self._show, details)
+
+    def _failed(self, message: str) -> None:
+        self.query_one(LoadingIndicator).display = False
+        self.query_one("#details-title", Static).update(Text(message, style="bold"))
+
+    def _show(self, d: PairDetails) -> None:
+        self.query_one(LoadingIndicator).display = False
+        self.query_one("#details-body").display = True
+        self.query_one("#details-title", Static).update(
+            Text(f"{d.model} / {d.dataset} — {d.status.value if hasattr(d.status, 'value') else d.status}, {len(d.failures)} failed", style="bold")
+        )
+        failures = self.query_one("#details-failures", DataTable)
+        failures.add_columns("sample", "error", "HTTP", "attempts", "message")
+        for f in d.failures:
+            e = f.error
+            failures.add_row(Text(str(f.sample_index)), Text(e.type), Text("-" if e.status is None else str(e.status)), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
+        if not d.failures:
+            failures.add_row(Text("none"), Text(""), Text(""), Text(""), Text(""))
+        preds = self.query_one("#details-predictions", DataTable)
+        preds.add_columns("sample", "ok", "prediction", "gold")
+        for p in d.predictions:
+            ok = "–" if p.correct is None else ("✔" if p.correct else "✘")
+            preds.add_row(Text(str(p.sample_index)), Text(ok), Text(fmt.one_line(p.prediction, 80)), Text(fmt.one_line(p.gold, 60)))
+        if not d.predictions:
+            preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
+        failures.focus()

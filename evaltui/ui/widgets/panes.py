@@ -1,0 +1,118 @@
+"""The engine strip, the failures pane and the leaderboard pane.
+
+Each takes the folded RunState (or the Leaderboard) and repaints itself; none holds a reference
+to the engine. Text is rich Text or Log lines, never markup: error messages contain brackets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widget import Widget
+from textual.widgets import DataTable, Log
+
+from evaltui.engine.state import Failure, RunState
+from evaltui.scoring.leaderboard import Leaderboard, format_score
+from evaltui.ui import fmt
+
+
+class EngineStrip(Widget):
+    """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed.
+
+    A plain Widget that renders its Text, repainted only when the text changed: a Static's
+    update() would ask the whole screen for a new layout, several times a second.
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._text = Text()
+
+    def render(self) -> Text:
+        return self._text
+
+    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], title: str, live: bool, palette: fmt.Palette) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
+        text.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
+        c, f, n = state.totals()
+        text.append(f"  elapsed {fmt.duration(state.elapsed())}  samples {c + f}/{n}")
+        if f:
+            text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
+        text.append("  │ ")
+        text.append(title or "evaltui", style="bold")
+        text.append("\n")
+        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
+        loads = []
+        for model, limit in max_workers.items():
+            load = state.load.get(model)
+            loads.append(f"{model} {load.in_flight if load and live else 0}/{load.max_workers if load else limit}")
+        text.append("  ".join(loads) or "–")
+        if text != self._text:
+            self._text = text
+            self.refresh()
+
+    @staticmethod
+    def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:
+        if state.finished is not None and not live:
+            return Text("● run finished", style=fmt.colour(palette, "success"))
+        age = state.heartbeat_age()
+        if age is None:
+            return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))
+        if age > timeout:
+            return Text(f"✖ heartbeat STALE {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'error')}")
+        return Text(f"♥ alive {fmt.duration(age)} ago", style=fmt.colour(palette, "success"))
+
+
+def failure_line(f: Failure) -> str:
+    status = f.error.status if f.error.status is not None else "-"
+    return f"{f.model}/{f.dataset} #{f.sample_index} {f.error.type} {status}: {fmt.one_line(f.error.message)}"
+
+
+class FailuresLog(Log):
+    """One line per failed sample, newest last; Log keeps at most `max_lines` and parses no markup."""
+
+    def show_all(self, failures: list[Failure]) -> None:
+        self.clear()
+        self.add(failures)
+
+    def add(self, failures: list[Failure]) -> None:
+        if failures:
+            self.write_lines([failure_line(f) for f in failures])
+
+
+class LeaderboardTable(DataTable[Text]):
+    """Datasets × models (ranked, best first), and an Average row that fills in live."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(cursor_type="none", zebra_stripes=True, **kw)  # type: ignore[arg-type]
+        self._shown: tuple[object, ...] | None = None
+
+    def show(self, board: Leaderboard | None, palette: fmt.Palette) -> None:
+        if board is None:
+            return
+        ranked = board.ranking()
+        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(palette.items()))
+        if signature == self._shown:
+            return
+        self._shown = signature
+        self.clear(columns=True)
+        self.add_column("dataset", key="dataset")
+        self.add_column("metric", key="metric")
+        for rank, r in enumerate(ranked, 1):
+            self.add_column(Text(f"{rank}. {r.model}" if r.average is not None else r.model), key=r.model)
+        best = fmt.colour(palette, "success")
+        for row in board.datasets:
+            cells = [Text(row.abbr), Text(row.metric)]
+            for r in ranked:
+                value = board.score(r.model, row.abbr)
+                cells.append(Text(format_score(value), justify="right"))
+            self.add_row(*cells, key=row.abbr)
+        average = [Text("Average", style="bold"), Text("naive_average")]
+        for r in ranked:
+            if r.average is None:
+                average.append(Text("–", justify="right"))
+            elif r.scored < r.total:
+                average.append(Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic"))
+            else:
+                average.append(Text(f"{r.average:.2f}", justify="right", style=f"bold {best}"))
+        self.add_row(*average, key="Average")

@@ -1,0 +1,223 @@
+"""The progress pane: one DataTable row per model×dataset, plus one per shard when it is split.
+
+Hundreds of rows must stay smooth, so bars are rich Text in cells rather than widgets, rows are
+keyed, and a repaint only writes the cells whose text changed (the reconcile-by-key pattern).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
+
+from evaltui.engine import events as ev
+from evaltui.engine.state import PairState, RunState
+from evaltui.ui import fmt
+
+COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
+# Fixed widths where the content grows while running (an auto width is measured only once). The
+# dataset column is sized by the names, known when rows are added; the bar takes what is left.
+WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)  # all of it fits 80 columns with a bar of 6
+BAR_MIN, BAR_MAX = 6, 40
+_RATE, _ETA = COLUMNS.index("req/s"), COLUMNS.index("ETA")
+Pair = tuple[str, str]
+
+
+@dataclass
+class ShardCounts:
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    status: str = "pending"
+
+
+class ShardFold:
+    """Per-shard counters, which RunState keeps per pair only; folded from the same events."""
+
+    def __init__(self) -> None:
+        self.shards: dict[tuple[str, str, int], ShardCounts] = {}
+
+    def apply(self, e: ev.Event) -> None:
+        match e:
+            case ev.ShardStatusChanged(model=m, dataset=d, shard=s, status=st, total=n, completed=c, failed=f):
+                self.shards[(m, d, s)] = ShardCounts(n, c, f, st)
+            case ev.SampleFinished(model=m, dataset=d, shard=s):
+                self.shards.setdefault((m, d, s), ShardCounts()).completed += 1
+            case ev.SampleFailed(model=m, dataset=d, shard=s):
+                self.shards.setdefault((m, d, s), ShardCounts()).failed += 1
+            case ev.DatasetPlanned(model=m, dataset=d) | ev.DatasetStarted(model=m, dataset=d):
+                for key in [k for k in self.shards if k[:2] == (m, d)]:
+                    del self.shards[key]  # fresh counts come with the shard status events
+
+
+def _row_key(model: str, dataset: str | None = None, shard: int | None = None) -> str:
+    """A model's heading row, a pair's row, or a shard's row."""
+    return "\t".join(str(part) for part in (model, dataset, shard) if part is not None)
+
+
+class ProgressTable(DataTable[Text]):
+    """Rows grouped under a heading row per model; the bar is as wide as the pane allows."""
+
+    # enter on a row opens its details (the app handles RowSelected); shown in the footer here
+    # because the focused table's own enter binding hides the app's
+    BINDINGS = [Binding("enter", "select_cursor", "Details", id="progress.details")]
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
+        self._cells: dict[str, list[Text]] = {}
+        self._pair_of_row: dict[str, Pair] = {}
+        self._models: set[str] = set()
+        self._bar_width = BAR_MIN
+        self._names = 12  # the widest text in the dataset column
+        self._known: set[Pair] = set()
+        self._source: tuple[RunState, ShardFold, fmt.Palette] | None = None  # what the last sync showed
+        self.needs_full_sync = True
+
+    def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for name, width in zip(COLUMNS, WIDTHS):
+            if name == "progress":
+                label = name if self._bar_width >= len(name) else "bar"
+                self.add_column(label, key=name, width=self._bar_width)
+            else:
+                self.add_column(name, key=name, width=width)
+
+    def on_resize(self) -> None:
+        if self._fit() and self._source is not None:
+            state, shards, palette = self._source
+            self.sync(state, shards, None, palette)  # at once: a blank table until the next tick would flicker
+
+    def _fit(self) -> bool:
+        """Give the bar the width the other columns leave (rows are rebuilt when it changes)."""
+        fixed = sum(w for w in WIDTHS if w) + self._names + 2 * len(COLUMNS) + 2  # cell padding, scrollbar
+        width = max(BAR_MIN, min(BAR_MAX, self.size.width - fixed))
+        if width != self._bar_width:
+            self._bar_width = width
+            self.clear(columns=True)  # every row comes back, at the new width, on the next sync
+            self._cells.clear()
+            self._pair_of_row.clear()
+            self._models.clear()
+            self._add_columns()
+            self.needs_full_sync = True
+            return True
+        return False
+
+    def shown_line(self, model: str, dataset: str) -> str:
+        """The row of a pair as it is on screen now (what a user reads; tests check it)."""
+        return self.render_line(self.header_height + self.get_row_index(_row_key(model, dataset)) - self.scroll_offset.y).text
+
+    def highlighted_pair(self) -> Pair | None:
+        if self.row_count == 0:
+            return None
+        try:
+            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:  # noqa: BLE001 - the cursor is between states (table being filled)
+            return None
+        return self._pair_of_row.get(key or "")
+
+    def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette, *, rates: bool = True) -> None:
+        """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
+        req/s and ETA cells as they are (they move every tick, and a repaint costs the engine)."""
+        self._source = (state, shards, palette)
+        if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
+            self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
+            self._known = set(state.pairs)
+            self._fit()
+        if self.needs_full_sync:
+            pairs, self.needs_full_sync = None, False
+        now = state.clock()
+        was_empty = not self._cells
+        for key, p in state.pairs.items():
+            row = _row_key(*key)
+            if pairs is not None and key not in pairs and row in self._cells:
+                continue
+            if p.model not in self._models:
+                self._models.add(p.model)
+                self.add_row(Text(p.model, style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
+            cells = self._pair_cells(p, now, palette)
+            old = self._cells.get(row)
+            if not rates and old is not None and p.status == ev.PairStatus.RUNNING:
+                cells[_RATE:_ETA + 1] = old[_RATE:_ETA + 1]
+            self._put(row, key, cells)
+            if p.shards > 1:
+                for s in range(p.shards):
+                    counts = shards.shards.get((p.model, p.dataset, s), ShardCounts(status="pending"))
+                    self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts, palette))
+        if was_empty and self._cells:
+            self.move_cursor(row=1)  # the first dataset, not its model's heading
+
+    def _put(self, key: str, pair: Pair, cells: list[Text]) -> None:
+        old = self._cells.get(key)
+        if old is None:
+            self.add_row(*cells, key=key)
+            self._cells[key] = cells
+            self._pair_of_row[key] = pair
+            return
+        changed = False
+        for name, before, after in zip(COLUMNS, old, cells):
+            if before != after:
+                self._data[RowKey(key)][ColumnKey(name)] = after
+                changed = True
+        if changed:
+            self._repaint_row(RowKey(key))
+        self._cells[key] = cells
+
+    def _repaint_row(self, row: RowKey) -> None:
+        """Repaint one row. DataTable.update_cell would drop the render caches of every row (its
+        cache keys carry a table-wide update count), and re-rendering a whole screen of rows
+        five times a second costs the engine's thread a seventh of the interpreter. Textual is
+        pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
+        for cell_key in [k for k in self._cell_render_cache.keys() if k[0] == row]:
+            self._cell_render_cache.discard(cell_key)
+        for row_cache_key in [k for k in self._row_render_cache.keys() if k[0] == row]:
+            self._row_render_cache.discard(row_cache_key)
+        index = self._row_locations.get(row)
+        if index is None:
+            return
+        for renderables_key in [k for k in self._row_renderable_cache.keys() if k[1] == index]:
+            self._row_renderable_cache.discard(renderables_key)
+        offsets = self._get_offsets
+        stale = []
+        for line_key in self._line_cache.keys():
+            try:
+                if offsets(line_key[0])[0] == row:
+                    stale.append(line_key)
+            except LookupError:
+                stale.append(line_key)
+        for line_key in stale:
+            self._line_cache.discard(line_key)
+        self.refresh_row(index)
+
+    def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
+        eta = p.eta(now) if p.status == ev.PairStatus.RUNNING else None
+        throughput = p.throughput(now) if p.status == ev.PairStatus.RUNNING else None
+        score = Text(f"{p.score:.2f}", style=f"bold {fmt.colour(palette, 'success')}") if p.score is not None else Text("–")
+        failed = Text(str(p.failed), style=f"bold {fmt.colour(palette, 'error')}") if p.failed else Text("0")
+        return [
+            Text(f"  {p.dataset}"),
+            fmt.bar(p.completed, p.failed, p.total, self._bar_width, palette),
+            Text(f"{p.completed + p.failed}/{p.total}", justify="right"),
+            failed,
+            fmt.status_text(p.status, palette),
+            Text(fmt.rate(throughput), justify="right"),
+            Text(fmt.duration(eta), justify="right"),
+            score,
+        ]
+
+    def _shard_cells(self, shard: int, c: ShardCounts, palette: fmt.Palette) -> list[Text]:
+        muted = fmt.colour(palette, "foreground-muted")
+        return [
+            Text(f"    └ shard {shard}", style=muted),
+            fmt.bar(c.completed, c.failed, c.total, self._bar_width, palette),
+            Text(f"{c.completed + c.failed}/{c.total}", justify="right", style=muted),
+            Text(str(c.failed), style=muted),
+            fmt.status_text(c.status, palette),
+            Text(""),
+            Text(""),
+            Text(""),
+        ]

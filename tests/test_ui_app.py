@@ -1,0 +1,160 @@
+"""The interactive session driven as a user would (Textual's Pilot), over a real engine run on the
+simulator: failures shown, `r` re-runs only the failed samples, quit mid-run keeps the work."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from evaltui.engine import events as ev
+from evaltui.engine.runner import Runner
+from evaltui.plan import load_plan
+from evaltui.sim import SimConfig
+from evaltui.sim.config import Faults
+from evaltui.ui.app import EvalApp
+from evaltui.ui.widgets.panes import FailuresLog
+from evaltui.ui.widgets.progress import ProgressTable
+from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
+
+WAIT = 60.0  # seconds: the most any step may take on a loaded machine
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.1)
+
+
+def move_to(app: EvalApp, pair: tuple[str, str]) -> None:
+    table = app.query_one(ProgressTable)
+    table.move_cursor(row=table.get_row_index(f"{pair[0]}\t{pair[1]}"))
+
+
+def footer_keys(app: EvalApp) -> set[str]:
+    return {b.key for _, b, enabled, _ in app.screen.active_bindings.values() if b.show and enabled}
+
+
+def test_failed_dataset_shown_then_retried_with_r(tmp_path: Path, sim_factory: Any) -> None:
+    # Every fourth question is too long for the server (a 422, never retried): "long" fails,
+    # "short" does not. Then the server is fixed and `r` re-runs just those samples.
+    sim = sim_factory(SimConfig(faults=Faults(max_prompt_chars=120)))
+    rows = [dict(r, question=r["question"] + (" pad" * 40 if i % 4 == 0 else "")) for i, r in enumerate(arithmetic(24))]
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url)],
+        datasets=[gsm_dataset("long", write_jsonl(tmp_path / "long.jsonl", rows)), gsm_dataset("short", write_jsonl(tmp_path / "short.jsonl", arithmetic(10)))],
+    )
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(plan), sink=events.append)
+
+    async def scenario() -> None:
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(200, 50)) as pilot:
+            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            await pilot.pause(0.3)
+            long = app.state.pairs[("m", "long")]
+            assert long.status == ev.PairStatus.FAIL and long.failed == 6
+            table = app.query_one(ProgressTable)
+            assert "fail" in str(table.get_cell("m\tlong", "status"))
+            lines = app.query_one(FailuresLog).lines
+            assert len(lines) == 6 and all(line.startswith("m/long #") and " 400: prompt is too long" in line for line in lines)
+
+            move_to(app, ("m", "short"))
+            await pilot.pause()
+            assert app.state.pairs[("m", "short")].status == ev.PairStatus.SCORED
+            assert "r" not in footer_keys(app)
+            await pilot.press("r")
+            await pilot.pause(0.3)
+            assert not of_type(events, ev.RetryStarted), "r on a dataset that did not fail must do nothing"
+
+            move_to(app, ("m", "long"))
+            await pilot.pause()
+            assert "r" in footer_keys(app)
+            sim.config.faults = Faults()  # the server is fixed
+            before = len(events)
+            await pilot.press("r")
+            await until(pilot, lambda: app.state.pairs[("m", "long")].status == ev.PairStatus.SCORED and not app.engine.busy, "the retry to score")
+            await pilot.pause(0.3)
+            rerun = sorted(e.sample_index for e in of_type(events[before:], ev.SampleFinished))
+            assert rerun == [0, 4, 8, 12, 16, 20]  # only the failed samples went out again
+            assert app.query_one(FailuresLog).lines == []
+            assert "scored" in str(table.get_cell("m\tlong", "status"))
+            assert app.exit_code == 0
+            assert "r" not in footer_keys(app)
+
+    asyncio.run(scenario())
+
+
+def test_enter_shows_failed_samples_and_predictions(tmp_path: Path, sim_factory: Any) -> None:
+    sim = sim_factory(SimConfig(faults=Faults(max_prompt_chars=120)))
+    rows = [dict(r, question=r["question"] + (" [pad]" * 30 if i == 2 else "")) for i, r in enumerate(arithmetic(6))]
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    runner = Runner(load_plan(plan))
+
+    async def scenario() -> None:
+        from textual.widgets import DataTable
+
+        from evaltui.ui.screens.details import DetailsScreen
+
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display, "the details")
+            failures = app.screen.query_one("#details-failures", DataTable)
+            assert failures.row_count == 1
+            assert [str(c) for c in failures.get_row_at(0)][:3] == ["2", "http", "400"]
+            predictions = app.screen.query_one("#details-predictions", DataTable)
+            assert predictions.row_count == 5
+            assert "r" not in footer_keys(app)  # the retry key belongs to the main screen
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, DetailsScreen)
+
+    asyncio.run(scenario())
+
+
+def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> None:
+    plan = write_plan(
+        tmp_path,
+        models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.05", "max_workers": 4}],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(400)))],
+    )
+    runner = Runner(load_plan(plan))
+
+    async def scenario() -> EvalApp:
+        from evaltui.ui.screens.modals import ConfirmQuit
+
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.state.totals()[0] >= 20, "some samples to finish")
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
+            await pilot.press("n")  # changed my mind: the run goes on
+            await pilot.pause(0.3)
+            assert app.engine.busy and not app._exit
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question again")
+            await pilot.press("y")
+            await until(pilot, lambda: app._exit, "the app to leave")
+        return app
+
+    app = asyncio.run(scenario())
+    assert app.exit_code == 130 and app.return_value == 130
+    done_before = app.state.totals()[0]
+    assert 20 <= done_before < 400
+
+    from planmaker import run_plan
+
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    planned = of_type(events, ev.DatasetPlanned)[0]
+    assert planned.completed >= done_before  # nothing finished was lost
+    assert len(of_type(events, ev.SampleFinished)) == 400 - planned.completed  # nothing done twice

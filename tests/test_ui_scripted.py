@@ -1,0 +1,106 @@
+"""The app on a scripted event stream: what each pane shows, which keys apply, the themes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from evaltui.engine import events as ev
+from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
+from evaltui.ui.widgets.progress import ProgressTable
+from ui_script import HEARTBEAT_TIMEOUT, Clock, alpha_gsm_failed, feed, finished, planned, running, scripted_app
+
+
+def footer_keys(app) -> set[str]:  # type: ignore[no-untyped-def]
+    return {b.key for _, b, enabled, _ in app.screen.active_bindings.values() if b.show and enabled}
+
+
+def strip_text(app) -> str:  # type: ignore[no-untyped-def]
+    return str(app.query_one(EngineStrip).render())
+
+
+def test_panes_follow_the_stream(tmp_path: Path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, planned())
+            table = app.query_one(ProgressTable)
+            # per model: a heading row, a row per dataset and one per shard of the split one
+            assert table.row_count == 2 * (1 + 1 + 1 + 2)
+            assert "waiting" in strip_text(app)
+            await pilot.pause()
+            assert "0/100" in table.shown_line("alpha", "gsm") and "pending" in table.shown_line("alpha", "gsm")
+            feed(app, running(clock))
+            clock.now += 10.0
+            app.fold_pending()
+            await pilot.pause()
+            assert str(table.get_cell("alpha\tgsm", "done")) == "43/100"
+            assert str(table.get_cell("alpha\tgsm", "fail")) == "3"
+            assert str(table.get_cell("alpha\tgsm", "req/s")) == "4.3"  # 43 samples in 10 s
+            assert str(table.get_cell("alpha\tgsm", "ETA")) == "13s"  # 57 left at 4.3/s
+            assert str(table.get_cell("alpha\tmmlu\t0", "done")) == "50/100"
+            # what is on screen moved too, not only the table's data
+            assert table.shown_line("alpha", "gsm").split()[2:] == ["43/100", "3", "running", "4.3", "13s", "–"]
+            strip = strip_text(app)
+            assert "alive" in strip and "alpha 12/16" in strip and "retries 5" in strip
+            # brackets in an error message are shown as they are, not taken as markup
+            lines = app.query_one(FailuresLog).lines
+            assert lines[-1] == 'alpha/gsm #42 http 500: upstream said [bold]nope[/bold] {"detail": [1, 2]}'
+            assert len(lines) == 3
+
+            clock.now += HEARTBEAT_TIMEOUT + 1
+            app.fold_pending()
+            assert "STALE" in strip_text(app)
+
+    asyncio.run(scenario())
+
+
+def test_r_applies_only_to_a_failed_dataset(tmp_path: Path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + running(clock))
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("alpha\tgsm"))
+            await pilot.pause()
+            assert "r" not in footer_keys(app) and "R" not in footer_keys(app)  # running, not failed
+            feed(app, alpha_gsm_failed())
+            await pilot.pause()
+            assert "fail" in str(table.get_cell("alpha\tgsm", "status"))
+            assert {"r", "R", "enter"} <= footer_keys(app)
+            assert app.action_applies("retry")
+            table.move_cursor(row=table.get_row_index("beta\tgsm"))
+            await pilot.pause()
+            assert "r" not in footer_keys(app) and "R" in footer_keys(app)
+            assert not app.action_applies("retry")
+
+    asyncio.run(scenario())
+
+
+def test_leaderboard_fills_in_and_stays(tmp_path: Path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, planned())
+            board = app.query_one(LeaderboardTable)
+            assert [str(c) for c in board.get_row("gsm")] == ["gsm", "accuracy", "-", "-"]
+            feed(app, [ev.DatasetScored("beta", "gsm", "accuracy", 80.25)])
+            await pilot.pause()
+            # beta is ranked first (the only model with a score), with a partial average
+            assert [str(c.label) for c in board.columns.values()][2] == "1. beta"
+            assert [str(c) for c in board.get_row("gsm")][2] == "80.25"
+            assert [str(c) for c in board.get_row("Average")][2] == "80.25 (1/2)"
+            feed(app, alpha_gsm_failed() + finished())
+            await pilot.pause()
+            assert [str(c.label) for c in board.columns.values()][2:] == ["1. beta", "2. alpha"]
+            assert [str(c) for c in board.get_row("Average")][2:] == ["69.12", "67.75"]  # 69.125, 67.75
+            assert app.query_one(FailuresLog).lines == []  # retried: its old failures are gone
+            assert "run finished" in strip_text(app)
+
+    asyncio.run(scenario())

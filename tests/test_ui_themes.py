@@ -1,0 +1,85 @@
+"""Theme files: the bundled three, the user's own, broken ones, and the remembered choice."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaltui import cli
+from evaltui.ui.themes import config_dir, load_themes, remembered_theme
+from ui_script import Clock, feed, planned, scripted_app
+
+BUNDLED = {"evaltui-dark", "evaltui-light", "evaltui-high-contrast"}
+
+
+def test_bundled_themes_load_and_differ() -> None:
+    found = load_themes()
+    assert BUNDLED <= set(found.themes) and not found.problems
+    assert found.cycle()[:3] == ["evaltui-dark", "evaltui-light", "evaltui-high-contrast"]
+    assert found.themes["evaltui-light"].dark is False and found.themes["evaltui-dark"].dark is True
+    assert found.themes["evaltui-high-contrast"].background == "#000000"
+
+
+def test_t_cycles_and_the_choice_is_remembered(tmp_path: Path) -> None:
+    async def press_t() -> str:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test() as pilot:
+            assert app.theme == "evaltui-dark"
+            await pilot.press("t")
+            await pilot.pause()
+            return app.theme
+
+    assert asyncio.run(press_t()) == "evaltui-light"
+    assert (config_dir() / "settings.toml").is_file() and remembered_theme() == "evaltui-light"
+    assert str(config_dir()).startswith(os.environ["EVALTUI_CONFIG_DIR"])
+
+    async def reopen() -> str:
+        app = scripted_app(tmp_path, Clock(), theme=None)
+        async with app.run_test():
+            return app.theme
+
+    assert asyncio.run(reopen()) == "evaltui-light"
+
+
+def test_a_broken_theme_file_is_reported_and_falls_back(tmp_path: Path) -> None:
+    user = config_dir() / "themes"
+    user.mkdir(parents=True)
+    (user / "mine.toml").write_text('name = "mine"\nprimary = "not-a-colour"\n', encoding="utf-8")
+    (user / "typo.toml").write_text('name = "typo"\nprimary = "#ff0000"\nbackgrund = "#000000"\n', encoding="utf-8")
+    (user / "ok.toml").write_text('name = "ok"\nprimary = "#ff8800"\n', encoding="utf-8")
+    found = load_themes()
+    assert "ok" in found.themes and "mine" not in found.themes and "typo" not in found.themes
+    assert any("mine.toml" in p and "not-a-colour" in p for p in found.problems)
+    assert any("typo.toml" in p and "backgrund" in p for p in found.problems)
+
+    async def scenario() -> tuple[str, list[str]]:
+        app = scripted_app(tmp_path, Clock(), theme="mine")
+        async with app.run_test(notifications=True) as pilot:
+            feed(app, planned())
+            await pilot.pause()
+            return app.theme, [n.message for n in app._notifications]
+
+    theme, notes = asyncio.run(scenario())
+    assert theme == "evaltui-dark"
+    assert any("mine.toml" in n for n in notes) and any("no usable theme 'mine'" in n for n in notes)
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_unknown_theme_on_the_command_line_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
+
+    plan = write_plan(tmp_path, models=[lightllm("m", "http://127.0.0.1:9")], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(2)))])
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", _Tty())
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main([str(plan), "--theme", "nope"]) == 2
+    assert "--theme" in err.getvalue() and "nope" in err.getvalue() and "evaltui-dark" in err.getvalue()
