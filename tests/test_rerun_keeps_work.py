@@ -115,3 +115,18 @@ def test_failures_tolerated_by_fail_on_error_are_retried_by_a_rerun(tmp_path: Pa
     code, events, _ = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 0
     assert [e.status for e in of_type(events, ev.DatasetPlanned)] == ["scored"]
+
+
+def test_a_dataset_failed_by_refused_prompts_says_which_fail_on_error_scores_the_rest(tmp_path: Path, sim_factory) -> None:
+    rows = [{"question": ("long " * 10 if i % 5 == 0 else "") + f"q{i}", "answer": "#### 1"} for i in range(20)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))  # 4 prompts too long: 400
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))
+    assert code == 1
+    (inferred,) = of_type(events, ev.DatasetInferred)
+    assert inferred.error.endswith("fail_on_error = 0.2 would score the others")
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, fail_on_error=0.2)]))
+    assert code == 0 and [e.score for e in of_type(events, ev.DatasetScored)] == [80.0]

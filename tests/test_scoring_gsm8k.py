@@ -42,6 +42,12 @@ from evaltui.scoring.gsm8k import extract_gold_number, extract_prediction_number
         ("She ate 1/2 of it", "1/2"),
         ("The answer is 3/4.", "3/4"),
         ("on 12/25/2023 she had 7", "7"),
+        # \boxed{...} wins over later numbers
+        ("So she pays \\boxed{18} dollars. Check: 3 + 4 = 7", "18"),
+        ("$\\boxed{1,234}$", "1234"),
+        ("\\boxed{-3} degrees", "-3"),
+        ("\\boxed{\\text{12 apples}} and 5 pears", "12"),
+        ("\\boxed{} so 9", "9"),
         ("I cannot solve this.", None),
         ("", None),
     ],

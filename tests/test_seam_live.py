@@ -292,7 +292,8 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
 
 def test_retry_while_running_restarts_a_model_whose_pool_had_ended(tmp_path: Path, sim_factory) -> None:
     rows = arithmetic(40)
-    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20), models={"slow": ModelProfile(latency=0.2)}))
+    # "slow" keeps the run going (0.5 s a request, one at a time) until the test lets it finish
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20), models={"slow": ModelProfile(latency=0.5)}))
     plan = write_plan(
         tmp_path,
         models=[lightllm("m", sim.url), lightllm("slow", sim.url, max_workers=1)],
@@ -333,3 +334,30 @@ def test_retry_while_running_restarts_a_model_whose_pool_had_ended(tmp_path: Pat
 
 async def _retry(runner: Runner, codes: dict[str, int]) -> None:
     codes["retry"] = await runner.retry([("m", "d")])
+
+
+def test_a_retry_of_a_pair_still_being_inferred_leaves_it_to_finish(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(20)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=0.5)))
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=1)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+
+    async def main() -> tuple[int, int]:
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                codes: dict[str, int] = {}
+
+                async def run() -> None:
+                    codes["run"] = await runner.run()
+
+                tg.start_soon(run)
+                await until(lambda: bool(of_type(events, ev.SampleFinished)), "m/d running")
+                tg.start_soon(lambda: _retry(runner, codes))
+                await until(lambda: any("not retried, still running: m/d" in n.message for n in runner.state.notices), "refused")
+                sim.call(lambda s: setattr(s.config, "default", ModelProfile(latency=0.0)))
+        return codes["run"], codes["retry"]
+
+    assert anyio.run(main) == (0, 0)
+    assert not of_type(events, ev.RetryStarted) and len(of_type(events, ev.DatasetStarted)) == 1
+    assert sim.stats.requests_total == 20  # nothing sent twice

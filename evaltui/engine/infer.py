@@ -56,6 +56,15 @@ def failure_budget(ds: DatasetConfig, total: int) -> int:
     return math.floor(ds.fail_on_error * total + 1e-9)
 
 
+def _over_budget(ds: DatasetConfig, failed: int, total: int) -> str:
+    """Why a dataset failed, with the fail_on_error that would score the rest: samples a server
+    refuses for good (a prompt too long) fail again on every re-run."""
+    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error:g})"
+    if failed < total:
+        text += f"; fail_on_error = {math.ceil(failed / total * 10_000) / 10_000:g} would score the others"
+    return text
+
+
 def shard_ranges(total: int, shards: int) -> list[range]:
     return [range(k * total // shards, (k + 1) * total // shards) for k in range(shards)]
 
@@ -88,11 +97,7 @@ class DatasetRun:
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
     load_error: str = ""
-
-    @property
-    def finished(self) -> bool:
-        """Every shard ended (done, fail, or the data could not be loaded)."""
-        return all(s.outstanding == -1 for s in self.shards)
+    ended: bool = False  # DatasetInferred is out: its predictions (if any) are written
 
 
 def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any]], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
@@ -204,7 +209,7 @@ class ModelInference:
 
     def busy(self, dataset: str) -> bool:
         """Whether this dataset is queued or being inferred now."""
-        return any(r.cfg.abbr == dataset and not r.finished for r in self.runs)
+        return any(r.cfg.abbr == dataset and not r.ended for r in self.runs)
 
     def _drop_stale_work(self, ds: DatasetConfig, emit: ev.Sink) -> str:
         """Forget what earlier runs did under other settings; the pair's version for this run."""
@@ -328,6 +333,7 @@ class ModelInference:
                 s.outstanding = -1
                 self.board.write(m, d, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=0, error=run.load_error, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, 0, run.load_error))
+            run.ended = True
             self.emit(ev.DatasetInferred(m, d, PairStatus.FAIL, sum(s.completed for s in run.shards), 0, error=run.load_error))
             run.todo = iter(())
             run.loaded.set()
@@ -446,6 +452,7 @@ class ModelInference:
                 self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
             if unfinished:
+                run.ended = True
                 self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
                 self.on_inferred(m, run.cfg.abbr)
         self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
@@ -485,7 +492,7 @@ class ModelInference:
         failed = sum(s.failed for s in run.shards)
         ok = failed <= failure_budget(run.cfg, run.total)
         status = PairStatus.DONE if ok else PairStatus.FAIL
-        error = "" if ok else f"{failed} of the dataset's {run.total} samples failed (fail_on_error = {run.cfg.fail_on_error:g})"
+        error = "" if ok else _over_budget(run.cfg, failed, run.total)
         shard.outstanding = -1  # finished
         shard.status = status
         all_final = all(s.outstanding == -1 for s in run.shards)
@@ -502,6 +509,7 @@ class ModelInference:
             completed = sum(s.completed for s in run.shards)
             failed = sum(s.failed for s in run.shards)
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
+            run.ended = True
             self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path, error))
             self.on_inferred(m, d)
 

@@ -2,11 +2,12 @@
 
 Where to look, in order:
   1. after `####` (the dataset's own answer marker, which few-shot prompts teach);
-  2. after "the answer is" / "answer is" (what chain-of-thought prompts teach);
-  3. the last number anywhere in the text.
-For the prediction the *first* `####` / "answer is" wins: a base model that keeps generating
-after answering tends to invent a new question with its own answer.  For the gold the number
-after the *last* `####` is used, as the dataset writes exactly one at the end.
+  2. inside `\\boxed{...}` (what math-tuned models write);
+  3. after "the answer is" / "answer is" (what chain-of-thought prompts teach);
+  4. the last number anywhere in the text.
+For the prediction the *first* `####` / `\\boxed` / "answer is" wins: a base model that keeps
+generating after answering tends to invent a new question with its own answer.  For the gold the
+number after the *last* `####` is used, as the dataset writes exactly one at the end.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _NUMBER_RE = re.compile(
     r"|(?:\$\s*)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 )
 _ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(?=-?\$?\d)", re.IGNORECASE)
+_BOXED_RE = re.compile(r"\\boxed\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 _MARKER = "####"
 
 
@@ -58,6 +60,11 @@ def _last_number(text: str) -> str | None:
 def extract_prediction_number(text: str) -> str | None:
     for segment in text.split(_MARKER)[1:]:
         number = _first_number(segment)
+        if number is not None:
+            return number
+    boxed = _BOXED_RE.search(text)
+    if boxed:
+        number = _first_number(boxed.group(1))
         if number is not None:
             return number
     match = _ANSWER_IS_RE.search(text)
