@@ -124,7 +124,7 @@ def test_enter_shows_failed_samples_and_predictions(tmp_path: Path, sim_factory:
 def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> None:
     plan = write_plan(
         tmp_path,
-        models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.05", "max_workers": 4}],
+        models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.05", "max_workers": 8}],
         datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(400)))],
     )
     runner = Runner(load_plan(plan))

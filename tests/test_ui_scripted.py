@@ -104,3 +104,37 @@ def test_leaderboard_fills_in_and_stays(tmp_path: Path) -> None:
             assert "run finished" in strip_text(app)
 
     asyncio.run(scenario())
+
+
+def test_the_command_palette_offers_retry_only_when_something_failed(tmp_path: Path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        from textual.command import CommandPalette
+
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(120, 30), notifications=True) as pilot:
+            feed(app, planned() + running(clock))
+
+            async def pick(query: str) -> None:
+                await pilot.press("ctrl+p")
+                await pilot.pause()
+                assert isinstance(app.screen, CommandPalette)
+                await pilot.press(*query)
+                await pilot.pause(0.5)
+                await pilot.press("enter")
+                await pilot.pause(0.3)
+                if isinstance(app.screen, CommandPalette):
+                    await pilot.press("escape")
+                    await pilot.pause()
+
+            def said() -> list[str]:
+                return [n.message for n in app._notifications]
+
+            await pick("retry every")
+            assert not any("retrying" in m for m in said())  # nothing failed: nothing offered
+            feed(app, alpha_gsm_failed())
+            await pick("retry every")
+            assert "retrying the failed samples of alpha/gsm" in said()
+
+    asyncio.run(scenario())

@@ -46,8 +46,8 @@ class EvalApp(App[int]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     COMMANDS = App.COMMANDS | {EvalCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "retry", "Retry failed", id="retry"),
-        Binding("R", "retry_all", "Retry all failed", id="retry-all"),
+        Binding("r", "retry", "Retry", id="retry"),
+        Binding("R", "retry_all", "Retry all", id="retry-all"),
         Binding("enter", "details", "Details", id="details"),
         Binding("t", "next_theme", "Theme", id="next-theme"),
         Binding("q", "quit", "Quit", id="quit"),

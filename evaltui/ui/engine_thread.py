@@ -51,7 +51,8 @@ class EngineThread:
             self._portal.call(self.runner.cancel)
 
     def close(self, timeout: float = 60.0) -> None:
-        """Cancel what still runs, wait for it to put its work away, stop the thread."""
+        """Cancel what still runs, wait for it to put its work away, stop the simulator a retry
+        would have reused (from the thread that started it), stop the thread."""
         if self._portal is None or self._portal_cm is None:
             return
         if self.busy:
@@ -60,5 +61,6 @@ class EngineThread:
                 # how a job ended was already reported as events; here we only wait for it
                 with contextlib.suppress(Exception):
                     job.result(timeout=timeout)
+        self._portal.call(self.runner.close)
         self._portal_cm.__exit__(None, None, None)
         self._portal = self._portal_cm = None
