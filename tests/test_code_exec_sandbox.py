@@ -316,3 +316,25 @@ def test_the_program_holds_no_capabilities_and_is_not_really_root():
         "    return x + 1\n"
     )
     assert run_body(body)["result"] == PASSED
+
+
+@pytest.mark.reliability
+def test_the_program_cannot_read_evaltuis_environment_from_proc():
+    """The bare environment is not enough: /proc/<evaltui>/environ holds the API keys. The CLI
+    makes evaltui non-dumpable for code_exec plans, and the program (even started by root) has
+    no capability that would let it read a non-dumpable process's files."""
+    import subprocess
+    import sys
+
+    program = "import os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read())\n"
+    runner = (
+        "import os\n"
+        "os.environ['EVALTUI_TEST_SECRET'] = 'hunter2'\n"
+        "from evaltui.cli import _hide_environment\n"
+        "_hide_environment()\n"
+        "from evaltui.scoring.sandbox import run_program\n"
+        f"print(run_program({program!r}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("failed: PermissionError"), proc.stdout

@@ -158,3 +158,36 @@ def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> Non
     planned = of_type(events, ev.DatasetPlanned)[0]
     assert planned.completed >= done_before  # nothing finished was lost
     assert len(of_type(events, ev.SampleFinished)) == 400 - planned.completed  # nothing done twice
+
+
+def test_r_while_the_run_goes_on_joins_it(tmp_path: Path, sim_factory: Any) -> None:
+    from evaltui.sim.config import ModelProfile
+
+    sim = sim_factory(SimConfig(default=ModelProfile(latency=0.02), faults=Faults(max_prompt_chars=120)))
+    rows = [dict(r, question=r["question"] + (" pad" * 40 if i % 4 == 0 else "")) for i, r in enumerate(arithmetic(12))]
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=4)],
+        datasets=[gsm_dataset("long", write_jsonl(tmp_path / "long.jsonl", rows)), gsm_dataset("big", write_jsonl(tmp_path / "big.jsonl", arithmetic(400, "B")))],
+    )
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(plan), sink=events.append)
+
+    async def scenario() -> None:
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: app.state.pairs.get(("m", "long")) is not None and app.state.pairs[("m", "long")].status == ev.PairStatus.FAIL, "long to fail")
+            move_to(app, ("m", "long"))
+            await pilot.pause()
+            sim.config.faults = Faults()
+            await pilot.press("r")
+            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            assert app.state.pairs[("m", "long")].status == ev.PairStatus.SCORED
+            assert app.state.pairs[("m", "big")].status == ev.PairStatus.SCORED
+            assert app.exit_code == 0
+
+    asyncio.run(scenario())
+    kinds = [type(e) for e in events]
+    assert kinds.count(ev.RunFinished) == 1 and kinds.index(ev.RetryStarted) < kinds.index(ev.RunFinished)  # one run, joined
+    retried = kinds.index(ev.RetryStarted)
+    assert sorted(e.sample_index for e in of_type(events[retried:], ev.SampleFinished) if e.dataset == "long") == [0, 4, 8]
