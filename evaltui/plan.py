@@ -347,6 +347,11 @@ def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
             parts.port  # noqa: B018 - parsing it is the check: out of range or not a number
         except ValueError as e:
             problems.append(f"url: invalid port: {e} (got {m.url!r})")
+        if parts.username is not None or parts.password is not None:  # the URL itself is not shown: it holds a secret
+            problems.append(
+                "url: holds credentials (user:password@host); the plan is copied into the work dir, so name the key's "
+                "environment variable in api_key_env instead"
+            )
     if m.type != "lightllm" and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:

@@ -79,3 +79,8 @@ def test_ca_file_is_relative_to_the_plan_and_must_be_a_ca_bundle(tmp_path: Path,
 
 def test_stream_in_generation_kwargs_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     refused(write(tmp_path, generation_kwargs={"max_new_tokens": 8, "stream": True}), capsys, "models[0].generation_kwargs.stream:", "remove stream")
+
+
+def test_credentials_in_the_url_are_refused_without_printing_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(write(tmp_path, url="https://user:hunter2@api.example.test/v1"), capsys, "models[0].url: holds credentials", "api_key_env")
+    assert "hunter2" not in err
