@@ -1,6 +1,7 @@
 """Client CPU per request of the HTTP stacks the backends could stand on.
 
-Run by hand: `python bench/http_client.py [--n 2000] [--c 64] [--latency 0.05] [--repeat 3]`.
+Run by hand: `python bench/http_client.py [--n 2000] [--c 64] [--latency 0.05] [--repeat 3]`
+(needs `pip install httpx-aiohttp` besides the test extras: only this comparison uses it).
 
 The workload is the engine's: N LightLLM `POST /generate` requests, C in flight, against the
 project's simulator (its own process, pinned to CPU 0 when there are two) answering after L s.
