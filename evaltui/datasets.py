@@ -1,7 +1,8 @@
 """Dataset records from .jsonl, .jsonl.gz, .json and .csv files, and the samples made from them.
 
-Records are plain dicts. A sample is rendered from its record only when a worker is about to send
-it, so a large dataset costs its records' memory and nothing per sample in flight.
+Records are plain dicts. A run reads them as its workers take them (`open_records`) and renders a
+sample only when it is about to be sent, so a large dataset costs memory for the samples in
+flight, not for its records (a .json array is the exception: it is parsed whole).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import csv
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import sys
 import zlib
@@ -130,7 +132,17 @@ def count_records(plan: "Plan", ds: "DatasetConfig") -> int:
     key = _count_key(plan, ds)
     if key is not None and key in _COUNTS:
         return _COUNTS[key]
-    return len(load_records(plan, ds))
+    return sum(1 for _ in open_records(plan, ds))
+
+
+def open_records(plan: "Plan", ds: "DatasetConfig") -> Iterator[dict[str, Any]]:
+    """The dataset's records (up to `limit`), read as they are taken; the file is opened, and its
+    first record read, before this returns, so an unreadable file is a DatasetError here."""
+    records = iter_records(plan.dataset_path(ds), ds.columns or None)
+    if ds.limit:
+        records = itertools.islice(records, ds.limit)
+    first = next(records, None)
+    return iter(()) if first is None else itertools.chain((first,), records)
 
 
 def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:

@@ -468,6 +468,15 @@ def test_stats_log_tail(http):
     assert http.get("/sim/stats?log=x").status_code == 400
 
 
+def test_rate_400_rejects_without_retry_after_and_counts_attempts_per_prompt():
+    with fault_sim(rate_400=0.5, seed=5) as s, client(s) as c:
+        codes = [ask(c, f"p{i % 4}").status_code for i in range(40)]
+        body = c.get("/sim/stats?log=0").json()
+    assert set(codes) == {200, 400} and body["faults"]["400"] == codes.count(400)
+    # The stats endpoint counts attempts per (model, prompt): what a retry bound is checked against.
+    assert sorted((a["prompt"], a["count"]) for a in body["attempts"]) == [(f"p{i}", 10) for i in range(4)]
+
+
 def test_stats_request_window(http):
     """The window a benchmark divides the floor by: first request received to last reply done."""
     assert http.get("/sim/stats").json()["first_received"] is None

@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.backends import Backend, BackendError
-from evaltui.datasets import DatasetError, Sample, file_fingerprint, load_records, render_sample
+from evaltui.datasets import DatasetError, Sample, file_fingerprint, open_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.redact import model_secrets, redact
@@ -92,8 +92,7 @@ class DatasetRun:
     version: str
     shards: list[ShardRun]
     done: set[int]  # indices finished successfully in earlier runs
-    records: list[dict[str, Any]] | None = None
-    todo: Iterator[tuple[ShardRun, int]] | None = None
+    todo: Iterator[tuple[ShardRun, int, dict[str, Any] | str]] | None = None
     remaining: int = 0  # samples not finished in this run (queued + in flight)
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
@@ -101,12 +100,26 @@ class DatasetRun:
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written
 
 
-def _todo(shards: list[ShardRun], done: set[int]) -> Iterator[tuple[ShardRun, int]]:
-    """The samples left to run, in index order, generated as workers take them."""
+def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any]], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
+    """The samples left to run, in index order, each with its record read from the data file as
+    workers take them (or why it could not be read): a dataset's records are never all in memory.
+
+    The file was checked whole when the plan was loaded; should it change under a running
+    dataset, the samples it no longer holds fail with the reason and the rest go on.
+    """
+    problem = ""
     for s in shards:
         for i in s.indices:
+            record: dict[str, Any] | str = problem
+            if not problem:
+                try:
+                    record = next(records)
+                except StopIteration:
+                    problem = record = f"{path} now has only {i} records, expected {shards[-1].indices.stop}"
+                except DatasetError as e:
+                    problem = record = str(e)
             if i not in done:
-                yield s, i
+                yield s, i, record
 
 
 class ModelInference:
@@ -311,9 +324,8 @@ class ModelInference:
     async def _load(self, run: DatasetRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
         try:
-            records = await anyio.to_thread.run_sync(load_records, self.plan, run.cfg)
-            if len(records) != run.total:
-                raise DatasetError(f"{run.cfg.path} now has {len(records)} records, expected {run.total}")
+            # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
+            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg)
         except (DatasetError, OSError) as e:
             run.load_error = str(e)
             run.remaining = 0  # nothing of it will run: the next dataset may start
@@ -327,11 +339,10 @@ class ModelInference:
             run.loaded.set()
             self._maybe_start_more()
             return
-        run.records = records
         for s in run.shards:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
-        run.todo = _todo(run.shards, run.done)
+        run.todo = _todo(run.shards, run.done, records, run.cfg.path)
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         for s in run.shards:
             if s.outstanding:
@@ -363,17 +374,19 @@ class ModelInference:
                 if self.runs[self._cursor] is run:
                     self._cursor += 1
                 continue
-            shard, index = job
-            await self._sample(run, shard, index)
+            await self._sample(run, *job)
 
-    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int) -> None:
+    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
-        assert run.records is not None
         try:
-            sample = render_sample(cfg, index, run.records[index])
+            if isinstance(record, str):
+                raise DatasetError(record)
+            sample = render_sample(cfg, index, record)
         except Exception as e:  # the file changed since it was checked: this sample fails, not the run
-            message = f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
-            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": "template", "status": None, "message": message, "attempts": 0}}
+            kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
+            if isinstance(e, DatasetError):
+                kind, message = "dataset", f"record {index}: {e}"
+            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": kind, "status": None, "message": message, "attempts": 0}}
         else:
             self.in_flight += 1
             try:
@@ -431,7 +444,7 @@ class ModelInference:
             if run.load_error:
                 continue
             unfinished = [s for s in run.shards if s.status is None]
-            run.started, run.todo, run.remaining, run.records = True, iter(()), 0, None
+            run.started, run.todo, run.remaining = True, iter(()), 0
             run.loaded.set()
             for s in unfinished:
                 s.checkpoint.close()
@@ -492,7 +505,7 @@ class ModelInference:
         self.board.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
         self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
         if all_final:
-            run.records = None
+            run.todo = iter(())  # lets go of the data file at once
             completed = sum(s.completed for s in run.shards)
             failed = sum(s.failed for s in run.shards)
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""

@@ -478,7 +478,9 @@ def predictions_to_checkpoint(predictions: Path, checkpoint: Path) -> None:
             w.write(json_bytes(entry) + b"\n")
 
 
-STREAM_ABOVE = 16 * 1024 * 1024  # bytes of predictions file
+# Bytes of predictions file above which it is streamed. Whole is ~20 % faster to parse, but its
+# objects take ~6× the file's size: above 1 MiB the memory would follow the dataset's size.
+STREAM_ABOVE = 1024 * 1024
 _PREDICTION_LINE = re.compile(rb'^  "(\d+)": (\{.*\}),?$')
 
 

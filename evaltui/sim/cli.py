@@ -120,6 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for kind in ("429", "500", "malformed", "drop", "slow"):
         g.add_argument(f"--rate-{kind}", dest=f"sim_rate_{kind}", type=_fraction, default=0.0,
                        metavar="P", help=f"probability of a {kind} fault per request (default: 0)")
+    g.add_argument("--rate-400", dest="sim_rate_400", type=_fraction, default=0.0, metavar="P",
+                   help="probability of a non-retryable 400 (bad request) per request (default: 0)")
     g.add_argument("--slow-seconds", dest="sim_slow_seconds", type=_seconds, metavar="SECONDS", default=30.0,
                    help="delay of a slow reply (default: %(default)s)")
     g.add_argument("--retry-after", dest="sim_retry_after", type=_seconds, metavar="SECONDS", default=1.0,
@@ -160,7 +162,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     faults = Faults(
         rate_429=getattr(args, "sim_rate_429"), rate_500=getattr(args, "sim_rate_500"),
         rate_malformed=args.sim_rate_malformed, rate_drop=args.sim_rate_drop,
-        rate_slow=args.sim_rate_slow, slow_seconds=args.sim_slow_seconds,
+        rate_slow=args.sim_rate_slow, rate_400=args.sim_rate_400, slow_seconds=args.sim_slow_seconds,
         retry_after=args.sim_retry_after, fail_first=args.sim_fail_first,
         fail_first_kind=args.sim_fail_first_kind, max_prompt_chars=args.sim_max_prompt_chars,
         seed=args.sim_seed,

@@ -73,6 +73,8 @@ class Faults:
     rate_malformed: float = 0.0
     rate_drop: float = 0.0
     rate_slow: float = 0.0
+    #: Non-retryable rejections (400 bad request), the kind a client must not retry.
+    rate_400: float = 0.0
     slow_seconds: float = 30.0
     retry_after: float = 1.0
     fail_first: int = 0
@@ -81,7 +83,7 @@ class Faults:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("rate_429", "rate_500", "rate_malformed", "rate_drop", "rate_slow"):
+        for name in ("rate_429", "rate_500", "rate_malformed", "rate_drop", "rate_slow", "rate_400"):
             setattr(self, name, _check_number(name, getattr(self, name), 0.0, 1.0))
         self.slow_seconds = _check_number("slow_seconds", self.slow_seconds, 0.0)
         self.retry_after = _check_number("retry_after", self.retry_after, 0.0)

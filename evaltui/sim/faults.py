@@ -2,7 +2,7 @@
 
 Kept apart from the handlers so the decision order is written down once:
 prompt too long (a real, non-retryable rejection), then `fail_first`, then
-the random rates in the fixed order 429, 500, malformed, drop, slow. The
+the random rates in the fixed order 429, 500, malformed, drop, slow, 400. The
 random stream is drawn only for rates that are non-zero, so a given Faults
 value and request sequence always produce the same faults.
 """
@@ -78,4 +78,6 @@ class FaultInjector:
             return "drop"
         if f.rate_slow and rng.random() < f.rate_slow:
             return "slow"
+        if f.rate_400 and rng.random() < f.rate_400:
+            return "400"
         return None
