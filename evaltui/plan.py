@@ -17,6 +17,7 @@ from typing import Any, Literal, Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from yarl import URL
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -86,7 +87,7 @@ class ModelConfig(_Strict):
         base = (info.context or {}).get("base_dir")
         if v is None or base is None:
             return v
-        p = Path(v).expanduser()
+        p = expand_home(v)
         return str(p if p.is_absolute() else Path(base) / p)
 
     @property
@@ -138,12 +139,12 @@ class Plan(_Strict):
         return self.source.parent
 
     def dataset_path(self, ds: DatasetConfig) -> Path:
-        p = Path(ds.path).expanduser()
+        p = expand_home(ds.path)
         return p if p.is_absolute() else self.base_dir / p
 
     def default_work_dir(self) -> Path:
         if self.run.work_dir:
-            p = Path(self.run.work_dir).expanduser()
+            p = expand_home(self.run.work_dir)
             return p if p.is_absolute() else self.base_dir / p
         return self.base_dir / "outputs" / self.source.stem
 
@@ -159,6 +160,15 @@ class Plan(_Strict):
         for ds in data["datasets"]:
             ds["path"] = str(self.dataset_path(self.dataset(ds["abbr"])).resolve())
         return _drop_none(data)
+
+
+def expand_home(path: str) -> Path:
+    """`~` and `~user` expanded; ValueError (a plan problem, not a traceback) for an unknown user."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:  # pathlib's way of saying "no such user" or "no home directory"
+        user = path[1:].split("/", 1)[0]
+        raise ValueError(f"cannot expand {path!r}: " + (f"no user named {user!r}" if user else "no home directory")) from None
 
 
 def _drop_none(obj: Any) -> Any:
@@ -281,6 +291,8 @@ def _pydantic_problems(e: ValidationError, raw: dict[str, Any]) -> list[str]:
             problems.append(f"{where}: must be one of {ctx.get('expected')} (got {got!r})")
         elif kind == "finite_number":
             problems.append(f"{where}: must be a finite number (got {got!r})")
+        elif kind == "value_error":
+            problems.append(f"{where}: {ctx.get('error', err['msg'])}")
         elif kind == "too_short":
             problems.append(f"{where}: needs at least {ctx.get('min_length', 1)} entry")
         elif kind.endswith("_type") or kind.endswith("_parsing"):
@@ -320,6 +332,11 @@ def _check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
                 f"datasets[{i}].abbr: {ds.abbr!r} would share files with the shards of dataset {stem!r} "
                 f"({stem}_0, {stem}_1, …); choose another name"
             )
+    if plan.run.work_dir is not None:
+        try:
+            expand_home(plan.run.work_dir)
+        except ValueError as e:
+            problems.append(f"run.work_dir: {e}")
     if plan.run.heartbeat_timeout < 2 * plan.run.heartbeat_interval:
         problems.append(
             f"run.heartbeat_timeout: must be at least twice heartbeat_interval ({plan.run.heartbeat_interval:g} s), "
@@ -333,25 +350,7 @@ def _check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
 
 
 def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
-    problems: list[str] = []
-    parts = urlsplit(m.url)
-    if parts.scheme == "sim":
-        try:
-            sim_options(m.url)
-        except ValueError as e:
-            problems.append(f"url: {e}")
-    elif parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(f"url: expected an http://, https:// or sim:// URL (got {m.url!r})")
-    else:
-        try:
-            parts.port  # noqa: B018 - parsing it is the check: out of range or not a number
-        except ValueError as e:
-            problems.append(f"url: invalid port: {e} (got {m.url!r})")
-        if parts.username is not None or parts.password is not None:  # the URL itself is not shown: it holds a secret
-            problems.append(
-                "url: holds credentials (user:password@host); the plan is copied into the work dir, so name the key's "
-                "environment variable in api_key_env instead"
-            )
+    problems = _check_url(m.url)
     if m.type != "lightllm" and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:
@@ -380,6 +379,40 @@ def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
     if m.ca_file is not None:
         problems += [f"ca_file: {p}" for p in _check_ca_file(m.ca_file)]
     return problems
+
+
+def _check_url(url: str) -> list[str]:
+    """Parsed as both urlsplit (here) and yarl (the HTTP client) do, so a URL either refuses is a plan problem."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        return [f"url: invalid URL ({e}) (got {url!r})"]
+    if parts.scheme == "sim":
+        try:
+            sim_options(url)
+        except ValueError as e:
+            return [f"url: {e}"]
+        return []
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return [f"url: expected an http://, https:// or sim:// URL (got {url!r})"]
+    if parts.username is not None or parts.password is not None:  # the URL itself is not shown: it holds a secret
+        return [
+            "url: holds credentials (user:password@host); the plan is copied into the work dir, so name the key's "
+            "environment variable in api_key_env instead"
+        ]
+    try:
+        parts.port  # noqa: B018 - parsing it is the check: out of range or not a number
+    except ValueError as e:
+        return [f"url: invalid port: {e} (got {url!r})"]
+    # urlsplit drops tabs and newlines before parsing: look at the authority as written
+    authority = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    if re.search(r"\s", authority):
+        return [f"url: invalid URL (the host contains whitespace) (got {url!r})"]
+    try:
+        URL(url)
+    except ValueError as e:
+        return [f"url: invalid URL ({e}) (got {url!r})"]
+    return []
 
 
 # RFC 9110 field names are tokens; values may hold tabs but no other control character. A CR or
@@ -424,7 +457,10 @@ def sim_options(url: str) -> dict[str, float]:
 
 def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
     problems: list[str] = []
-    p = plan.dataset_path(ds)
+    try:
+        p = plan.dataset_path(ds)
+    except ValueError as e:
+        return [f"path: {e}"]
     if not str(p).endswith(DATA_SUFFIXES):
         problems.append(f"path: unsupported file type {p.name!r} (use {', '.join(DATA_SUFFIXES)})")
     elif not p.is_file():

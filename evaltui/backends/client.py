@@ -102,6 +102,8 @@ class ModelClient:
         self._proxy_auth: aiohttp.BasicAuth | None = None
 
     async def __aenter__(self) -> ModelClient:
+        # before the connector: a URL the proxy lookup refuses must not leave an open connector behind
+        self._proxy, self._proxy_auth = env_proxy(self.url)
         connector = aiohttp.TCPConnector(
             limit=self.cfg.max_workers,
             limit_per_host=0,
@@ -110,7 +112,6 @@ class ModelClient:
             keepalive_timeout=KEEPALIVE,
             ssl=tls_context(self.cfg) if self.url.startswith("https://") else True,
         )
-        self._proxy, self._proxy_auth = env_proxy(self.url)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
         return self
 
