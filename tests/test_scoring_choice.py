@@ -20,6 +20,12 @@ from evaltui.scoring.choice import extract_choice, gold_letter, judge_choice
         ("The correct option is B since", "B"),
         ("The answer is option C.", "C"),
         ("答案是 D", "D"),
+        # a letter declared right
+        ("B is correct.", "B"),
+        ("B is the correct answer.", "B"),
+        ("(C) is the right choice because it is larger", "C"),
+        ("A. 3\nB. 4\nD is the best option here", "D"),
+        ("A is correct", "A"),
         ("A and B are wrong, so the answer is C.", "C"),  # explicit beats earlier letters
         ("The answer is B.\n\nQuestion: ... The answer is A.", "B"),  # the first statement
         # 2. just the letter

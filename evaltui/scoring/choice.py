@@ -4,9 +4,10 @@ Precedence, first hit wins:
   1. an explicit statement: "\\boxed{C}", "answer is (C)", "The answer would be C", "Answer: C",
      "The answer I think is C", "correct option is C", "答案是 C" (the first such statement: a
      base model that keeps generating after answering goes on to ask and answer a new question);
-  2. a reply that is only the letter: "D", "(D)", "D.", "D)", "D:";
-  3. a reply that opens with the letter as a label: "B. Paris", "B) Paris", "(B) Paris";
-  4. else the last letter named as a pick ("option B", "I think B", "I'd go with B") or
+  2. a letter declared right: "B is correct", "(B) is the correct answer", "C is the best option";
+  3. a reply that is only the letter: "D", "(D)", "D.", "D)", "D:";
+  4. a reply that opens with the letter as a label: "B. Paris", "B) Paris", "(B) Paris";
+  5. else the last letter named as a pick ("option B", "I think B", "I'd go with B") or
      standing alone between punctuation or line boundaries ("... so it must be (B)") - a letter
      followed by a word ("Between A and") is not taken, nor letters of "U.S.".
 An unbracketed "I" followed by a lowercase word is the pronoun ("The answer I think is B"),
@@ -31,6 +32,10 @@ _EXPLICIT_RE = re.compile(
     r"(?P<verb>(?i:(?:[^\S\n]*,?[^\S\n]+[A-Za-z']+){1,5}?,?[^\S\n]+" + _VERB + r")"
     r"|(?i:[^\S\n]+" + _VERB + r")|[^\S\n]*(?:是|为))?"
     r"[^\S\n]*[:：]?\s*(?i:option\s+|choice\s+)?" + _LETTER
+)
+_IS_CORRECT_RE = re.compile(
+    r"(?<![A-Za-z0-9])" + _LETTER
+    + r"[^\S\n]+(?i:is[^\S\n]+(?:the[^\S\n]+)?(?:correct|right|best)(?:[^\S\n]+(?:answer|option|choice))?)\b"
 )
 _BOXED_RE = re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?\(?(?P<letter>[A-Z])\)?\s*\}")
 _ONLY_RE = re.compile(r"\A\s*[(\[]?\s*([A-Z])\s*[)\]]?\s*[.:)]?\s*\Z")
@@ -73,6 +78,9 @@ def extract_choice(text: str) -> str | None:
             return match.group("letter")
         if word == "A":
             fallback = fallback or word
+    declared = _IS_CORRECT_RE.search(text)
+    if declared:
+        return declared.group("letter")
     for regex in (_ONLY_RE, _LEADING_RE):
         whole = regex.search(text)
         if whole:

@@ -24,7 +24,7 @@ _NUMBER_RE = re.compile(
     r"(?<![\d/])\d+/\d+(?![\d/])"
     r"|(?:\$\s*)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
 )
-_ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(?=-?\$?\d)", re.IGNORECASE)
+_ANSWER_IS_RE = re.compile(r"answer\s+is\s*:?\s*(?=-?[ \t]*\$?\d)", re.IGNORECASE)
 _BOXED_RE = re.compile(r"\\boxed\s*\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 _MARKER = "####"
 
@@ -32,11 +32,13 @@ _MARKER = "####"
 def _signed(text: str, match: re.Match[str]) -> str:
     """The number as plain digits (no "$", thousands commas or spaces), with its minus sign.
 
-    A "-" written against the number is its sign ("-3", "= -3", "is -3"), unless it joins two
-    words or numbers ("10-12", "COVID-19") or follows a number or a bracket it subtracts from
-    ("12 - 3", "12 -3", "(4 + 8) - 3")."""
+    A "-" before the number, against it or a few spaces away, is its sign ("-3", "= -3", "is - 3",
+    "\\boxed{- 3}"), unless it joins two words or numbers ("10-12", "COVID-19") or follows a number
+    or a bracket it subtracts from ("12 - 3", "12 -3", "(4 + 8) - 3")."""
     value = re.sub(r"[\s$,]", "", match.group(0))
     dash = match.start() - 1
+    while dash >= 0 and text[dash] in " \t":
+        dash -= 1
     if dash < 0 or text[dash] != "-":
         return value
     before = text[:dash].rstrip()

@@ -19,7 +19,7 @@ EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code
 
 # Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
 # that results the earlier code scored are scored again by a re-run.
-JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 3, "choice": 2}
+JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 4, "choice": 3}
 
 _FIXED_JUDGES: dict[str, Judge] = {
     "exact": judge_exact,
