@@ -33,6 +33,10 @@ PPL_TYPES = ("lightllm", "openai-completions")
 EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
 SIM_OPTIONS = {"accuracy": (0.0, 1.0), "latency": (0.0, 600.0), "jitter": (0.0, 600.0)}
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv")
+# A custom header whose name says it carries a credential (Azure's `api-key`, `x-api-key`, a
+# session cookie): its value is kept out of the work dir's plan.toml and masked in failure messages.
+SECRET_HEADER_RE = re.compile(r"key|token|secret|auth|cookie|password", re.IGNORECASE)
+REDACTED = "[redacted]"
 
 
 def default_max_workers() -> int:
@@ -89,6 +93,9 @@ class ModelConfig(_Strict):
             return v
         p = expand_home(v)
         return str(p if p.is_absolute() else Path(base) / p)
+
+    def secret_header_values(self) -> tuple[str, ...]:
+        return tuple(v for k, v in self.headers.items() if SECRET_HEADER_RE.search(k) and v.strip())
 
     @property
     def is_sim(self) -> bool:
@@ -159,6 +166,8 @@ class Plan(_Strict):
         data = self.model_dump(mode="json", exclude={"source"})
         for ds in data["datasets"]:
             ds["path"] = str(self.dataset_path(self.dataset(ds["abbr"])).resolve())
+        for m in data["models"]:
+            m["headers"] = {k: REDACTED if SECRET_HEADER_RE.search(k) else v for k, v in m["headers"].items()}
         return _drop_none(data)
 
 

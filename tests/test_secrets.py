@@ -156,3 +156,30 @@ def test_every_name_the_abbr_rule_accepts_stays_inside(tmp_path: Path) -> None:
     for name in accepted:
         assert name not in (".", "..") and "/" not in name
         assert_inside(wd, name, name)
+
+
+def test_a_credential_in_a_custom_header_reaches_no_file(tmp_path: Path, sim_factory, echo_server: str) -> None:
+    """Azure's `api-key`, or `x-api-key`, put in `headers`: not copied into the work dir's plan.toml,
+    and masked where the echo server repeats it in a failure message."""
+    from planmaker import run_plan
+
+    secret = "DISTINCTIVE-hdr-" + "".join(random.Random(11).choices(string.ascii_letters, k=24))
+    rows = arithmetic(4)
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    sim = sim_factory(SimConfig(answer_key=key, models={"good": ModelProfile(accuracy=1.0)}))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    headers = {"x-api-key": secret, "x-trace": "visible-trace"}
+    models = [
+        chat("good", sim.url, headers=headers),
+        {**chat("deny", echo_server, headers=headers, retry=0), "url": f"{echo_server}/deny/v1"},
+    ]
+    plan = write_plan(tmp_path, models=models, datasets=[gsm_dataset("math", data)])
+    run_plan(plan)
+    wd = WorkDir(tmp_path / "out")
+    failures = "\n".join(p.read_text(errors="replace") for p in (wd.root / "logs").rglob("*"))
+    assert "visible-trace" in failures  # the echoed headers were recorded, so a leak would show
+    assert "[redacted]" in wd.plan_file.read_text() and "visible-trace" in wd.plan_file.read_text()
+    leaks = [str(p.relative_to(wd.root)) for p in every_file(wd.root) if secret.encode() in p.read_bytes()]
+    assert leaks == []

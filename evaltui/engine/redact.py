@@ -17,12 +17,12 @@ MASK = "[redacted]"
 
 
 def model_secrets(model: ModelConfig, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The forms in which the model's key could be echoed: as sent, trimmed, and escaped (repr)."""
+    """The forms in which the model's key, or a credential in its custom headers (`x-api-key`),
+    could be echoed: as sent, trimmed, and escaped (repr)."""
     env = os.environ if env is None else env
     key = env.get(model.api_key_env) if model.api_key_env else None
-    if not key:
-        return ()
-    forms = {key, key.strip(), repr(key)[1:-1]}
+    secrets = ([key] if key else []) + list(model.secret_header_values())
+    forms = {form for s in secrets for form in (s, s.strip(), repr(s)[1:-1])}
     return tuple(sorted((f for f in forms if f), key=len, reverse=True))  # longest first: no half-masked key
 
 
