@@ -249,6 +249,35 @@ def test_no_proxy_and_loopback_bypass_the_proxy(monkeypatch: pytest.MonkeyPatch)
     assert env_proxy("http://models.example.test/v1") == (None, None)
 
 
+def test_a_proxy_named_without_a_scheme_is_spoken_to_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`HTTP_PROXY=proxy.corp:3128`, as curl and requests accept it, carries the requests."""
+    seen: list[str] = []
+
+    async def forward(request: web.BaseRequest) -> web.Response:
+        seen.append(str(request.url))
+        async with aiohttp.ClientSession() as s:
+            async with s.post(request.url.with_host("127.0.0.1"), data=await request.read(), headers={"content-type": "application/json"}) as r:
+                return web.Response(body=await r.read(), status=r.status, content_type="application/json")
+
+    async def main() -> str:
+        async with aiohttp_server(model_server) as model_port, aiohttp_server(forward) as proxy_port:
+            monkeypatch.setenv("HTTP_PROXY", f"127.0.0.1:{proxy_port}")
+            monkeypatch.delenv("NO_PROXY", raising=False)
+            return await generate(model_cfg(f"http://model.evaltui-test.invalid:{model_port}/generate", retry=0), "via bare proxy")
+
+    assert run(main) == "you asked: via bare proxy"
+    assert len(seen) == 1 and seen[0].startswith("http://model.evaltui-test.invalid:")
+
+
+def test_the_unspecified_address_is_this_machine_and_bypasses_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evaltui.backends.client import env_proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example.test:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    for local in ("http://0.0.0.0:8000/v1", "http://[::]:8000/v1"):
+        assert env_proxy(local) == (None, None), local
+
+
 def test_a_local_server_is_reached_directly_whatever_the_proxy_settings(sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
     """A corporate HTTP_PROXY with a NO_PROXY that forgets localhost must not break local models (or the demo)."""
     import socket
@@ -327,6 +356,19 @@ def test_https_with_the_private_ca_in_ssl_cert_file(tls: tuple[ssl.SSLContext, P
     server_ctx, pem = tls
     monkeypatch.setenv("SSL_CERT_FILE", str(pem))
     assert https_generate(server_ctx) == "you asked: over tls"
+
+
+def test_ca_file_is_trusted_in_addition_to_ssl_cert_file(tls: tuple[ssl.SSLContext, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ca_file names one private CA; a server signed by another CA, trusted through SSL_CERT_FILE
+    (the system's store stands for it), stays trusted."""
+    _, first_pem = tls
+    other = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    other.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    other_pem = tmp_path / "other-ca.pem"
+    other.cert_pem.write_to_path(str(other_pem))
+    monkeypatch.setenv("SSL_CERT_FILE", str(other_pem))
+    assert https_generate(server_ctx, ca_file=str(first_pem)) == "you asked: over tls"
 
 
 def test_https_with_an_untrusted_certificate_fails_at_once_and_says_how_to_trust_it(

@@ -13,13 +13,14 @@ store, `SSL_CERT_FILE` / `SSL_CERT_DIR`, and the model's own `ca_file` / `verify
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import ssl
 from dataclasses import dataclass
 from types import TracebackType
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
+from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env, strip_auth_from_url
 from multidict import CIMultiDictProxy
 from yarl import URL
 
@@ -53,7 +54,10 @@ def tls_context(cfg: ModelConfig) -> ssl.SSLContext | bool:
     read now rather than when aiohttp was imported), plus `ca_file`; `verify = false` checks nothing."""
     if not cfg.verify:
         return False
-    return ssl.create_default_context(cafile=cfg.ca_file)
+    ctx = ssl.create_default_context()
+    if cfg.ca_file:  # in addition to the default store, as `cafile=` would not be
+        ctx.load_verify_locations(cafile=cfg.ca_file)
+    return ctx
 
 
 def env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
@@ -67,9 +71,15 @@ def env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
     if is_loopback(target.host):
         return None, None
     try:
-        return get_env_proxy_for_url(target)
+        proxy, auth = get_env_proxy_for_url(target)
     except LookupError:  # no proxy for this URL
         return None, None
+    if proxy.host is None:  # `HTTPS_PROXY=proxy.corp:3128`: no scheme, so http://, as curl and requests read it
+        proxy, auth = strip_auth_from_url(URL(f"http://{proxy}"))
+        if auth is None and proxy.host is not None:
+            with contextlib.suppress(LookupError):  # aiohttp's rule: the proxy's credentials in ~/.netrc
+                auth = basicauth_from_netrc(netrc_from_env(), proxy.host)
+    return proxy, auth
 
 
 def is_loopback(host: str | None) -> bool:
@@ -83,9 +93,10 @@ def is_loopback(host: str | None) -> bool:
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return False
+    return ip.is_loopback or ip.is_unspecified  # 0.0.0.0 and :: reach this machine too
 
 
 class ModelClient:
