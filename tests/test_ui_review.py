@@ -22,3 +22,31 @@ def test_a_notice_with_markup_like_text_is_shown_as_it_is(tmp_path: Path) -> Non
             assert any("stopped: [/INST] bad" in t for t in toasts), toasts
 
     asyncio.run(scenario())
+
+
+def test_a_bad_colour_in_theme_variables_is_reported_and_falls_back(tmp_path: Path) -> None:
+    from evaltui.ui.themes import config_dir, load_themes
+
+    user = config_dir() / "themes"
+    user.mkdir(parents=True)
+    (user / "vars.toml").write_text(
+        'name = "vars"\nprimary = "#ff8800"\n[variables]\nevaltui-bar-empty = "nonsense"\n', encoding="utf-8"
+    )
+    (user / "styled.toml").write_text(
+        'name = "styled"\nprimary = "#ff8800"\n[variables]\nblock-cursor-text-style = "bold"\nevaltui-bar-empty = "$panel"\n',
+        encoding="utf-8",
+    )
+    found = load_themes()
+    assert "vars" not in found.themes and "styled" in found.themes
+    assert any("vars.toml: variables.evaltui-bar-empty" in p and "nonsense" in p for p in found.problems), found.problems
+
+    async def scenario() -> tuple[str, list[str], bool]:
+        app = scripted_app(tmp_path, Clock(), theme="vars")
+        async with app.run_test(size=(120, 30), notifications=True) as pilot:
+            feed(app, planned())
+            await pilot.pause(0.3)
+            return app.theme, [n.message for n in app._notifications], app.is_running
+
+    theme, notes, running = asyncio.run(scenario())
+    assert running and theme == "evaltui-dark"
+    assert any("vars.toml: variables.evaltui-bar-empty" in n for n in notes)
