@@ -50,3 +50,30 @@ def test_a_bad_colour_in_theme_variables_is_reported_and_falls_back(tmp_path: Pa
     theme, notes, running = asyncio.run(scenario())
     assert running and theme == "evaltui-dark"
     assert any("vars.toml: variables.evaltui-bar-empty" in n for n in notes)
+
+
+class _EngineOwned(dict):  # type: ignore[type-arg]
+    """The runner's live pairs, which the engine's thread may grow at any moment: iterating them
+    from the UI's thread can raise "dictionary changed size during iteration"."""
+
+    def items(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("dictionary changed size during iteration")
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("dictionary changed size during iteration")
+
+
+def test_the_leaderboard_is_built_from_the_apps_own_state(tmp_path: Path) -> None:
+    from evaltui.ui.widgets.panes import LeaderboardTable
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(200, 50)) as pilot:
+            app.runner.state.pairs = _EngineOwned()
+            feed(app, planned() + [ev.DatasetScored("beta", "gsm", "accuracy", 80.25)])
+            await pilot.pause()
+            assert app.is_running and app._exception is None
+            board = app.query_one(LeaderboardTable)
+            assert [str(c) for c in board.get_row("gsm")][2] == "80.25"
+
+    asyncio.run(scenario())

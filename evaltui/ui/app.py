@@ -99,6 +99,10 @@ class EvalApp(App[int]):
         self.progress = ProgressTable(id="progress")
         self.board = LeaderboardTable(id="leaderboard")
         self.failures = FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
+        # the plan's rows, models and versions, taken now, before the engine's thread starts: later
+        # the runner's state is that thread's to change, and the scores come from this app's own fold
+        self._empty_board = dataclasses.replace(runner.leaderboard(), scores={})
+        self._plan_pairs = frozenset(runner.pairs)
         runner.subscribe(self.sink)
 
     # ------------------------------------------------------------------ set-up
@@ -253,9 +257,8 @@ class EvalApp(App[int]):
         finished = self.state.finished
         if finished is not None and finished.leaderboard is not None and not self._live:
             return finished.leaderboard
-        board = self.runner.leaderboard()
-        seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None}
-        return dataclasses.replace(board, scores={**board.scores, **seen})
+        seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None and k in self._plan_pairs}
+        return dataclasses.replace(self._empty_board, scores=seen)
 
     # ------------------------------------------------------------------ actions
     def highlighted(self) -> tuple[str, str] | None:
