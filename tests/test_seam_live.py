@@ -361,3 +361,29 @@ def test_a_retry_of_a_pair_still_being_inferred_leaves_it_to_finish(tmp_path: Pa
     assert anyio.run(main) == (0, 0)
     assert not of_type(events, ev.RetryStarted) and len(of_type(events, ev.DatasetStarted)) == 1
     assert sim.stats.requests_total == 20  # nothing sent twice
+
+
+def test_a_retry_after_the_checkpoints_were_deleted_resends_only_the_failed_samples(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    # fail_on_error lets the long prompts fail: the pair is done, its final predictions written
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), fail_on_error=0.9)])
+    runner = Runner(load_plan(plan))
+
+    async def main() -> tuple[int, int]:
+        with anyio.fail_after(60):
+            first = await runner.run()
+            assert runner.workdir.predictions_complete("m", "d")
+            for cp in runner.workdir.checkpoint_files("m", "d"):
+                cp.unlink()  # as OpenCompass users do after the merge
+            sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+            sim.reset_stats()
+            return first, await runner.retry([("m", "d")])
+
+    try:
+        first, second = anyio.run(main)
+    finally:
+        runner.close()
+    assert second == 0
+    assert sorted(r.prompt for r in sim.stats.log) == sorted(long_prompts(rows))
+    assert runner.state.pairs[("m", "d")].status == PairStatus.SCORED and runner.state.pairs[("m", "d")].score == 100.0

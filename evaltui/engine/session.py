@@ -130,9 +130,9 @@ class Session:
         m, wd = inf.model.abbr, self.workdir
         if retry:
             for d in datasets:
-                # Without its final predictions the pair resumes from its checkpoints, where only
-                # the samples that failed (even those fail_on_error tolerated) are still to do.
-                wd.predictions_file(m, d.abbr).unlink(missing_ok=True)
+                # Scored again. The final predictions stay: they may be the only copy of the answers
+                # (checkpoints deleted after the merge); planning resumes the pair from them, and a
+                # pair with failures (even those fail_on_error tolerated) is never kept whole.
                 wd.result_file(m, d.abbr).unlink(missing_ok=True)
         runs = inf.plan_pairs(self.totals, datasets, emit)
         return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]
