@@ -387,3 +387,24 @@ def test_a_retry_after_the_checkpoints_were_deleted_resends_only_the_failed_samp
     assert second == 0
     assert sorted(r.prompt for r in sim.stats.log) == sorted(long_prompts(rows))
     assert runner.state.pairs[("m", "d")].status == PairStatus.SCORED and runner.state.pairs[("m", "d")].score == 100.0
+
+
+def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import errno
+
+    import evaltui.engine.infer as infer
+
+    def disk_full(*_: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(infer, "merge_checkpoints", disk_full)
+    rows = arithmetic(10)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+    assert anyio.run(runner.run) == 1
+    assert any("No space left" in n.message for n in of_type(events, ev.Notice))
+    assert runner.workdir.read_status("m", "d")["status"] == "pending"
+    assert runner.state.pairs[("m", "d")].status != PairStatus.RUNNING  # skipped: not inferred, not scored
