@@ -266,7 +266,8 @@ class ModelInference:
         the queue is empty; the caller runs it again if a dataset was added after that."""
         if not self.has_work():
             return
-        self._stopped, self._no_server = "", 0  # work added later (a retry) tries the server again
+        # Work added later (a retry) finds out again whether the server is there: it may be down now.
+        self._stopped, self._no_server, self._server_seen = "", 0, False
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer

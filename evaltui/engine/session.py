@@ -72,8 +72,13 @@ class Session:
                         self._work = None  # no await since its last task ended: nothing slips in
                         outer.cancel_scope.cancel()
         finally:
-            self._work = None
-            self._opened.set()
+            self.close_intake()
+
+    def close_intake(self) -> None:
+        """The session takes no more work (it ended, or never began: its start failed); a
+        retry waiting in `join` goes on to run in a session of its own."""
+        self._work = None
+        self._opened.set()
 
     async def join(self, pairs: list[Pair]) -> bool:
         """Add a retry of `pairs` to this live session; False once it no longer takes work."""
