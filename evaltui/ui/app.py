@@ -99,6 +99,10 @@ class EvalApp(App[int]):
         self.progress = ProgressTable(id="progress")
         self.board = LeaderboardTable(id="leaderboard")
         self.failures = FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
+        # the plan's rows, models and versions, taken now, before the engine's thread starts: later
+        # the runner's state is that thread's to change, and the scores come from this app's own fold
+        self._empty_board = dataclasses.replace(runner.leaderboard(), scores={})
+        self._plan_pairs = frozenset(runner.pairs)
         runner.subscribe(self.sink)
 
     # ------------------------------------------------------------------ set-up
@@ -126,9 +130,9 @@ class EvalApp(App[int]):
         self.board.border_title = "leaderboard"
         self.failures.border_title = "failures"
         for problem in self.themes.problems:
-            self.notify(f"theme file skipped: {problem}", severity="warning", timeout=10)
+            self.notify(f"theme file skipped: {problem}", severity="warning", timeout=10, markup=False)
         if self._asked_theme and self._asked_theme != self.theme:
-            self.notify(f"no usable theme {self._asked_theme!r}: using {self.theme}", severity="warning", timeout=10)
+            self.notify(f"no usable theme {self._asked_theme!r}: using {self.theme}", severity="warning", timeout=10, markup=False)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._update_palette()
         self.progress.focus()
@@ -144,7 +148,7 @@ class EvalApp(App[int]):
         if self.theme != self._initial_theme:
             problem = remember_theme(self.theme)
             if problem:
-                self.notify(problem, severity="warning")
+                self.notify(problem, severity="warning", markup=False)
         self.fold_pending(all_rows=True)
 
     def _update_palette(self) -> None:
@@ -187,7 +191,7 @@ class EvalApp(App[int]):
                 case ev.RunFinished():
                     self._live = False
                 case ev.Notice(message=msg, level=level):
-                    self.notify(msg, severity="error" if level == "error" else ("warning" if level == "warning" else "information"))
+                    self.notify(msg, severity="error" if level == "error" else ("warning" if level == "warning" else "information"), markup=False)
             match e:
                 case ev.RunStarted() | ev.RunFinished() | ev.WatchSkipped() | ev.RetryStarted() | ev.DatasetPlanned():
                     dirty = None
@@ -244,7 +248,7 @@ class EvalApp(App[int]):
         error = job.exception()
         if error is not None:
             title = "retry refused" if id(job) in self._retry_jobs else "the run stopped"
-            self.notify(str(error), title=title, severity="error", timeout=15)
+            self.notify(str(error), title=title, severity="error", timeout=15, markup=False)
             return
         self.exit_code = EXIT_INTERRUPTED if self._quitting else job.result()
 
@@ -253,9 +257,8 @@ class EvalApp(App[int]):
         finished = self.state.finished
         if finished is not None and finished.leaderboard is not None and not self._live:
             return finished.leaderboard
-        board = self.runner.leaderboard()
-        seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None}
-        return dataclasses.replace(board, scores={**board.scores, **seen})
+        seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None and k in self._plan_pairs}
+        return dataclasses.replace(self._empty_board, scores=seen)
 
     # ------------------------------------------------------------------ actions
     def highlighted(self) -> tuple[str, str] | None:
@@ -311,7 +314,7 @@ class EvalApp(App[int]):
         self._retrying.update(pairs)
         self._retry_jobs.add(id(self.engine.retry(pairs)))
         names = ", ".join(f"{m}/{d}" for m, d in pairs)
-        self.notify(f"retrying the failed samples of {names}", timeout=4)
+        self.notify(f"retrying the failed samples of {names}", timeout=4, markup=False)
         self._refresh_keys()
 
     def action_details(self) -> None:
@@ -324,11 +327,11 @@ class EvalApp(App[int]):
     def action_next_theme(self) -> None:
         names = self.themes.cycle()
         if not names:
-            self.notify("no theme files were found", severity="warning")
+            self.notify("no theme files were found", severity="warning", markup=False)
             return
         at = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(at + 1) % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=2)
+        self.notify(f"theme: {self.theme}", timeout=2, markup=False)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -351,7 +354,7 @@ class EvalApp(App[int]):
         """Cancel the engine; the tick leaves once the run has put its finished work away."""
         self._quitting = True
         self.exit_code = EXIT_INTERRUPTED
-        self.notify("stopping: finished samples are kept…", timeout=30)
+        self.notify("stopping: finished samples are kept…", timeout=30, markup=False)
         self.engine.cancel()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import tomli_w
 from platformdirs import user_config_dir
+from textual.color import Color
 from textual.theme import Theme
 
 if sys.version_info >= (3, 11):
@@ -72,12 +73,26 @@ def load_theme_file(path: Path) -> Theme:
     variables = data.get("variables", {})
     if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
         raise ValueError(f"{path}: variables: expected a table of strings")
+    for key, value in variables.items():
+        _check_variable(path, key, value)
     try:
         theme = Theme(**data)
         theme.to_color_system().generate()  # parses every colour: fail here, not mid-repaint
     except Exception as e:  # Textual raises ColorParseError, TypeError, ValueError... all mean "bad file"
         raise ValueError(f"{path}: {e}") from None
     return theme
+
+
+def _check_variable(path: Path, key: str, value: str) -> None:
+    """Theme.generate() copies variables unparsed, so a bad one would only fail mid-repaint once
+    chosen. Textual's own non-colour variables are text styles ("block-cursor-text-style"), and a
+    value may refer to another variable ("$panel-lighten-2"); everything else must be a colour."""
+    if key.endswith("-style") or value.startswith("$"):
+        return
+    try:
+        Color.parse(value)
+    except Exception:  # noqa: BLE001 - ColorParseError and friends: all mean "not a colour"
+        raise ValueError(f"{path}: variables.{key}: {value!r} is not a colour") from None
 
 
 def load_themes(dirs: list[Path] | None = None) -> ThemeSet:

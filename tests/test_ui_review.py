@@ -1,0 +1,79 @@
+"""Defects a review found in the app, each pinned by what a user would see."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from evaltui.engine import events as ev
+from ui_script import Clock, feed, planned, scripted_app
+
+
+def test_a_notice_with_markup_like_text_is_shown_as_it_is(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        from textual.widgets._toast import Toast
+
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(120, 30), notifications=True) as pilot:
+            feed(app, planned() + [ev.Notice("stopped: [/INST] bad", "error")])
+            await pilot.pause(0.3)
+            assert app.is_running and app._exception is None
+            toasts = [str(t.render()) for t in app.screen.query(Toast)]
+            assert any("stopped: [/INST] bad" in t for t in toasts), toasts
+
+    asyncio.run(scenario())
+
+
+def test_a_bad_colour_in_theme_variables_is_reported_and_falls_back(tmp_path: Path) -> None:
+    from evaltui.ui.themes import config_dir, load_themes
+
+    user = config_dir() / "themes"
+    user.mkdir(parents=True)
+    (user / "vars.toml").write_text(
+        'name = "vars"\nprimary = "#ff8800"\n[variables]\nevaltui-bar-empty = "nonsense"\n', encoding="utf-8"
+    )
+    (user / "styled.toml").write_text(
+        'name = "styled"\nprimary = "#ff8800"\n[variables]\nblock-cursor-text-style = "bold"\nevaltui-bar-empty = "$panel"\n',
+        encoding="utf-8",
+    )
+    found = load_themes()
+    assert "vars" not in found.themes and "styled" in found.themes
+    assert any("vars.toml: variables.evaltui-bar-empty" in p and "nonsense" in p for p in found.problems), found.problems
+
+    async def scenario() -> tuple[str, list[str], bool]:
+        app = scripted_app(tmp_path, Clock(), theme="vars")
+        async with app.run_test(size=(120, 30), notifications=True) as pilot:
+            feed(app, planned())
+            await pilot.pause(0.3)
+            return app.theme, [n.message for n in app._notifications], app.is_running
+
+    theme, notes, running = asyncio.run(scenario())
+    assert running and theme == "evaltui-dark"
+    assert any("vars.toml: variables.evaltui-bar-empty" in n for n in notes)
+
+
+class _EngineOwned(dict):  # type: ignore[type-arg]
+    """The runner's live pairs, which the engine's thread may grow at any moment: iterating them
+    from the UI's thread can raise "dictionary changed size during iteration"."""
+
+    def items(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("dictionary changed size during iteration")
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise RuntimeError("dictionary changed size during iteration")
+
+
+def test_the_leaderboard_is_built_from_the_apps_own_state(tmp_path: Path) -> None:
+    from evaltui.ui.widgets.panes import LeaderboardTable
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(200, 50)) as pilot:
+            app.runner.state.pairs = _EngineOwned()
+            feed(app, planned() + [ev.DatasetScored("beta", "gsm", "accuracy", 80.25)])
+            await pilot.pause()
+            assert app.is_running and app._exception is None
+            board = app.query_one(LeaderboardTable)
+            assert [str(c) for c in board.get_row("gsm")][2] == "80.25"
+
+    asyncio.run(scenario())
