@@ -77,3 +77,30 @@ def test_the_leaderboard_is_built_from_the_apps_own_state(tmp_path: Path) -> Non
             assert [str(c) for c in board.get_row("gsm")][2] == "80.25"
 
     asyncio.run(scenario())
+
+
+def test_resizing_keeps_the_highlighted_dataset(tmp_path: Path) -> None:
+    from evaltui.ui.widgets.progress import ProgressTable
+    from ui_script import alpha_gsm_failed, running
+
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, planned() + running(clock) + alpha_gsm_failed())
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("beta\tgsm"))
+            await pilot.pause()
+            assert app.highlighted() == ("beta", "gsm")
+            width = table._bar_width
+            await pilot.resize_terminal(100, 40)
+            await pilot.pause(0.3)
+            assert table._bar_width != width  # the rows were rebuilt at the new width
+            assert app.highlighted() == ("beta", "gsm")
+            assert not app.action_applies("retry")  # `r` would not retry alpha/gsm, the first (failed) row
+            app.fold_pending()
+            await pilot.pause()
+            assert app.highlighted() == ("beta", "gsm")
+
+    asyncio.run(scenario())
