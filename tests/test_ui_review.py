@@ -104,3 +104,31 @@ def test_resizing_keeps_the_highlighted_dataset(tmp_path: Path) -> None:
             assert app.highlighted() == ("beta", "gsm")
 
     asyncio.run(scenario())
+
+
+def test_the_theme_memory_follows_t_back_and_remembers_an_asked_theme(tmp_path: Path) -> None:
+    from evaltui.ui.themes import remember_theme, remembered_theme
+
+    async def open_and_press(theme: str | None, presses: int) -> str:
+        app = scripted_app(tmp_path, Clock(), theme=theme)
+        async with app.run_test() as pilot:
+            for _ in range(presses):
+                await pilot.press("t")
+                await pilot.pause()
+            return app.theme
+
+    # asked for by name (as `--theme` does) and used: remembered without pressing anything
+    assert asyncio.run(open_and_press("evaltui-light", 0)) == "evaltui-light"
+    assert remembered_theme() == "evaltui-light"
+
+    # opened on the remembered dark theme, t to light, t t back round to dark: dark is remembered
+    remember_theme("evaltui-dark")
+    assert asyncio.run(open_and_press(None, 1)) == "evaltui-light"
+    assert remembered_theme() == "evaltui-light"
+    remember_theme("evaltui-dark")
+    assert asyncio.run(open_and_press(None, 3)) == "evaltui-dark"
+    assert remembered_theme() == "evaltui-dark"
+    # and a session started on light that steps back to the default keeps that choice
+    remember_theme("evaltui-light")
+    assert asyncio.run(open_and_press(None, 2)) == "evaltui-dark"
+    assert remembered_theme() == "evaltui-dark"

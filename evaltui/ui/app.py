@@ -88,8 +88,7 @@ class EvalApp(App[int]):
         for t in self.themes.themes.values():
             self.register_theme(t)
         self._asked_theme = theme
-        self._initial_theme = self._pick_theme(theme)
-        self.theme = self._initial_theme
+        self.theme = self._pick_theme(theme)
         plan = runner.plan
         self.title = plan.title or "evaltui"
         self._heartbeat_timeout = plan.run.heartbeat_timeout
@@ -133,6 +132,8 @@ class EvalApp(App[int]):
             self.notify(f"theme file skipped: {problem}", severity="warning", timeout=10, markup=False)
         if self._asked_theme and self._asked_theme != self.theme:
             self.notify(f"no usable theme {self._asked_theme!r}: using {self.theme}", severity="warning", timeout=10, markup=False)
+        elif self._asked_theme:
+            self._remember_theme()  # asked for by name (--theme) and used: the next session opens with it
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._update_palette()
         self.progress.focus()
@@ -145,11 +146,15 @@ class EvalApp(App[int]):
 
     def _theme_changed(self, theme: object) -> None:
         self._update_palette()
-        if self.theme != self._initial_theme:
+        self._remember_theme()
+        self.fold_pending(all_rows=True)
+
+    def _remember_theme(self) -> None:
+        """Save the theme in use unless it is already the remembered one (back to it with `t` too)."""
+        if self.theme != remembered_theme():
             problem = remember_theme(self.theme)
             if problem:
                 self.notify(problem, severity="warning", markup=False)
-        self.fold_pending(all_rows=True)
 
     def _update_palette(self) -> None:
         variables = self.get_css_variables()
