@@ -132,3 +132,38 @@ def test_the_theme_memory_follows_t_back_and_remembers_an_asked_theme(tmp_path: 
     remember_theme("evaltui-light")
     assert asyncio.run(open_and_press(None, 2)) == "evaltui-dark"
     assert remembered_theme() == "evaltui-dark"
+
+
+def test_quitting_just_after_the_run_ended_exits_with_the_runs_code(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from evaltui.ui.screens.modals import ConfirmQuit
+    from ui_script import finished, running
+
+    clock = Clock()
+
+    async def scenario(answer_after_the_end: bool) -> int | None:
+        app = scripted_app(tmp_path, clock)
+        # the engine's job: RunFinished is out, the future completes a moment later
+        job: Future[int] = Future()
+        app.engine.jobs.append(job)
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + running(clock))
+            if answer_after_the_end:
+                await pilot.press("q")  # asked while the run goes on ...
+                await pilot.pause()
+                assert isinstance(app.screen, ConfirmQuit)
+            feed(app, finished())
+            await pilot.pause()
+            assert app.engine.busy
+            await pilot.press("y" if answer_after_the_end else "q")  # ... answered once it ended
+            for _ in range(20):
+                if app._exit:
+                    break
+                await pilot.pause(0.1)
+            assert not isinstance(app.screen, ConfirmQuit)
+            job.set_result(0)
+        return app.return_value
+
+    assert asyncio.run(scenario(False)) == 0
+    assert asyncio.run(scenario(True)) == 0

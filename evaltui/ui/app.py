@@ -342,11 +342,21 @@ class EvalApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def _work_over(self) -> bool:
+        """Nothing left to interrupt: nothing runs, or the last run (or retry) reported its end —
+        its job's future completes a moment after RunFinished, while it lets go of the work dir."""
+        self.fold_pending()
+        return not self.engine.busy or (self.state.finished is not None and not self._live)
+
+    def _leave(self) -> None:
+        finished = self.state.finished
+        self.exit(finished.exit_code if finished is not None and not self._live else self.exit_code)
+
     async def action_quit(self) -> None:
         if self._quitting:
             return
-        if not self.engine.busy:
-            self.exit(self.exit_code)
+        if self._work_over():
+            self._leave()
             return
 
         def answered(yes: bool | None) -> None:
@@ -357,6 +367,9 @@ class EvalApp(App[int]):
 
     def _quit_now(self) -> None:
         """Cancel the engine; the tick leaves once the run has put its finished work away."""
+        if self._work_over():  # it ended while the question was open: nothing was interrupted
+            self._leave()
+            return
         self._quitting = True
         self.exit_code = EXIT_INTERRUPTED
         self.notify("stopping: finished samples are kept…", timeout=30, markup=False)
