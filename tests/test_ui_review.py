@@ -163,7 +163,40 @@ def test_quitting_just_after_the_run_ended_exits_with_the_runs_code(tmp_path: Pa
                 await pilot.pause(0.1)
             assert not isinstance(app.screen, ConfirmQuit)
             job.set_result(0)
+        assert app.exit_code == app.return_value  # what the command line returns
         return app.return_value
 
     assert asyncio.run(scenario(False)) == 0
     assert asyncio.run(scenario(True)) == 0
+
+
+def test_a_second_q_while_stopping_leaves_at_once(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from evaltui.ui.screens.modals import ConfirmQuit
+    from ui_script import running
+
+    clock = Clock()
+
+    async def scenario() -> tuple[int | None, int]:
+        app = scripted_app(tmp_path, clock)
+        job: Future[int] = Future()  # an engine job slow to stop (a scoring thread, say)
+        app.engine.jobs.append(job)
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + running(clock))
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmQuit)
+            await pilot.press("q")  # q twice answers the question with yes: stopping
+            await pilot.pause(0.5)
+            assert app._quitting and not app._exit and not isinstance(app.screen, ConfirmQuit)
+            await pilot.press("q")  # still stopping: q again leaves now
+            for _ in range(20):
+                if app._exit:
+                    break
+                await pilot.pause(0.1)
+            assert app._exit
+            job.set_result(130)
+        return app.return_value, app.exit_code
+
+    assert asyncio.run(scenario()) == (130, 130)

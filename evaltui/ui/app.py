@@ -350,10 +350,18 @@ class EvalApp(App[int]):
 
     def _leave(self) -> None:
         finished = self.state.finished
-        self.exit(finished.exit_code if finished is not None and not self._live else self.exit_code)
+        if finished is not None and not self._live:
+            self.exit_code = finished.exit_code
+        self.exit(self.exit_code)
 
     async def action_quit(self) -> None:
         if self._quitting:
+            # a second q (or ctrl+q) while stopping: leave now; what finished is already on disk
+            self.exit_code = EXIT_INTERRUPTED
+            self.exit(EXIT_INTERRUPTED)
+            return
+        if isinstance(self.screen, ConfirmQuit):
+            self.screen.dismiss(True)  # asked twice while the question is open (ctrl+q): the answer is yes
             return
         if self._work_over():
             self._leave()
