@@ -153,6 +153,20 @@ def test_scoring_status_and_error_pairs_count_as_failed() -> None:
     assert s.pairs[("m", "d")].status == PairStatus.ERROR and s.failed_pairs() == [("m", "d")]
 
 
+def test_a_run_stopped_by_an_os_error_leaves_nothing_running() -> None:
+    mono = FakeClock(100.0)
+    s = RunState(clock=mono)
+    s.apply(ev.DatasetPlanned("m", "d", 100, 1))
+    s.apply(ev.DatasetStarted("m", "d", 100, 100))
+    s.apply(ev.SampleFinished("m", "d", 0, 0))
+    s.apply(ev.DatasetInferred("m", "e", PairStatus.DONE, 10, 0))
+    s.apply(ev.DatasetScoring("m", "e"))
+    s.apply(ev.RunFinished(1, False))  # not interrupted: a full disk stopped it
+    mono.now = 500.0
+    assert s.pairs[("m", "d")].status == PairStatus.PENDING and s.pairs[("m", "d")].eta() is None
+    assert s.pairs[("m", "e")].status == PairStatus.DONE
+
+
 # ---------------------------------------------------------------------------- the runner, on a real run
 
 

@@ -361,3 +361,118 @@ def test_a_retry_of_a_pair_still_being_inferred_leaves_it_to_finish(tmp_path: Pa
     assert anyio.run(main) == (0, 0)
     assert not of_type(events, ev.RetryStarted) and len(of_type(events, ev.DatasetStarted)) == 1
     assert sim.stats.requests_total == 20  # nothing sent twice
+
+
+def test_a_retry_after_the_checkpoints_were_deleted_resends_only_the_failed_samples(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    # fail_on_error lets the long prompts fail: the pair is done, its final predictions written
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), fail_on_error=0.9)])
+    runner = Runner(load_plan(plan))
+
+    async def main() -> tuple[int, int]:
+        with anyio.fail_after(60):
+            first = await runner.run()
+            assert runner.workdir.predictions_complete("m", "d")
+            for cp in runner.workdir.checkpoint_files("m", "d"):
+                cp.unlink()  # as OpenCompass users do after the merge
+            sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+            sim.reset_stats()
+            return first, await runner.retry([("m", "d")])
+
+    try:
+        first, second = anyio.run(main)
+    finally:
+        runner.close()
+    assert second == 0
+    assert sorted(r.prompt for r in sim.stats.log) == sorted(long_prompts(rows))
+    assert runner.state.pairs[("m", "d")].status == PairStatus.SCORED and runner.state.pairs[("m", "d")].score == 100.0
+
+
+def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import errno
+
+    import evaltui.engine.infer as infer
+
+    def disk_full(*_: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(infer, "merge_checkpoints", disk_full)
+    rows = arithmetic(10)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+    assert anyio.run(runner.run) == 1
+    assert any("No space left" in n.message for n in of_type(events, ev.Notice))
+    assert runner.workdir.read_status("m", "d")["status"] == "pending"
+    assert runner.state.pairs[("m", "d")].status != PairStatus.RUNNING  # skipped: not inferred, not scored
+
+
+def test_a_retry_joining_a_run_that_fails_to_start_does_not_wait_forever(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import evaltui.engine.runner as runner_module
+    from evaltui.datasets import DatasetError
+
+    counting = threading.Event()
+    release = threading.Event()
+
+    def unreadable(*_: Any) -> int:
+        counting.set()
+        release.wait(20)
+        raise DatasetError("d.jsonl: unreadable")
+
+    monkeypatch.setattr(runner_module, "count_records", unreadable)
+    rows = arithmetic(5)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])))
+    codes: dict[str, int] = {}
+
+    async def main() -> None:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                async def run() -> None:
+                    codes["run"] = await runner.run()
+
+                async def retry() -> None:
+                    codes["retry"] = await runner.retry([("m", "d")])
+
+                tg.start_soon(run)
+                await until(counting.is_set, "planning began")
+                tg.start_soon(retry)  # the run's session exists but has not opened
+                await anyio.sleep(0.1)
+                release.set()
+
+    anyio.run(main)
+    assert codes == {"run": 1, "retry": 1}
+
+
+def test_a_retry_joining_the_run_stops_early_when_the_server_is_down_now(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    other = sim_factory(SimConfig(answer_key=key_for(rows), models={"slow": ModelProfile(latency=0.2)}))  # keeps the run going
+    plan = write_plan(
+        tmp_path, models=[lightllm("m", sim.url), lightllm("slow", other.url, max_workers=2)],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))], run={"max_num_workers": 2},
+    )
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+
+    def inferred() -> int:
+        return sum(1 for e in of_type(events, ev.DatasetInferred) if e.model == "m")
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(runner.run)
+                # m's pool answered the short prompts (the server was there), then ended
+                await until(lambda: inferred() == 1 and runner._live is not None and "m" not in runner._live._running, "m done")
+                sim.stop()
+                tg.start_soon(runner.retry, [("m", "d")])
+                await until(lambda: inferred() == 2, "m/d retried")
+                other.call(lambda s: s.config.models.__setitem__("slow", ModelProfile(latency=0.0)))
+
+    anyio.run(main)
+    assert len(of_type(events, ev.RunFinished)) == 1  # the retry joined the live run
+    assert any("stopping this model" in n.message for n in of_type(events, ev.Notice))

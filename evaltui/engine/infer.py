@@ -266,7 +266,8 @@ class ModelInference:
         the queue is empty; the caller runs it again if a dataset was added after that."""
         if not self.has_work():
             return
-        self._stopped, self._no_server = "", 0  # work added later (a retry) tries the server again
+        # Work added later (a retry) finds out again whether the server is there: it may be down now.
+        self._stopped, self._no_server, self._server_seen = "", 0, False
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
@@ -494,15 +495,18 @@ class ModelInference:
         status = PairStatus.DONE if ok else PairStatus.FAIL
         error = "" if ok else _over_budget(run.cfg, failed, run.total)
         shard.outstanding = -1  # finished
-        shard.status = status
         all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = PairStatus.FAIL
         if all_final:
-            final_status = PairStatus.DONE if all(s.status == PairStatus.DONE for s in run.shards) else PairStatus.FAIL
+            others_done = all(s.status == PairStatus.DONE for s in run.shards if s is not shard)
+            final_status = PairStatus.DONE if status == PairStatus.DONE and others_done else PairStatus.FAIL
             if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
         self.board.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
+        # Only once its status file says so: should the merge or the write fail (a full disk),
+        # _close_interrupted still finds the shard unfinished and says `pending`, not `running`.
+        shard.status = status
         self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
         if all_final:
             run.todo = iter(())  # lets go of the data file at once

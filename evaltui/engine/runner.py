@@ -105,13 +105,16 @@ class Runner:
     # ------------------------------------------------------------------ queries
     def failed_pairs(self) -> list[Pair]:
         """The pairs whose inference or scoring failed: what a retry-all re-runs."""
-        return [p for p in self.state.failed_pairs() if p in self.pairs]
+        with self._emit_lock:  # the engine's thread adds pairs to the state as it plans them
+            failed = self.state.failed_pairs()
+        return [p for p in failed if p in self.pairs]
 
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
         from evaltui.scoring import build_leaderboard
 
-        scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
+        with self._emit_lock:  # called from a front end's thread while the engine's adds pairs
+            scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
         return build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
 
     def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
@@ -244,6 +247,7 @@ class Runner:
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
+                session.close_intake()  # run() may never have begun: a retry waiting to join goes on
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 scores = self._scores()

@@ -72,8 +72,13 @@ class Session:
                         self._work = None  # no await since its last task ended: nothing slips in
                         outer.cancel_scope.cancel()
         finally:
-            self._work = None
-            self._opened.set()
+            self.close_intake()
+
+    def close_intake(self) -> None:
+        """The session takes no more work (it ended, or never began: its start failed); a
+        retry waiting in `join` goes on to run in a session of its own."""
+        self._work = None
+        self._opened.set()
 
     async def join(self, pairs: list[Pair]) -> bool:
         """Add a retry of `pairs` to this live session; False once it no longer takes work."""
@@ -130,9 +135,9 @@ class Session:
         m, wd = inf.model.abbr, self.workdir
         if retry:
             for d in datasets:
-                # Without its final predictions the pair resumes from its checkpoints, where only
-                # the samples that failed (even those fail_on_error tolerated) are still to do.
-                wd.predictions_file(m, d.abbr).unlink(missing_ok=True)
+                # Scored again. The final predictions stay: they may be the only copy of the answers
+                # (checkpoints deleted after the merge); planning resumes the pair from them, and a
+                # pair with failures (even those fail_on_error tolerated) is never kept whole.
                 wd.result_file(m, d.abbr).unlink(missing_ok=True)
         runs = inf.plan_pairs(self.totals, datasets, emit)
         return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]

@@ -196,12 +196,12 @@ class RunState:
             case ev.RunFinished():
                 self.finished = e
                 self._ended_at = self.clock()
-                if e.interrupted:
-                    for p in self.pairs.values():
-                        if p.status == PairStatus.RUNNING:
-                            p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
-                        elif p.status == PairStatus.SCORING:
-                            p.status = PairStatus.DONE  # inferred; the next run scores it
+                # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
+                for p in self.pairs.values():
+                    if p.status == PairStatus.RUNNING:
+                        p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
+                    elif p.status == PairStatus.SCORING:
+                        p.status = PairStatus.DONE  # inferred; the next run scores it
 
     def _sample_done(self, p: PairState) -> None:
         p.done_this_run += 1
