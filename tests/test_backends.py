@@ -248,6 +248,45 @@ def test_token_bucket_holds_its_rate_under_concurrency() -> None:
     assert len(window) <= 5
 
 
+@pytest.mark.parametrize("rate", [0.0, 5.0])
+def test_a_retry_after_holds_back_every_caller_of_the_bucket(rate: float) -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=rate, clock=clock, sleep=clock.sleep)
+    bucket.hold(30.0)
+    grants: list[float] = []
+
+    async def take() -> None:
+        await bucket.acquire()
+        grants.append(clock.now)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(take)
+
+    anyio.run(main)
+    assert len(grants) == 4 and min(grants) >= 1030.0
+
+
+def test_a_429_with_retry_after_holds_the_models_other_requests(sim_factory) -> None:
+    sim = sim_factory(SimConfig(answer_key=key(), faults=Faults(fail_first=1, fail_first_kind="429", retry_after=40.0)))
+    clock = FakeClock()
+    bucket = TokenBucket(rate=0.0, clock=clock, sleep=clock.sleep)
+
+    async def no_sleep(seconds: float) -> None:
+        pass
+
+    cfg = model_cfg(url_for(sim, "lightllm"), retry=2, backoff=0.0)
+    assert run(cfg, lambda b: b.generate(QUESTION), sleep=no_sleep, bucket=bucket) == ANSWER
+    assert clock.now == 1000.0  # the request that was told to wait slept it out itself, once
+
+    async def another() -> float:
+        await bucket.acquire()
+        return clock.now
+
+    assert anyio.run(another) >= 1040.0  # any other worker's request waits too
+
+
 def test_token_bucket_unlimited_never_sleeps() -> None:
     clock = FakeClock()
     bucket = TokenBucket(rate=0.0, clock=clock, sleep=clock.sleep)

@@ -74,13 +74,19 @@ class TokenBucket:
         self._clock = clock
         self._sleep = sleep
         self._next: float | None = None  # when the next token is free
+        self._held_until = 0.0  # a server's Retry-After: no caller goes before then
 
-    async def acquire(self) -> None:
-        if self.interval == 0.0:
-            return
+    def hold(self, seconds: float) -> None:
+        """A 429 with Retry-After speaks for the server, not for one request: every caller waits."""
+        self._held_until = max(self._held_until, self._clock() + seconds)
+
+    async def acquire(self, *, held: bool = True) -> None:
+        """`held=False` for the request that already slept out the Retry-After it was given."""
         now = self._clock()
-        at = now if self._next is None else max(self._next, now)
-        self._next = at + self.interval
+        at = max(now, self._held_until) if held else now
+        if self.interval != 0.0:
+            at = at if self._next is None else max(self._next, at)
+            self._next = at + self.interval
         if at > now:
             await self._sleep(at - now)
 
@@ -179,8 +185,8 @@ class Backend(ABC):
             if attempt > 1:
                 self.retries += 1
                 await self._sleep(self.backoff.delay(attempt - 1, retry_after))
+            await self.bucket.acquire(held=retry_after is None)
             retry_after = None
-            await self.bucket.acquire()
             try:
                 reply = await self.client.post(url, body, self._headers, self._timeout)
             except RequestFailed as e:
@@ -207,6 +213,8 @@ class Backend(ABC):
                 message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
             if status in RETRY_STATUSES or status >= 500:
                 retry_after = parse_retry_after(reply.headers.get("retry-after"))
+                if status == 429 and retry_after:
+                    self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
                 last = BackendError("http", message, status=status, attempts=attempt, retryable=True)
                 continue
             raise BackendError("http", message, status=status, attempts=attempt)

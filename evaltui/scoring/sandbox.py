@@ -13,8 +13,11 @@ The program is model-written, so it runs in a child interpreter that:
   program printing its own file, is not a pass;
 - dies with evaltui (PR_SET_PDEATHSIG), and cannot fork without bound (RLIMIT_NPROC): the kernel
   does not apply that limit to root, so under root the child first gives up every capability
-  and takes `nobody` as its real uid, which the limit counts (its files stay root's: it keeps
-  effective uid 0 so the interpreter under a private /root can still import);
+  and its groups, and becomes `nobody` — wholly when nobody can read the interpreter's
+  libraries; else only its real uid (which the limit counts), keeping effective uid 0 so an
+  interpreter under a private /root can still import. That partial drop does not contain a
+  program that means harm: it can read root's private files and set its real uid back to 0.
+  If root cannot be given up at all, the program does not run (EvaltuiSandboxError);
 - can create, write, truncate, rename or delete files only inside its directory (Landlock,
   Linux ≥ 5.13; where the kernel lacks it, it can write what the user can write).
 It contains accidents and careless code, not a determined adversary: code in the same
@@ -47,13 +50,25 @@ _PROGRAM_NAME = "program.py"
 # returned. soft == hard, so the program cannot raise its limits again.
 _BOOTSTRAP = """\
 import contextlib, os, resource, runpy, sys
-def _unroot(libc, ctypes):
+def _unroot(libc, ctypes, program):
     # RLIMIT_NPROC binds no process whose real uid is root or that holds CAP_SYS_ADMIN or
-    # CAP_SYS_RESOURCE: take nobody's real uid, then drop every capability for good
-    # (SECBIT_NOROOT, locked: an exec cannot give them back).
+    # CAP_SYS_RESOURCE: take nobody's ids, then drop every capability for good (SECBIT_NOROOT,
+    # locked: an exec cannot give them back). Wholly nobody when nobody can read the interpreter,
+    # its libraries and the program; else real uid nobody, effective root (see the module doc).
     if libc.prctl(28, 3, 0, 0, 0) != 0:  # PR_SET_SECUREBITS
-        return
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) refused")
+    os.setgroups([])
+    os.setresgid({nobody}, {nobody}, {nobody})
+    libraries = [d for d in sys.path if d and os.path.exists(d)]  # looked up as root: nobody may not see them
+    os.setresuid({nobody}, {nobody}, 0)  # a trial, undone below: the saved uid is still root
+    readable = all(os.access(d, os.R_OK, effective_ids=True) for d in libraries)
+    home = os.path.dirname(program)  # root's own (0700) until given to nobody below: its parent must be reachable
+    readable = readable and os.access(os.path.dirname(home), os.X_OK, effective_ids=True)
     os.setresuid({nobody}, 0, 0)
+    if readable:
+        os.chown(home, {nobody}, {nobody})
+        os.chown(program, {nobody}, {nobody})
+        os.setresuid({nobody}, {nobody}, {nobody})
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     libc.capset(header, (ctypes.c_uint32 * 6)())
 def _confine_writes(libc, ctypes, home):
@@ -80,13 +95,17 @@ def _confine_writes(libc, ctypes, home):
     libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, which landlock_restrict_self requires
     call(L(446), L(ruleset), L(0))
     os.close(ruleset)
-def _prepare(parent, token_fd, home):
+def _prepare(parent, token_fd, program):
+    home = os.path.dirname(program)
     if sys.platform.startswith("linux"):
         import ctypes, signal
         libc = ctypes.CDLL(None, use_errno=True)
         if os.getuid() == 0:
-            with contextlib.suppress(OSError, AttributeError):  # not allowed here: the wall-clock kill remains
-                _unroot(libc, ctypes)
+            try:
+                _unroot(libc, ctypes, program)
+            except (OSError, AttributeError) as e:  # model code never runs as full root
+                os.write(2, ("EvaltuiSandboxError: the sandbox could not give up root (%s); run evaltui as an ordinary user\\n" % e).encode())
+                os._exit(71)
         with contextlib.suppress(OSError, AttributeError):  # no prctl: the wall-clock kill remains
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with evaltui
         if os.getppid() != parent:
@@ -109,7 +128,7 @@ def _run(path, token):
     runpy.run_path(path, run_name="__main__")
     sys.stdout.flush()
     os.write(1, b"\\n" + token + b"\\n")
-_run(sys.argv[1], _prepare(int(sys.argv[2]), int(sys.argv[3]), os.path.dirname(sys.argv[1])))
+_run(sys.argv[1], _prepare(int(sys.argv[2]), int(sys.argv[3]), sys.argv[1]))
 """
 
 PASSED = "passed"

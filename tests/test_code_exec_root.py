@@ -1,0 +1,75 @@
+"""The code_exec sandbox when evaltui runs as root (README "Evaluators", RELIABILITY.md §6).
+
+The sandbox module needs only the standard library, so these tests load it into other
+interpreters by path: the system's, which `nobody` can read (so the program runs wholly as
+nobody), and ours with a capability removed (so giving up root fails and must be said).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import evaltui.scoring.sandbox as sandbox
+
+pytestmark = [pytest.mark.reliability, pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="root on Linux only")]
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def run_in(python: str, program: str, tmp_root: str, before: str = "") -> str:
+    runner = (
+        "import importlib.util, sys\n" + before +
+        f"spec = importlib.util.spec_from_file_location('sandbox', {sandbox.__file__!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        f"print(mod.run_program({program!r}, timeout=20, tmp_root={tmp_root!r}))\n"
+    )
+    proc = subprocess.run([python, "-I", "-c", runner], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+@pytest.fixture
+def open_dir() -> str:
+    """A scratch root nobody can reach (pytest's own tmp dirs are private to root)."""
+    with tempfile.TemporaryDirectory(prefix="evaltui-root-test-") as d:
+        os.chmod(d, 0o755)
+        yield d
+
+
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason="no system python")
+def test_with_an_interpreter_nobody_can_read_the_program_is_wholly_nobody(open_dir: str) -> None:
+    secret = Path(open_dir) / "root-only.txt"
+    secret.write_text("root's")
+    secret.chmod(0o600)
+    program = (
+        "import os\n"
+        "assert os.getresuid() == (65534, 65534, 65534), os.getresuid()\n"
+        "try:\n"
+        "    os.setresuid(0, 0, 0)\n"
+        "except PermissionError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('took root back')\n"
+        "try:\n"
+        f"    open({str(secret)!r}).read()\n"
+        "except PermissionError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('read a root-only file')\n"
+        "open('scratch.txt', 'w').write('its own folder is writable')\n"
+    )
+    assert run_in(SYSTEM_PYTHON, program, open_dir) == sandbox.PASSED
+
+
+def test_when_root_cannot_be_given_up_the_program_does_not_run_and_the_sample_says_why(open_dir: str) -> None:
+    marker = Path(open_dir) / "ran"
+    drop_setpcap = "import ctypes\nassert ctypes.CDLL(None).prctl(24, 8, 0, 0, 0) == 0\n"  # PR_CAPBSET_DROP CAP_SETPCAP
+    result = run_in(sys.executable, f"open({str(marker)!r}, 'w')\n", open_dir, before=drop_setpcap)
+    assert result.startswith("failed: EvaltuiSandboxError: the sandbox could not give up root"), result
+    assert not marker.exists()
