@@ -130,7 +130,6 @@ class ModelInference:
         workdir: WorkDir,
         board: StatusBoard,
         emit: ev.Sink,
-        datasets: list[DatasetConfig] | None = None,
         on_inferred: Callable[[str, str], None] | None = None,
     ):
         self.plan = plan
@@ -139,7 +138,6 @@ class ModelInference:
         self.workdir = workdir
         self.board = board
         self.emit = emit
-        self.datasets = plan.datasets if datasets is None else datasets
         self.on_inferred = on_inferred or (lambda model, dataset: None)
         self.runs: list[DatasetRun] = []  # in the order they run; a retry appends the pair again
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
@@ -156,7 +154,7 @@ class ModelInference:
         self._stopped = ""  # why the model stopped before its samples were done
 
     # ------------------------------------------------------------------ planning (sync, in a thread)
-    def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig] | None = None, emit: ev.Sink | None = None) -> list[DatasetRun]:
+    def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig], emit: ev.Sink) -> list[DatasetRun]:
         """Decide per dataset what is left from earlier runs; write `pending` statuses.
 
         Reads every checkpoint line and hashes the data file, so it runs in a worker thread; its
@@ -165,9 +163,8 @@ class ModelInference:
         """
         m = self.model.abbr
         wd = self.workdir
-        emit = emit or self.emit
         runs = []
-        for ds in self.datasets if datasets is None else datasets:
+        for ds in datasets:
             total = totals[ds.abbr]
             version = self._drop_stale_work(ds, emit)
             if self._kept_whole(ds, total, emit):

@@ -131,7 +131,6 @@ class WatchScorer:
         plan: Plan,
         workdir: WorkDir,
         emit: ev.Sink,
-        pairs: list[Pair],
         *,
         clock: Callable[[], float] = time.time,
         code_workers: int = 2,
@@ -140,7 +139,7 @@ class WatchScorer:
         self.plan = plan
         self.workdir = workdir
         self.emit = emit
-        self.pending: list[Pair] = [p for p in pairs if not workdir.has_scored_result(*p)]
+        self.pending: list[Pair] = []  # added (add) as their inference is queued
         self.clock = clock
         self.code_workers = code_workers
         self.gate = gate or ScoreGate()
