@@ -15,21 +15,13 @@ from typing import Any, Callable, Iterator
 
 import anyio
 import pytest
-from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
 from evaltui.engine.runner import Runner
 from evaltui.plan import load_plan
-from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
-
-
-def key_for(*row_sets: list[dict[str, Any]]) -> AnswerKey:
-    k = AnswerKey()
-    for rows in row_sets:
-        for r in rows:
-            k.add_gen(r["question"], r["answer"])
-    return k
+from evaltui.sim import Faults, ModelProfile, SimConfig
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
