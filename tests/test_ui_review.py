@@ -77,3 +77,126 @@ def test_the_leaderboard_is_built_from_the_apps_own_state(tmp_path: Path) -> Non
             assert [str(c) for c in board.get_row("gsm")][2] == "80.25"
 
     asyncio.run(scenario())
+
+
+def test_resizing_keeps_the_highlighted_dataset(tmp_path: Path) -> None:
+    from evaltui.ui.widgets.progress import ProgressTable
+    from ui_script import alpha_gsm_failed, running
+
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, planned() + running(clock) + alpha_gsm_failed())
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("beta\tgsm"))
+            await pilot.pause()
+            assert app.highlighted() == ("beta", "gsm")
+            width = table._bar_width
+            await pilot.resize_terminal(100, 40)
+            await pilot.pause(0.3)
+            assert table._bar_width != width  # the rows were rebuilt at the new width
+            assert app.highlighted() == ("beta", "gsm")
+            assert not app.action_applies("retry")  # `r` would not retry alpha/gsm, the first (failed) row
+            app.fold_pending()
+            await pilot.pause()
+            assert app.highlighted() == ("beta", "gsm")
+
+    asyncio.run(scenario())
+
+
+def test_the_theme_memory_follows_t_back_and_remembers_an_asked_theme(tmp_path: Path) -> None:
+    from evaltui.ui.themes import remember_theme, remembered_theme
+
+    async def open_and_press(theme: str | None, presses: int) -> str:
+        app = scripted_app(tmp_path, Clock(), theme=theme)
+        async with app.run_test() as pilot:
+            for _ in range(presses):
+                await pilot.press("t")
+                await pilot.pause()
+            return app.theme
+
+    # asked for by name (as `--theme` does) and used: remembered without pressing anything
+    assert asyncio.run(open_and_press("evaltui-light", 0)) == "evaltui-light"
+    assert remembered_theme() == "evaltui-light"
+
+    # opened on the remembered dark theme, t to light, t t back round to dark: dark is remembered
+    remember_theme("evaltui-dark")
+    assert asyncio.run(open_and_press(None, 1)) == "evaltui-light"
+    assert remembered_theme() == "evaltui-light"
+    remember_theme("evaltui-dark")
+    assert asyncio.run(open_and_press(None, 3)) == "evaltui-dark"
+    assert remembered_theme() == "evaltui-dark"
+    # and a session started on light that steps back to the default keeps that choice
+    remember_theme("evaltui-light")
+    assert asyncio.run(open_and_press(None, 2)) == "evaltui-dark"
+    assert remembered_theme() == "evaltui-dark"
+
+
+def test_quitting_just_after_the_run_ended_exits_with_the_runs_code(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from evaltui.ui.screens.modals import ConfirmQuit
+    from ui_script import finished, running
+
+    clock = Clock()
+
+    async def scenario(answer_after_the_end: bool) -> int | None:
+        app = scripted_app(tmp_path, clock)
+        # the engine's job: RunFinished is out, the future completes a moment later
+        job: Future[int] = Future()
+        app.engine.jobs.append(job)
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + running(clock))
+            if answer_after_the_end:
+                await pilot.press("q")  # asked while the run goes on ...
+                await pilot.pause()
+                assert isinstance(app.screen, ConfirmQuit)
+            feed(app, finished())
+            await pilot.pause()
+            assert app.engine.busy
+            await pilot.press("y" if answer_after_the_end else "q")  # ... answered once it ended
+            for _ in range(20):
+                if app._exit:
+                    break
+                await pilot.pause(0.1)
+            assert not isinstance(app.screen, ConfirmQuit)
+            job.set_result(0)
+        assert app.exit_code == app.return_value  # what the command line returns
+        return app.return_value
+
+    assert asyncio.run(scenario(False)) == 0
+    assert asyncio.run(scenario(True)) == 0
+
+
+def test_a_second_q_while_stopping_leaves_at_once(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from evaltui.ui.screens.modals import ConfirmQuit
+    from ui_script import running
+
+    clock = Clock()
+
+    async def scenario() -> tuple[int | None, int]:
+        app = scripted_app(tmp_path, clock)
+        job: Future[int] = Future()  # an engine job slow to stop (a scoring thread, say)
+        app.engine.jobs.append(job)
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + running(clock))
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmQuit)
+            await pilot.press("q")  # q twice answers the question with yes: stopping
+            await pilot.pause(0.5)
+            assert app._quitting and not app._exit and not isinstance(app.screen, ConfirmQuit)
+            await pilot.press("q")  # still stopping: q again leaves now
+            for _ in range(20):
+                if app._exit:
+                    break
+                await pilot.pause(0.1)
+            assert app._exit
+            job.set_result(130)
+        return app.return_value, app.exit_code
+
+    assert asyncio.run(scenario()) == (130, 130)

@@ -88,8 +88,7 @@ class EvalApp(App[int]):
         for t in self.themes.themes.values():
             self.register_theme(t)
         self._asked_theme = theme
-        self._initial_theme = self._pick_theme(theme)
-        self.theme = self._initial_theme
+        self.theme = self._pick_theme(theme)
         plan = runner.plan
         self.title = plan.title or "evaltui"
         self._heartbeat_timeout = plan.run.heartbeat_timeout
@@ -133,6 +132,8 @@ class EvalApp(App[int]):
             self.notify(f"theme file skipped: {problem}", severity="warning", timeout=10, markup=False)
         if self._asked_theme and self._asked_theme != self.theme:
             self.notify(f"no usable theme {self._asked_theme!r}: using {self.theme}", severity="warning", timeout=10, markup=False)
+        elif self._asked_theme:
+            self._remember_theme()  # asked for by name (--theme) and used: the next session opens with it
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._update_palette()
         self.progress.focus()
@@ -145,11 +146,15 @@ class EvalApp(App[int]):
 
     def _theme_changed(self, theme: object) -> None:
         self._update_palette()
-        if self.theme != self._initial_theme:
+        self._remember_theme()
+        self.fold_pending(all_rows=True)
+
+    def _remember_theme(self) -> None:
+        """Save the theme in use unless it is already the remembered one (back to it with `t` too)."""
+        if self.theme != remembered_theme():
             problem = remember_theme(self.theme)
             if problem:
                 self.notify(problem, severity="warning", markup=False)
-        self.fold_pending(all_rows=True)
 
     def _update_palette(self) -> None:
         variables = self.get_css_variables()
@@ -337,11 +342,29 @@ class EvalApp(App[int]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def _work_over(self) -> bool:
+        """Nothing left to interrupt: nothing runs, or the last run (or retry) reported its end —
+        its job's future completes a moment after RunFinished, while it lets go of the work dir."""
+        self.fold_pending()
+        return not self.engine.busy or (self.state.finished is not None and not self._live)
+
+    def _leave(self) -> None:
+        finished = self.state.finished
+        if finished is not None and not self._live:
+            self.exit_code = finished.exit_code
+        self.exit(self.exit_code)
+
     async def action_quit(self) -> None:
         if self._quitting:
+            # a second q (or ctrl+q) while stopping: leave now; what finished is already on disk
+            self.exit_code = EXIT_INTERRUPTED
+            self.exit(EXIT_INTERRUPTED)
             return
-        if not self.engine.busy:
-            self.exit(self.exit_code)
+        if isinstance(self.screen, ConfirmQuit):
+            self.screen.dismiss(True)  # asked twice while the question is open (ctrl+q): the answer is yes
+            return
+        if self._work_over():
+            self._leave()
             return
 
         def answered(yes: bool | None) -> None:
@@ -352,6 +375,9 @@ class EvalApp(App[int]):
 
     def _quit_now(self) -> None:
         """Cancel the engine; the tick leaves once the run has put its finished work away."""
+        if self._work_over():  # it ended while the question was open: nothing was interrupted
+            self._leave()
+            return
         self._quitting = True
         self.exit_code = EXIT_INTERRUPTED
         self.notify("stopping: finished samples are kept…", timeout=30, markup=False)

@@ -12,7 +12,7 @@ from textual.widgets import Button, Static
 
 class ConfirmQuit(ModalScreen[bool]):
     BINDINGS = [
-        Binding("y", "answer(True)", "Quit", id="quit.yes"),
+        Binding("y,q", "answer(True)", "Quit", id="quit.yes"),  # q again: the user meant it
         Binding("n,escape", "answer(False)", "Keep running", id="quit.no"),
     ]
 
@@ -40,7 +40,8 @@ Keys
   r               retry the highlighted dataset's failed samples (only on a failed dataset)
   R               retry every failed dataset
   t               next theme (remembered)       ctrl+p  command palette
-  q               quit (asks while work runs; finished work is kept, a re-run resumes)
+  q               quit (asks while work runs; finished work is kept, a re-run resumes);
+                  q again while stopping: leave at once
   ?               this help                     escape  close a screen
 
 Panes

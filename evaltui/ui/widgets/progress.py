@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from evaltui.engine import events as ev
 from evaltui.engine.state import PairState, RunState
@@ -74,6 +74,7 @@ class ProgressTable(DataTable[Text]):
         self._names = 12  # the widest text in the dataset column
         self._known: set[Pair] = set()
         self._source: tuple[RunState, ShardFold, fmt.Palette] | None = None  # what the last sync showed
+        self._keep: str | None = None  # the highlighted row's key across a rebuild
         self.needs_full_sync = True
 
     def on_mount(self) -> None:
@@ -98,6 +99,7 @@ class ProgressTable(DataTable[Text]):
         width = max(BAR_MIN, min(BAR_MAX, self.size.width - fixed))
         if width != self._bar_width:
             self._bar_width = width
+            self._keep = self._cursor_row_key() or self._keep  # the row `r` and enter act on stays the one chosen
             self.clear(columns=True)  # every row comes back, at the new width, on the next sync
             self._cells.clear()
             self._pair_of_row.clear()
@@ -112,13 +114,26 @@ class ProgressTable(DataTable[Text]):
         return self.render_line(self.header_height + self.get_row_index(_row_key(model, dataset)) - self.scroll_offset.y).text
 
     def highlighted_pair(self) -> Pair | None:
+        return self._pair_of_row.get(self._cursor_row_key() or "")
+
+    def _cursor_row_key(self) -> str | None:
         if self.row_count == 0:
             return None
         try:
-            key = self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
         except Exception:  # noqa: BLE001 - the cursor is between states (table being filled)
             return None
-        return self._pair_of_row.get(key or "")
+
+    def _place_cursor(self) -> None:
+        """After the rows are (re)built: back on the row that was highlighted, else the first dataset."""
+        key, self._keep = self._keep, None
+        if key is not None:
+            try:
+                self.move_cursor(row=self.get_row_index(key))
+                return
+            except RowDoesNotExist:
+                pass
+        self.move_cursor(row=1)  # the first dataset, not its model's heading
 
     def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette, *, rates: bool = True) -> None:
         """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
@@ -149,7 +164,7 @@ class ProgressTable(DataTable[Text]):
                     counts = shards.shards.get((p.model, p.dataset, s), ShardCounts(status="pending"))
                     self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts, palette))
         if was_empty and self._cells:
-            self.move_cursor(row=1)  # the first dataset, not its model's heading
+            self._place_cursor()
 
     def _put(self, key: str, pair: Pair, cells: list[Text]) -> None:
         old = self._cells.get(key)
