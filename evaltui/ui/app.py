@@ -81,7 +81,7 @@ class EvalApp(App[int]):
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[tuple[str, str]] = set()
         self._reported: set[int] = set()
-        self._retry_jobs: set[int] = set()
+        self._retry_jobs: dict[int, tuple[tuple[str, str], ...]] = {}  # retry job -> its pairs
         self._palette: dict[str, str] = {}
         self.exit_code = 1
         self.themes = themes if themes is not None else load_themes()
@@ -245,7 +245,7 @@ class EvalApp(App[int]):
                 continue
             self._reported.add(id(job))
             ended = True
-            self._retrying.clear()
+            self._retrying.difference_update(self._retry_jobs.get(id(job), ()))  # others still run
             self._take_result(job)
         return ended
 
@@ -317,7 +317,7 @@ class EvalApp(App[int]):
 
     def _retry(self, pairs: Sequence[tuple[str, str]]) -> None:
         self._retrying.update(pairs)
-        self._retry_jobs.add(id(self.engine.retry(pairs)))
+        self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
         names = ", ".join(f"{m}/{d}" for m, d in pairs)
         self.notify(f"retrying the failed samples of {names}", timeout=4, markup=False)
         self._refresh_keys()
