@@ -98,6 +98,7 @@ class EvalApp(App[int]):
         self.progress = ProgressTable(id="progress")
         self.board = LeaderboardTable(id="leaderboard")
         self.failures = FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
+        self.main = Horizontal(id="main")
         # the plan's rows, models and versions, taken now, before the engine's thread starts: later
         # the runner's state is that thread's to change, and the scores come from this app's own fold
         self._empty_board = dataclasses.replace(runner.leaderboard(), scores={})
@@ -116,7 +117,7 @@ class EvalApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield self.strip
-        with Horizontal(id="main"):
+        with self.main:
             yield self.progress
             with Vertical(id="side"):
                 yield self.board
@@ -193,8 +194,10 @@ class EvalApp(App[int]):
             match e:
                 case ev.RunStarted() | ev.RetryStarted():
                     self._live = True
+                    self.main.remove_class("-finished")
                 case ev.RunFinished():
                     self._live = False
+                    self.main.add_class("-finished")  # the final leaderboard gets the room it needs
                 case ev.Notice(message=msg, level=level):
                     self.notify(msg, severity="error" if level == "error" else ("warning" if level == "warning" else "information"), markup=False)
             match e:
