@@ -65,16 +65,6 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_bytes(path, dumps_readable(obj).encode("utf-8"))
 
 
-def _dumps(obj: Any) -> str:
-    """json.dumps keeping non-ASCII text readable, escaping it only where UTF-8 can't hold it."""
-    text = json.dumps(obj, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(obj)
-    return text
-
-
 def json_bytes(obj: Any) -> bytes:
     """Compact UTF-8 JSON; readable non-ASCII text, yet never an error.
 
@@ -106,6 +96,10 @@ def dumps_readable(obj: Any) -> str:
         else:
             lines.append(f"  {k}: {_dumps(value)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _dumps(obj: Any) -> str:
+    return json_bytes(obj).decode("utf-8")
 
 
 def read_json(path: str | os.PathLike[str]) -> Any | None:

@@ -12,6 +12,7 @@ import tomli_w
 from evaltui.engine import events as ev
 from evaltui.engine.runner import Runner
 from evaltui.plan import Plan, load_plan
+from evaltui.sim import AnswerKey
 
 FAST_RUN = {"heartbeat_interval": 0.2, "poll_interval": 0.1, "watch_interval": 0.2, "log_interval": 60.0, "heartbeat_timeout": 30.0}
 
@@ -24,6 +25,15 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def arithmetic(n: int, prefix: str = "Q") -> list[dict[str, Any]]:
     return [{"question": f"{prefix}{i}: what is {i} + {i + 7}?", "answer": f"{i} + {i + 7} = {2 * i + 7}\n#### {2 * i + 7}"} for i in range(n)]
+
+
+def key_for(*row_sets: list[dict[str, Any]]) -> AnswerKey:
+    """The simulator's answer key for datasets of {question, answer} rows: it answers them right."""
+    k = AnswerKey()
+    for rows in row_sets:
+        for r in rows:
+            k.add_gen(r["question"], r["answer"])
+    return k
 
 
 def write_plan(folder: Path, *, models: list[dict[str, Any]], datasets: list[dict[str, Any]], run: dict[str, Any] | None = None, name: str = "plan.toml") -> Path:

@@ -6,18 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from planmaker import arithmetic, chat, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
+from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
 from evaltui.engine.workdir import WorkDir, scan_checkpoint
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, answers_correctly
-
-
-def key_for(rows: list[dict], prompt_tpl: str = "{question}", target_tpl: str = "{answer}") -> AnswerKey:
-    k = AnswerKey()
-    for r in rows:
-        k.add_gen(prompt_tpl.format(**r), target_tpl.format(**r))
-    return k
 
 
 def expected_accuracy(model: str, prompts: list[str], accuracy: float) -> float:

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planmaker import arithmetic, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
 from evaltui.engine.workdir import WorkDir
-from evaltui.sim import AnswerKey, Faults, SimConfig
+from evaltui.sim import Faults, SimConfig
 
 
 def setup(tmp_path: Path, sim_factory, n: int = 20):  # type: ignore[no-untyped-def]
     rows = arithmetic(n)
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
+    key = key_for(rows)
     sim = sim_factory(SimConfig(answer_key=key))
     return rows, sim, write_jsonl(tmp_path / "data" / "d.jsonl", rows)
 
@@ -95,9 +93,7 @@ def test_fresh_sets_the_earlier_work_aside(tmp_path: Path, sim_factory) -> None:
 
 def test_failures_tolerated_by_fail_on_error_are_retried_by_a_rerun(tmp_path: Path, sim_factory) -> None:
     rows = [{"question": ("long " * 10 if i < 4 else "") + f"q{i}", "answer": "#### 1"} for i in range(20)]
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
+    key = key_for(rows)
     sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))  # the 4 long ones get 400
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), fail_on_error=0.5)])
     code, events, _ = run_plan(plan)
@@ -119,9 +115,7 @@ def test_failures_tolerated_by_fail_on_error_are_retried_by_a_rerun(tmp_path: Pa
 
 def test_a_dataset_failed_by_refused_prompts_says_which_fail_on_error_scores_the_rest(tmp_path: Path, sim_factory) -> None:
     rows = [{"question": ("long " * 10 if i % 5 == 0 else "") + f"q{i}", "answer": "#### 1"} for i in range(20)]
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
+    key = key_for(rows)
     sim = sim_factory(SimConfig(answer_key=key, faults=Faults(max_prompt_chars=20)))  # 4 prompts too long: 400
     data = write_jsonl(tmp_path / "d.jsonl", rows)
     code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planmaker import arithmetic, gsm_dataset, lightllm, run_plan, write_jsonl, write_plan
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 
-from evaltui.sim import AnswerKey, SimConfig
+from evaltui.sim import SimConfig
 
 
 def setup(tmp_path: Path, sim_factory, n: int = 20):  # type: ignore[no-untyped-def]
     rows = arithmetic(n)
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
+    key = key_for(rows)
     sim = sim_factory(SimConfig(answer_key=key))
     return rows, sim, write_jsonl(tmp_path / "d.jsonl", rows)
 
@@ -102,9 +100,7 @@ def test_a_model_whose_server_is_down_stops_early_with_the_reason_and_a_rerun_re
     assert "none was answered; stopping this model" in lines and down["url"] in lines
 
     # The server is up (at another address): the run carries on where it stopped.
-    key = AnswerKey()
-    for r in rows:
-        key.add_gen(r["question"], r["answer"])
+    key = key_for(rows)
     sim = sim_factory(SimConfig(answer_key=key))
     code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=datasets))
     assert code == 0 and sim.stats.requests_total == 250  # the refused samples and those never sent

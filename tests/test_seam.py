@@ -12,23 +12,16 @@ from typing import Any
 
 import anyio
 import pytest
-from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.runner import Runner
 from evaltui.engine.state import Failure, RunState
 from evaltui.plan import load_plan
-from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+from evaltui.sim import Faults, ModelProfile, SimConfig
 
 ALL_EVENTS: list[Any] = list(ev.Event.__args__)  # type: ignore[attr-defined]
-
-
-def key_for(rows: list[dict[str, Any]]) -> AnswerKey:
-    k = AnswerKey()
-    for r in rows:
-        k.add_gen(r["question"], r["answer"])
-    return k
 
 
 class FakeClock:

@@ -15,21 +15,13 @@ from typing import Any, Callable, Iterator
 
 import anyio
 import pytest
-from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
 from evaltui.engine.runner import Runner
 from evaltui.plan import load_plan
-from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
-
-
-def key_for(*row_sets: list[dict[str, Any]]) -> AnswerKey:
-    k = AnswerKey()
-    for rows in row_sets:
-        for r in rows:
-            k.add_gen(r["question"], r["answer"])
-    return k
+from evaltui.sim import Faults, ModelProfile, SimConfig
 
 
 async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -476,3 +468,48 @@ def test_a_retry_joining_the_run_stops_early_when_the_server_is_down_now(tmp_pat
     anyio.run(main)
     assert len(of_type(events, ev.RunFinished)) == 1  # the retry joined the live run
     assert any("stopping this model" in n.message for n in of_type(events, ev.Notice))
+
+
+def test_an_abandoned_scoring_keeps_its_eval_workers_slot_until_its_thread_ends(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    import evaltui.engine.watch as watch
+
+    rows = arithmetic(20)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))], run={"eval_workers": 1})
+    runner = Runner(load_plan(plan))
+    events: list[ev.Event] = []
+    runner.subscribe(events.append)
+    blocked = BlockedScoring(monkeypatch)
+    inner, lock, active, most = watch.score_pair, threading.Lock(), [0], [0]
+
+    def counted(*args: Any) -> float:
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            return inner(*args)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(watch, "score_pair", counted)
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(runner.run)
+                await until(blocked.blocked.is_set, "first scoring started")
+                retried: list[int] = []
+
+                async def retry() -> None:
+                    retried.append(await runner.retry([("m", "d")]))  # abandons the stuck scoring
+
+                tg.start_soon(retry)
+                await until(lambda: len(of_type(events, ev.DatasetScoring)) == 2, "second scoring began")
+                await anyio.sleep(0.3)  # room for a second scoring thread to start, were it let
+                blocked.release.set()
+            return retried[0]
+
+    assert anyio.run(main) == 0
+    assert most[0] == 1  # eval_workers = 1: never two scorings at once, the abandoned one included
+    assert runner.state.pairs[("m", "d")].status == PairStatus.SCORED

@@ -43,7 +43,8 @@ def finish(wd: WorkDir, board: StatusBoard, dataset: str, shards: int = 1) -> No
 
 def watch(plan, wd, pairs, *, before=None, timeout: float = 10.0):  # type: ignore[no-untyped-def]
     events: list[ev.Event] = []
-    scorer = WatchScorer(plan, wd, events.append, pairs)
+    scorer = WatchScorer(plan, wd, events.append)
+    scorer.add(pairs)
 
     async def main() -> None:
         with anyio.fail_after(timeout):
@@ -126,7 +127,8 @@ def test_pairs_with_results_are_not_scored_again_but_error_results_are(tmp_path:
     wd.result_file("m", "a").parent.mkdir(parents=True, exist_ok=True)
     wd.result_file("m", "a").write_text(json.dumps({"accuracy": 12.5, "details": []}))
     wd.result_file("m", "b").write_text(json.dumps({"error": "old evaluator bug"}))
-    events = watch(plan, wd, [("m", "a"), ("m", "b")])
+    # The session hands the watcher only the pairs without a scored result (planned in a thread)
+    events = watch(plan, wd, [p for p in [("m", "a"), ("m", "b")] if not wd.has_scored_result(*p)])
     assert [e.dataset for e in events if isinstance(e, ev.DatasetScored)] == ["b"]
     assert json.loads(wd.result_file("m", "a").read_text())["accuracy"] == 12.5
 
@@ -176,7 +178,8 @@ class Clock:
 
 def watch_with(plan, wd, pairs, clock, before, timeout: float = 10.0):  # type: ignore[no-untyped-def]
     events: list[ev.Event] = []
-    scorer = WatchScorer(plan, wd, events.append, pairs, clock=clock)
+    scorer = WatchScorer(plan, wd, events.append, clock=clock)
+    scorer.add(pairs)
 
     async def main() -> None:
         with anyio.fail_after(timeout):

@@ -96,7 +96,6 @@ class DatasetRun:
     remaining: int = 0  # samples not finished in this run (queued + in flight)
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
-    load_error: str = ""
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written
 
 
@@ -131,7 +130,6 @@ class ModelInference:
         workdir: WorkDir,
         board: StatusBoard,
         emit: ev.Sink,
-        datasets: list[DatasetConfig] | None = None,
         on_inferred: Callable[[str, str], None] | None = None,
     ):
         self.plan = plan
@@ -140,7 +138,6 @@ class ModelInference:
         self.workdir = workdir
         self.board = board
         self.emit = emit
-        self.datasets = plan.datasets if datasets is None else datasets
         self.on_inferred = on_inferred or (lambda model, dataset: None)
         self.runs: list[DatasetRun] = []  # in the order they run; a retry appends the pair again
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
@@ -157,7 +154,7 @@ class ModelInference:
         self._stopped = ""  # why the model stopped before its samples were done
 
     # ------------------------------------------------------------------ planning (sync, in a thread)
-    def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig] | None = None, emit: ev.Sink | None = None) -> list[DatasetRun]:
+    def plan_pairs(self, totals: dict[str, int], datasets: list[DatasetConfig], emit: ev.Sink) -> list[DatasetRun]:
         """Decide per dataset what is left from earlier runs; write `pending` statuses.
 
         Reads every checkpoint line and hashes the data file, so it runs in a worker thread; its
@@ -166,9 +163,8 @@ class ModelInference:
         """
         m = self.model.abbr
         wd = self.workdir
-        emit = emit or self.emit
         runs = []
-        for ds in self.datasets if datasets is None else datasets:
+        for ds in datasets:
             total = totals[ds.abbr]
             version = self._drop_stale_work(ds, emit)
             if self._kept_whole(ds, total, emit):
@@ -328,16 +324,7 @@ class ModelInference:
             # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
             records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg)
         except (DatasetError, OSError) as e:
-            run.load_error = str(e)
-            run.remaining = 0  # nothing of it will run: the next dataset may start
-            for s in run.shards:
-                s.outstanding = -1
-                self.board.write(m, d, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=0, error=run.load_error, version=run.version)
-                self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, 0, run.load_error))
-            run.ended = True
-            self.emit(ev.DatasetInferred(m, d, PairStatus.FAIL, sum(s.completed for s in run.shards), 0, error=run.load_error))
-            run.todo = iter(())
-            run.loaded.set()
+            self._end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
             return
         for s in run.shards:
@@ -442,21 +429,36 @@ class ModelInference:
         """Say `fail` (with why) for every shard the stopped model did not finish; a re-run resumes them."""
         m = self.model.abbr
         for run in self.runs:
-            if run.load_error:
-                continue
             unfinished = [s for s in run.shards if s.status is None]
-            run.started, run.todo, run.remaining = True, iter(()), 0
-            run.loaded.set()
-            for s in unfinished:
-                s.checkpoint.close()
-                s.status, s.outstanding = PairStatus.FAIL, -1
-                self.board.write(m, run.cfg.abbr, s.shard, len(run.shards), "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
-                self.emit(ev.ShardStatusChanged(m, run.cfg.abbr, s.shard, len(run.shards), PairStatus.FAIL, s.total, s.completed, s.failed, error))
             if unfinished:
-                run.ended = True
-                self.emit(ev.DatasetInferred(m, run.cfg.abbr, PairStatus.FAIL, sum(s.completed for s in run.shards), sum(s.failed for s in run.shards), error=error))
-                self.on_inferred(m, run.cfg.abbr)
+                self._end_failed(run, unfinished, error)
+            else:  # ended already; one never started must not be waited for
+                run.started, run.todo, run.remaining = True, iter(()), 0
+                run.loaded.set()
         self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
+
+    def _end_failed(self, run: DatasetRun, shards: list[ShardRun], error: str) -> None:
+        """End the dataset as failed: `fail` (with why) for these shards, DatasetInferred, the
+        watcher woken; none of its samples is handed out any more."""
+        m, d, n = self.model.abbr, run.cfg.abbr, len(run.shards)
+        run.started, run.todo, run.remaining = True, iter(()), 0
+        run.loaded.set()
+        for s in shards:
+            s.checkpoint.close()
+            s.status, s.outstanding = PairStatus.FAIL, -1
+            self.board.write(m, d, s.shard, n, "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
+            self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
+        self._end_dataset(run, PairStatus.FAIL, "", error)
+
+    def _end_dataset(self, run: DatasetRun, status: PairStatus, path: str, error: str) -> None:
+        """DatasetInferred (its predictions, if any, are written) and the watcher woken."""
+        m, d = self.model.abbr, run.cfg.abbr
+        run.todo = iter(())  # lets go of the data file at once
+        run.ended = True
+        completed = sum(s.completed for s in run.shards)
+        failed = sum(s.failed for s in run.shards)
+        self.emit(ev.DatasetInferred(m, d, status, completed, failed, path, error))
+        self.on_inferred(m, d)
 
     async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
         """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
@@ -509,13 +511,8 @@ class ModelInference:
         shard.status = status
         self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
         if all_final:
-            run.todo = iter(())  # lets go of the data file at once
-            completed = sum(s.completed for s in run.shards)
-            failed = sum(s.failed for s in run.shards)
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
-            run.ended = True
-            self.emit(ev.DatasetInferred(m, d, final_status, completed, failed, path, error))
-            self.on_inferred(m, d)
+            self._end_dataset(run, final_status, path, error)
 
     async def _write_predictions(self, run: DatasetRun) -> None:
         """Merge the checkpoints into the final file, in a thread: it reads every line."""
@@ -530,7 +527,7 @@ class ModelInference:
         left `running` by a run that stopped."""
         m = self.model.abbr
         for run in self.runs:
-            if not run.started or run.load_error:
+            if not run.started:
                 continue
             for s in run.shards:
                 if s.status is None:

@@ -44,7 +44,7 @@ class Session:
         self.emit = emit
         self.urls: dict[str, str] = {}
         self.totals: dict[str, int] = {}
-        self.watcher = WatchScorer(plan, workdir, emit, [], code_workers=code_workers, gate=gate)
+        self.watcher = WatchScorer(plan, workdir, emit, code_workers=code_workers, gate=gate)
         self.exit_code = 1
         self.ended = anyio.Event()  # set by the runner once RunFinished is out
         self._opened = anyio.Event()
@@ -119,7 +119,12 @@ class Session:
         if self.watcher.pending and not self.watcher.running:
             self.watcher.running = True
             self._work.start_soon(self.watcher.run)
-        if not self._running:
+        self._maybe_finished()
+
+    def _maybe_finished(self) -> None:
+        """Tell the watcher inference is over once no pool runs and no pair is being planned
+        (a retry being planned brings more)."""
+        if not self._running and not self._planning:
             self.watcher.inference_finished()
 
     def _retryable(self, pairs: list[Pair]) -> list[Pair]:
@@ -172,8 +177,7 @@ class Session:
                     await inf.run()
         finally:
             self._running.discard(inf.model.abbr)
-            if not self._running and not self._planning:
-                self.watcher.inference_finished()
+            self._maybe_finished()
 
     # ------------------------------------------------------------------ around the work
     async def _report_heartbeats(self) -> None:

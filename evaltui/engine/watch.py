@@ -10,7 +10,8 @@ Scoring runs in worker threads (code execution in subprocesses), never on the ev
 most `eval_workers` at a time; an evaluator that raises becomes an error result for its pair.
 A thread cannot be stopped, so a scoring that a retry or a quit abandons is fenced off instead:
 it may only put its result in place while the pair's generation in the ScoreGate is the one it
-started under, checked under a lock together with the rename.
+started under, checked under a lock together with the rename. It keeps its `eval_workers` slot
+until its thread really ends, so abandoned scorings never add to the ones running.
 
 Pairs can be added while it runs (a retry joining the live run) and forgotten (a retry of a pair
 it was about to score or was scoring).
@@ -130,7 +131,6 @@ class WatchScorer:
         plan: Plan,
         workdir: WorkDir,
         emit: ev.Sink,
-        pairs: list[Pair],
         *,
         clock: Callable[[], float] = time.time,
         code_workers: int = 2,
@@ -139,7 +139,7 @@ class WatchScorer:
         self.plan = plan
         self.workdir = workdir
         self.emit = emit
-        self.pending: list[Pair] = [p for p in pairs if not workdir.has_scored_result(*p)]
+        self.pending: list[Pair] = []  # added (add) as their inference is queued
         self.clock = clock
         self.code_workers = code_workers
         self.gate = gate or ScoreGate()
@@ -148,7 +148,11 @@ class WatchScorer:
         self._wake = anyio.Event()
         self._inference_done = False
         self._warmed = False
+        # Its own thread limiter, not anyio's default one that loading data and merging
+        # checkpoints use. The loop gives its token back when it abandons a scoring
+        # (abandon_on_cancel), so the slots are also taken inside the thread, until it really ends.
         self._limiter = anyio.CapacityLimiter(plan.run.eval_workers)
+        self._slots = threading.BoundedSemaphore(plan.run.eval_workers)
 
     def wake(self) -> None:
         self._wake.set()
@@ -246,6 +250,13 @@ class WatchScorer:
         await anyio.sleep(0.5)
         await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
+    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace) -> float:
+        """In a worker thread: score `pair` once one of the `eval_workers` slots is free."""
+        with self._slots:
+            if not self.gate.current(pair, token):
+                raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
+            return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace)
+
     async def _score(self, pair: Pair, scope: anyio.CancelScope) -> None:
         from evaltui.scoring import main_metric
 
@@ -260,13 +271,9 @@ class WatchScorer:
                     return
                 self.emit(ev.DatasetScoring(model, dataset))
                 try:
-                    # Its own limiter (eval_workers), not anyio's default pool that loading data and
-                    # merging checkpoints use; abandon_on_cancel: Ctrl-C must not wait for a long
-                    # code_exec batch to finish (the gate keeps the abandoned thread from writing).
-                    value = await anyio.to_thread.run_sync(
-                        score_pair, self.plan, self.workdir, model, dataset, self.code_workers, replace,
-                        abandon_on_cancel=True, limiter=self._limiter,
-                    )
+                    # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
+                    # (the gate keeps the abandoned thread from writing, _slots from adding up).
+                    value = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
