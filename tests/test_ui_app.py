@@ -191,3 +191,67 @@ def test_r_while_the_run_goes_on_joins_it(tmp_path: Path, sim_factory: Any) -> N
     assert kinds.count(ev.RunFinished) == 1 and kinds.index(ev.RetryStarted) < kinds.index(ev.RunFinished)  # one run, joined
     retried = kinds.index(ev.RetryStarted)
     assert sorted(e.sample_index for e in of_type(events[retried:], ev.SampleFinished) if e.dataset == "long") == [0, 4, 8]
+
+
+def test_R_retries_every_failed_dataset_and_only_their_failed_samples(tmp_path: Path, sim_factory: Any) -> None:
+    # Every third question of "one" and "two" is too long for the server (a 400, never retried);
+    # "fine" has none. The server is fixed, then `R` re-runs just those samples of both.
+    sim = sim_factory(SimConfig(faults=Faults(max_prompt_chars=120)))
+
+    def padded(prefix: str) -> Path:
+        rows = [dict(r, question=r["question"] + (" pad" * 40 if i % 3 == 0 else "")) for i, r in enumerate(arithmetic(9, prefix))]
+        return write_jsonl(tmp_path / f"{prefix}.jsonl", rows)
+
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url)],
+        datasets=[gsm_dataset("one", padded("A")), gsm_dataset("two", padded("B")), gsm_dataset("fine", write_jsonl(tmp_path / "fine.jsonl", arithmetic(5)))],
+    )
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(plan), sink=events.append)
+
+    async def scenario() -> None:
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(200, 50)) as pilot:
+            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            await pilot.pause(0.3)
+            assert sorted(app.state.failed_pairs()) == [("m", "one"), ("m", "two")]
+            assert "R" in footer_keys(app)
+            sim.config.faults = Faults()  # the server is fixed
+            before = len(events)
+            await pilot.press("R")
+            await until(
+                pilot,
+                lambda: all(app.state.pairs[("m", d)].status == ev.PairStatus.SCORED for d in ("one", "two")) and not app.engine.busy,
+                "both retries to score",
+            )
+            await pilot.pause(0.3)
+            resent = sorted((e.dataset, e.sample_index) for e in of_type(events[before:], ev.SampleFinished))
+            assert resent == [(d, i) for d in ("one", "two") for i in (0, 3, 6)]  # only the failed samples, of both
+            assert app.query_one(FailuresLog).lines == []
+            assert app.exit_code == 0 and "R" not in footer_keys(app)
+
+    asyncio.run(scenario())
+
+
+def test_question_mark_shows_the_keys(tmp_path: Path) -> None:
+    from textual.widgets import Static
+
+    from evaltui.ui.screens.modals import HelpScreen
+    from ui_script import Clock, feed, planned, scripted_app
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(120, 40)) as pilot:
+            feed(app, planned())
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            text = "\n".join(str(s.render()) for s in app.screen.query(Static))
+            for key, what in (("enter", "details"), ("r", "retry the highlighted"), ("R", "retry every failed"), ("t", "next theme"), ("q", "quit"), ("?", "this help")):
+                assert any(line.strip().startswith(key) and what in line for line in text.splitlines()), (key, text)
+            await pilot.press("escape")
+            await pilot.pause()
+            assert not isinstance(app.screen, HelpScreen)
+
+    asyncio.run(scenario())

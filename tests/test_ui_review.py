@@ -200,3 +200,90 @@ def test_a_second_q_while_stopping_leaves_at_once(tmp_path: Path) -> None:
         return app.return_value, app.exit_code
 
     assert asyncio.run(scenario()) == (130, 130)
+
+
+def _failed(model: str, dataset: str) -> list[ev.Event]:
+    err = ev.SampleError("http", 500, "upstream down", 3)
+    out: list[ev.Event] = [ev.DatasetStarted(model, dataset, 100, 100)]
+    out += [ev.SampleFinished(model, dataset, 0, i) for i in range(98)]
+    out += [ev.SampleFailed(model, dataset, 0, i, err) for i in (98, 99)]
+    out.append(ev.ShardStatusChanged(model, dataset, 0, 1, "fail", 100, 98, 2, "2 samples failed"))
+    out.append(ev.DatasetInferred(model, dataset, "fail", 98, 2, "", "2 samples failed"))
+    return out
+
+
+def test_a_retry_ending_frees_only_its_own_datasets(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from evaltui.ui.widgets.progress import ProgressTable
+
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        jobs: list[Future[int]] = []
+
+        def retry(pairs):  # type: ignore[no-untyped-def]  # the engine's retry, held open by the test
+            job: Future[int] = Future()
+            jobs.append(job)
+            app.engine.jobs.append(job)
+            return job
+
+        app.engine.retry = retry  # type: ignore[method-assign]
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + _failed("alpha", "gsm") + _failed("beta", "gsm"))
+            table = app.query_one(ProgressTable)
+            for pair in (("alpha", "gsm"), ("beta", "gsm")):
+                table.move_cursor(row=table.get_row_index("\t".join(pair)))
+                await pilot.pause()
+                assert app.action_applies("retry")
+                await pilot.press("r")
+                await pilot.pause()
+            assert len(jobs) == 2 and not app.action_applies("retry_all")  # both being retried
+            jobs[0].set_result(1)  # alpha/gsm's retry ended; beta/gsm's still runs
+            app.fold_pending()
+            await pilot.pause()
+            assert app._retryable() == [("alpha", "gsm")]  # still failed: offered again
+            assert not app.action_applies("retry")  # the cursor is on beta/gsm: not twice at once
+            jobs[1].set_result(1)
+
+    asyncio.run(scenario())
+
+
+def test_the_final_leaderboard_shows_every_row_at_80x24(tmp_path: Path) -> None:
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+    from evaltui.scoring.leaderboard import build_leaderboard
+    from evaltui.ui.app import EvalApp
+    from evaltui.ui.widgets.panes import LeaderboardTable
+    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+
+    names = ["d1", "d2", "d3", "d4", "d5"]
+    data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
+    plan = write_plan(
+        tmp_path,
+        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate"} for m in ("alpha", "beta")],
+        datasets=[gsm_dataset(d, data) for d in names],
+    )
+    clock = Clock()
+    app = EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+    scores = {(m, d): 50.0 + i for i, (m, d) in enumerate((m, d) for m in ("alpha", "beta") for d in names)}
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            events: list[ev.Event] = [ev.RunStarted("/tmp/out", ("alpha", "beta"), tuple(names), "run")]
+            events += [ev.DatasetPlanned(m, d, 4, 1) for m, d in scores]
+            feed(app, events)
+            await pilot.pause()
+            board = app.query_one(LeaderboardTable)
+            assert board.outer_size.height < board.row_count + 3  # while running, progress has the room
+            events = [ev.DatasetScored(m, d, "accuracy", s) for (m, d), s in scores.items()]
+            rows = [(d, "v1", "accuracy", "gen") for d in names]
+            events.append(ev.RunFinished(0, False, {}, build_leaderboard(rows, ["alpha", "beta"], scores), 1.0))
+            feed(app, events)
+            await pilot.pause(0.3)
+            assert board.row_count == len(names) + 1  # and the Average row
+            assert board.outer_size.height == board.row_count + 3  # header and border: nothing cut
+            assert board.scroll_offset.y == 0 and board.max_scroll_y == 0
+
+    asyncio.run(scenario())

@@ -81,7 +81,7 @@ class EvalApp(App[int]):
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[tuple[str, str]] = set()
         self._reported: set[int] = set()
-        self._retry_jobs: set[int] = set()
+        self._retry_jobs: dict[int, tuple[tuple[str, str], ...]] = {}  # retry job -> its pairs
         self._palette: dict[str, str] = {}
         self.exit_code = 1
         self.themes = themes if themes is not None else load_themes()
@@ -98,6 +98,7 @@ class EvalApp(App[int]):
         self.progress = ProgressTable(id="progress")
         self.board = LeaderboardTable(id="leaderboard")
         self.failures = FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
+        self.main = Horizontal(id="main")
         # the plan's rows, models and versions, taken now, before the engine's thread starts: later
         # the runner's state is that thread's to change, and the scores come from this app's own fold
         self._empty_board = dataclasses.replace(runner.leaderboard(), scores={})
@@ -116,7 +117,7 @@ class EvalApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield self.strip
-        with Horizontal(id="main"):
+        with self.main:
             yield self.progress
             with Vertical(id="side"):
                 yield self.board
@@ -193,8 +194,10 @@ class EvalApp(App[int]):
             match e:
                 case ev.RunStarted() | ev.RetryStarted():
                     self._live = True
+                    self.main.remove_class("-finished")
                 case ev.RunFinished():
                     self._live = False
+                    self.main.add_class("-finished")  # the final leaderboard gets the room it needs
                 case ev.Notice(message=msg, level=level):
                     self.notify(msg, severity="error" if level == "error" else ("warning" if level == "warning" else "information"), markup=False)
             match e:
@@ -245,7 +248,7 @@ class EvalApp(App[int]):
                 continue
             self._reported.add(id(job))
             ended = True
-            self._retrying.clear()
+            self._retrying.difference_update(self._retry_jobs.get(id(job), ()))  # others still run
             self._take_result(job)
         return ended
 
@@ -317,7 +320,7 @@ class EvalApp(App[int]):
 
     def _retry(self, pairs: Sequence[tuple[str, str]]) -> None:
         self._retrying.update(pairs)
-        self._retry_jobs.add(id(self.engine.retry(pairs)))
+        self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
         names = ", ".join(f"{m}/{d}" for m, d in pairs)
         self.notify(f"retrying the failed samples of {names}", timeout=4, markup=False)
         self._refresh_keys()
