@@ -287,3 +287,38 @@ def test_the_final_leaderboard_shows_every_row_at_80x24(tmp_path: Path) -> None:
             assert board.scroll_offset.y == 0 and board.max_scroll_y == 0
 
     asyncio.run(scenario())
+
+
+def test_quit_asks_when_a_retry_was_asked_for_after_the_run_ended(tmp_path: Path) -> None:
+    from concurrent.futures import Future
+
+    from evaltui.ui.screens.modals import ConfirmQuit
+    from evaltui.ui.widgets.progress import ProgressTable
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        run: Future[int] = Future()
+        app.engine.jobs.append(run)
+        retry: Future[int] = Future()
+
+        def start_retry(pairs):  # type: ignore[no-untyped-def]  # queued: RetryStarted not out yet
+            app.engine.jobs.append(retry)
+            return retry
+
+        app.engine.retry = start_retry  # type: ignore[method-assign]
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + _failed("alpha", "gsm"))
+            feed(app, [ev.RunFinished(1, False)])
+            run.set_result(1)
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("alpha\tgsm"))
+            await pilot.pause()
+            await pilot.press("r")
+            await pilot.pause()
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, ConfirmQuit) and not app._exit  # the retry would be cut short
+            await pilot.press("n")
+            retry.set_result(0)
+
+    asyncio.run(scenario())

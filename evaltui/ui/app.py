@@ -80,6 +80,7 @@ class EvalApp(App[int]):
         self._last_slow = -SLOW_TICK
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[tuple[str, str]] = set()
+        self._jobs_at_finish = 0  # engine jobs asked for when the last RunFinished came in
         self._reported: set[int] = set()
         self._retry_jobs: dict[int, tuple[tuple[str, str], ...]] = {}  # retry job -> its pairs
         self._palette: dict[str, str] = {}
@@ -197,6 +198,7 @@ class EvalApp(App[int]):
                     self.main.remove_class("-finished")
                 case ev.RunFinished():
                     self._live = False
+                    self._jobs_at_finish = len(self.engine.jobs)
                     self.main.add_class("-finished")  # the final leaderboard gets the room it needs
                 case ev.Notice(message=msg, level=level):
                     self.notify(msg, severity="error" if level == "error" else ("warning" if level == "warning" else "information"), markup=False)
@@ -347,9 +349,11 @@ class EvalApp(App[int]):
 
     def _work_over(self) -> bool:
         """Nothing left to interrupt: nothing runs, or the last run (or retry) reported its end —
-        its job's future completes a moment after RunFinished, while it lets go of the work dir."""
+        its job's future completes a moment after RunFinished, while it lets go of the work dir —
+        and no retry was asked for since."""
         self.fold_pending()
-        return not self.engine.busy or (self.state.finished is not None and not self._live)
+        ended = self.state.finished is not None and not self._live and len(self.engine.jobs) == self._jobs_at_finish
+        return not self.engine.busy or ended
 
     def _leave(self) -> None:
         finished = self.state.finished
