@@ -7,6 +7,7 @@ failed yesterday lists its failures today. Reading is synchronous and streams li
 
 from __future__ import annotations
 
+import contextlib
 import json
 from functools import partial
 from pathlib import Path
@@ -98,23 +99,20 @@ def _verdicts(result: Path, wanted: set[int]) -> dict[int, bool]:
     found: dict[int, bool] = {}
     if not wanted:
         return found
-    try:
-        with open(result, "rb") as f:
-            for raw in f:
-                line = raw.strip().rstrip(b",")
-                if not (line.startswith(b"{") and line.endswith(b"}") and b'"correct"' in line):
-                    continue
-                try:
-                    detail = json.loads(line)
-                except ValueError:
-                    continue
-                index = detail.get("index")
-                if index in wanted and isinstance(detail.get("correct"), bool):
-                    found[index] = detail["correct"]
-                    if len(found) == len(wanted):
-                        break
-    except OSError:
-        pass  # not scored (yet): no verdicts
+    with contextlib.suppress(OSError), open(result, "rb") as f:  # not scored (yet): no verdicts
+        for raw in f:
+            line = raw.strip().rstrip(b",")
+            if not (line.startswith(b"{") and line.endswith(b"}") and b'"correct"' in line):
+                continue
+            try:
+                detail = json.loads(line)
+            except ValueError:
+                continue
+            index = detail.get("index")
+            if index in wanted and isinstance(detail.get("correct"), bool):
+                found[index] = detail["correct"]
+                if len(found) == len(wanted):
+                    break
     return found
 
 

@@ -6,6 +6,7 @@ keyed, and a repaint only writes the cells whose text changed (the reconcile-by-
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -128,11 +129,9 @@ class ProgressTable(DataTable[Text]):
         """After the rows are (re)built: back on the row that was highlighted, else the first dataset."""
         key, self._keep = self._keep, None
         if key is not None:
-            try:
+            with contextlib.suppress(RowDoesNotExist):  # that row is gone: the first dataset then
                 self.move_cursor(row=self.get_row_index(key))
                 return
-            except RowDoesNotExist:
-                pass
         self.move_cursor(row=1)  # the first dataset, not its model's heading
 
     def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette, *, rates: bool = True) -> None:
