@@ -24,6 +24,7 @@ Clients:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -31,6 +32,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from workload import stop_process  # bench/ is on the path when a script here runs
 
 CLIENTS = ("aiohttp", "aiohttp-trust-env", "httpx-aiohttp", "httpx-aiohttp-direct", "evaltui")
 BODY = {"inputs": "What is 6*7?", "parameters": {"max_new_tokens": 16}}
@@ -42,12 +45,10 @@ def cpu_now() -> float:
 
 
 def pin(pid: int, cpu: int) -> bool:
-    try:
+    with contextlib.suppress(AttributeError, OSError):  # no affinity on this platform: run unpinned
         if len(os.sched_getaffinity(0)) >= 2:
             os.sched_setaffinity(pid, {cpu})
             return True
-    except (AttributeError, OSError):
-        pass
     return False
 
 
@@ -190,11 +191,7 @@ def main() -> int:
                   f"(floor/wall {floor / statistics.median(wall):.2f})")
         print(f"load: {os.getloadavg()}")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     return 0
 
 

@@ -28,6 +28,8 @@ import sys
 import time
 import urllib.request
 
+from workload import stop_process  # bench/ is on the path when a script here runs
+
 BODY = json.dumps({"inputs": "What is 6*7?", "parameters": {"max_new_tokens": 16}}).encode()
 REQUEST = (b"POST /generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
            b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
@@ -153,11 +155,7 @@ def main() -> int:
                   f"(server counted {n1 - n0} incl. warmup; server CPU s over the run: {cpu}; "
                   f"requests per server CPU-second: {per_cpu})")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
     return 0
 
 

@@ -73,12 +73,17 @@ class Sim:
         _NO_PROXY.open(req, timeout=60).read()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """Ask a helper process to leave, and make it if it has not within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def start_sim(key: Path, latency: float, jitter: float, seed: int, accuracy: float,
