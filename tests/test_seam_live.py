@@ -6,6 +6,7 @@ Waits are bounded; nothing here asserts a duration.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -28,6 +29,28 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> 
     with anyio.fail_after(timeout):
         while not check():
             await anyio.sleep(0.01)
+
+
+async def run_and_retry(
+    runner: Runner, pair: tuple[str, str], before: Callable[[], Any], after: Callable[[], Any], *, limit: float = 90
+) -> dict[str, int]:
+    """Run the plan; once `before` returns, retry `pair` beside the run; then `after`.
+    The exit codes of the run and of the retry, by name."""
+    codes: dict[str, int] = {}
+
+    async def run() -> None:
+        codes["run"] = await runner.run()
+
+    async def retry() -> None:
+        codes["retry"] = await runner.retry([pair])
+
+    with anyio.fail_after(limit):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await before()
+            tg.start_soon(retry)
+            await after()
+    return codes
 
 
 async def live(body: Callable[[], Any]) -> None:
@@ -297,35 +320,24 @@ def test_retry_while_running_restarts_a_model_whose_pool_had_ended(tmp_path: Pat
     runner.subscribe(events.append)
     sent: list[str] = []
 
-    async def main() -> tuple[int, int]:
-        with anyio.fail_after(90):
-            async with anyio.create_task_group() as tg:
-                codes: dict[str, int] = {}
+    async def before() -> None:
+        # m's only dataset has failed, and its pool has nothing left: it has ended
+        await until(lambda: any(isinstance(e, ev.ModelLoad) and e.model == "m" and e.requests == 40 and e.in_flight == 0 for e in events), "m ended")
+        await until(lambda: ("m", "d") in runner.failed_pairs(), "m/d failed")
+        assert runner.state.finished is None
+        sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+        sim.reset_stats()
 
-                async def run() -> None:
-                    codes["run"] = await runner.run()
+    async def after() -> None:
+        await until(lambda: runner.state.pairs[("m", "d")].status == PairStatus.SCORED, "m/d scored")
+        sent.extend(r.prompt for r in sim.stats.log if r.model == "m")
+        sim.call(lambda s: s.config.models.__setitem__("slow", ModelProfile(latency=0.0)))
 
-                tg.start_soon(run)
-                # m's only dataset has failed, and its pool has nothing left: it has ended
-                await until(lambda: any(isinstance(e, ev.ModelLoad) and e.model == "m" and e.requests == 40 and e.in_flight == 0 for e in events), "m ended")
-                await until(lambda: ("m", "d") in runner.failed_pairs(), "m/d failed")
-                assert runner.state.finished is None
-                sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
-                sim.reset_stats()
-                tg.start_soon(lambda: _retry(runner, codes))
-                await until(lambda: runner.state.pairs[("m", "d")].status == PairStatus.SCORED, "m/d scored")
-                sent.extend(r.prompt for r in sim.stats.log if r.model == "m")
-                sim.call(lambda s: s.config.models.__setitem__("slow", ModelProfile(latency=0.0)))
-        return codes["run"], codes["retry"]
-
-    run_code, retry_code = anyio.run(main)
+    codes = anyio.run(run_and_retry, runner, ("m", "d"), before, after)
+    run_code, retry_code = codes["run"], codes["retry"]
     assert sorted(sent) == sorted(long_prompts(rows))
     assert run_code == retry_code and len(of_type(events, ev.RunFinished)) == 1
     assert runner.state.pairs[("m", "d")].score == 100.0 and runner.state.failures_of("m", "d") == []
-
-
-async def _retry(runner: Runner, codes: dict[str, int]) -> None:
-    codes["retry"] = await runner.retry([("m", "d")])
 
 
 def test_a_retry_of_a_pair_still_being_inferred_leaves_it_to_finish(tmp_path: Path, sim_factory) -> None:
@@ -335,22 +347,14 @@ def test_a_retry_of_a_pair_still_being_inferred_leaves_it_to_finish(tmp_path: Pa
     events: list[ev.Event] = []
     runner.subscribe(events.append)
 
-    async def main() -> tuple[int, int]:
-        with anyio.fail_after(90):
-            async with anyio.create_task_group() as tg:
-                codes: dict[str, int] = {}
+    async def before() -> None:
+        await until(lambda: bool(of_type(events, ev.SampleFinished)), "m/d running")
 
-                async def run() -> None:
-                    codes["run"] = await runner.run()
+    async def after() -> None:
+        await until(lambda: any("not retried, still running: m/d" in n.message for n in runner.state.notices), "refused")
+        sim.call(lambda s: setattr(s.config, "default", ModelProfile(latency=0.0)))
 
-                tg.start_soon(run)
-                await until(lambda: bool(of_type(events, ev.SampleFinished)), "m/d running")
-                tg.start_soon(lambda: _retry(runner, codes))
-                await until(lambda: any("not retried, still running: m/d" in n.message for n in runner.state.notices), "refused")
-                sim.call(lambda s: setattr(s.config, "default", ModelProfile(latency=0.0)))
-        return codes["run"], codes["retry"]
-
-    assert anyio.run(main) == (0, 0)
+    assert anyio.run(run_and_retry, runner, ("m", "d"), before, after) == {"run": 0, "retry": 0}
     assert not of_type(events, ev.RetryStarted) and len(of_type(events, ev.DatasetStarted)) == 1
     assert sim.stats.requests_total == 20  # nothing sent twice
 
@@ -418,24 +422,14 @@ def test_a_retry_joining_a_run_that_fails_to_start_does_not_wait_forever(tmp_pat
     rows = arithmetic(5)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
     runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])))
-    codes: dict[str, int] = {}
+    async def before() -> None:
+        await until(counting.is_set, "planning began")  # the retry then finds a session that has not opened
 
-    async def main() -> None:
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as tg:
-                async def run() -> None:
-                    codes["run"] = await runner.run()
+    async def after() -> None:
+        await anyio.sleep(0.1)
+        release.set()
 
-                async def retry() -> None:
-                    codes["retry"] = await runner.retry([("m", "d")])
-
-                tg.start_soon(run)
-                await until(counting.is_set, "planning began")
-                tg.start_soon(retry)  # the run's session exists but has not opened
-                await anyio.sleep(0.1)
-                release.set()
-
-    anyio.run(main)
+    codes = anyio.run(functools.partial(run_and_retry, runner, ("m", "d"), before, after, limit=20))
     assert codes == {"run": 1, "retry": 1}
 
 
