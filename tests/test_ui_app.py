@@ -122,10 +122,13 @@ def test_enter_shows_failed_samples_and_predictions(tmp_path: Path, sim_factory:
 
 
 def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> None:
+    N = 2000
     plan = write_plan(
         tmp_path,
+        # 2,000 samples at 8 in flight last at least 12.5 s: the run is surely still going when the
+        # user changes their mind, however slow the machine is today
         models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.05", "max_workers": 8}],
-        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(400)))],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(N)))],
     )
     runner = Runner(load_plan(plan))
 
@@ -149,15 +152,23 @@ def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> Non
     app = asyncio.run(scenario())
     assert app.exit_code == 130 and app.return_value == 130
     done_before = app.state.totals()[0]
-    assert 20 <= done_before < 400
+    assert 20 <= done_before < N
 
     from planmaker import run_plan
 
-    code, events, _ = run_plan(plan)
+    # the re-run: the same work dir, datasets and model settings, against a quicker server
+    # (neither the URL nor max_workers shapes a prediction, so the work is kept)
+    rerun = write_plan(
+        tmp_path,
+        models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0", "max_workers": 32}],
+        datasets=[gsm_dataset("d", tmp_path / "d.jsonl")],
+        name="rerun.toml",
+    )
+    code, events, _ = run_plan(rerun)
     assert code == 0
     planned = of_type(events, ev.DatasetPlanned)[0]
     assert planned.completed >= done_before  # nothing finished was lost
-    assert len(of_type(events, ev.SampleFinished)) == 400 - planned.completed  # nothing done twice
+    assert len(of_type(events, ev.SampleFinished)) == N - planned.completed  # nothing done twice
 
 
 def test_r_while_the_run_goes_on_joins_it(tmp_path: Path, sim_factory: Any) -> None:
