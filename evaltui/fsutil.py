@@ -8,12 +8,13 @@ so a reader sees either the old file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
+
+from evaltui import fastjson
 
 
 def _current_umask() -> int:
@@ -66,16 +67,8 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
 
 
 def json_bytes(obj: Any) -> bytes:
-    """Compact UTF-8 JSON; readable non-ASCII text, yet never an error.
-
-    A model can reply with a lone surrogate (half of an emoji); UTF-8 cannot carry one, so such
-    a value is written with \\u escapes instead — one odd sample must not stop a run.
-    """
-    text = json.dumps(obj, ensure_ascii=False)
-    try:
-        return text.encode("utf-8")  # encoded once: this runs for every checkpoint line and detail
-    except UnicodeEncodeError:
-        return json.dumps(obj).encode("utf-8")
+    """Compact UTF-8 JSON (fastjson.dumps): every checkpoint line and scored detail."""
+    return fastjson.dumps(obj)
 
 
 def dumps_readable(obj: Any) -> str:
@@ -106,6 +99,6 @@ def read_json(path: str | os.PathLike[str]) -> Any | None:
     """The parsed file, or None when it is missing or not valid JSON (never half-written by us)."""
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read())
+            return fastjson.loads(f.read())
     except (FileNotFoundError, ValueError):
         return None

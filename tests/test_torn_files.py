@@ -115,6 +115,34 @@ def test_a_torn_checkpoint_line_loses_only_that_sample(capsys, setup) -> None:  
     assert_whole(wd, "a")
 
 
+def test_checkpoints_an_earlier_evaltui_wrote_with_spaced_json_are_resumed(capsys, setup) -> None:  # type: ignore[no-untyped-def]
+    """Before evaltui wrote compact JSON its checkpoint lines read `{"index": 3, "error": {…}}`:
+    an upgrade in the middle of a run keeps that work, and still tells a failure from an answer."""
+    plan, sim, wd = first_run(capsys, setup)
+    cp = wd.checkpoint_file("m", "a")
+    entries = [json.loads(line) for line in cp.read_bytes().splitlines()]
+    assert cp.read_bytes().startswith(b'{"version":"')  # what this evaltui writes
+    at = {e["index"]: k for k, e in enumerate(entries) if "index" in e}
+    failed = entries[at[4]]
+    entries[at[4]] = {**failed, "prediction": "", "error": {"type": "http", "status": 500, "message": 'said "error": {no}'}}
+    entries[at[5]]["prediction"] += ' "error": {not a failure}'  # text that looks like a key, inside a string
+    cp.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")  # json.dumps: the old layout
+    assert b'{"index": 3, "origin_prompt": ' in cp.read_bytes()
+    wd.predictions_file("m", "a").unlink()
+    wd.result_file("m", "a").unlink()
+    status = json.loads(wd.status_file("m", "a").read_text())
+    wd.status_file("m", "a").write_text(json.dumps({**status, "status": "fail", "failed": 1}))
+    before = sim.stats.requests_total
+    code, text = evaltui(capsys, plan)
+    assert code == 0, text
+    assert scores(text) == {"m/a": "100.00"}
+    assert sim.stats.requests_total - before == 1  # only the failed sample was asked again
+    preds = json.loads(wd.predictions_file("m", "a").read_text())
+    assert preds["4"]["prediction"] == failed["prediction"] and "error" not in preds["4"]
+    assert preds["5"]["prediction"].endswith(' "error": {not a failure}')
+    assert_whole(wd, "a")
+
+
 def test_zero_filled_and_garbage_checkpoint_lines_are_skipped(capsys, setup) -> None:  # type: ignore[no-untyped-def]
     """A crash of the machine can leave a block of NULs inside a file; a user's editor, any line."""
     plan, sim, wd = first_run(capsys, setup)

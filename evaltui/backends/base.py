@@ -8,7 +8,6 @@ and the loop is bounded by `retry` on every path.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -21,6 +20,7 @@ import aiohttp
 import anyio
 from yarl import URL
 
+from evaltui import fastjson
 from evaltui.backends.client import ModelClient, Reply, RequestFailed
 from evaltui.plan import ModelConfig
 
@@ -126,7 +126,7 @@ def server_message(reply: Reply) -> str:
     """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the text."""
     text = reply.body.decode("utf-8", "replace")
     try:
-        data = json.loads(text)
+        data = fastjson.loads(text)
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -177,7 +177,7 @@ class Backend(ABC):
 
     async def _post(self, url: URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError."""
-        body = json.dumps(payload).encode("ascii")
+        body = fastjson.dumps(payload)
         attempts = self.cfg.retry + 1
         last: BackendError | None = None
         retry_after: float | None = None
@@ -197,7 +197,7 @@ class Backend(ABC):
             status = reply.status
             if 200 <= status < 300:
                 try:
-                    return parse(json.loads(reply.body))
+                    return parse(fastjson.loads(reply.body))
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
                     snippet = " ".join(reply.body.decode("utf-8", "replace").split())[:200]
                     last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)

@@ -8,11 +8,12 @@ failed yesterday lists its failures today. Reading is synchronous and streams li
 from __future__ import annotations
 
 import contextlib
-import json
+import heapq
 from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, NamedTuple
 
+from evaltui import fastjson
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.state import Failure
 from evaltui.engine.workdir import WorkDir, iter_predictions, scan_checkpoint
@@ -40,15 +41,22 @@ def read_pair_details(
     entries = _entries(workdir, model, dataset)
     succeeded: set[int] = set()
     failed: dict[int, dict[str, Any]] = {}
-    samples: list[dict[str, Any]] = []
+    # the answered samples of lowest index (checkpoints are in completion order): a max-heap
+    # by index, each entry read only when it joins
+    lowest: list[tuple[int, dict[str, Any]]] = []
     for index, ok, entry in entries:
         if ok:
             succeeded.add(index)
             failed.pop(index, None)
-            if len(samples) < predictions:
-                samples.append({"index": index, **entry()})
+            if predictions <= 0 or any(-i == index for i, _ in lowest):
+                continue
+            if len(lowest) < predictions:
+                heapq.heappush(lowest, (-index, entry()))
+            elif index < -lowest[0][0]:
+                heapq.heapreplace(lowest, (-index, entry()))
         elif index not in succeeded:
             failed[index] = entry()  # a later failure of the same sample replaces the earlier
+    samples = [{"index": -i, **e} for i, e in sorted(lowest, reverse=True)]
     failures = [
         Failure(model, dataset, i, SampleError.from_dict(e.get("error") or {})) for i, e in sorted(failed.items())[:max_failures]
     ]
@@ -64,7 +72,7 @@ def _read_at(f: BinaryIO, offset: int) -> dict[str, Any]:
     """One checkpoint line, parsed only when it is asked for (most lines never are)."""
     f.seek(offset)
     try:
-        data = json.loads(f.readline())
+        data = fastjson.loads(f.readline())
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}
@@ -105,7 +113,7 @@ def _verdicts(result: Path, wanted: set[int]) -> dict[int, bool]:
             if not (line.startswith(b"{") and line.endswith(b"}") and b'"correct"' in line):
                 continue
             try:
-                detail = json.loads(line)
+                detail = fastjson.loads(line)
             except ValueError:
                 continue
             index = detail.get("index")

@@ -9,7 +9,6 @@ Two kinds of writes, each safe against `kill -9` at any instant:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from evaltui import fastjson
 from evaltui.fsutil import atomic_write_json, atomic_write_text, atomic_writer, json_bytes, read_json
 
 TERMINAL = ("done", "fail")
@@ -253,7 +253,7 @@ class WorkDir:
                         if line.startswith(b'"details": ['):
                             return head
                         try:
-                            head.update(json.loads(b"{" + line + b"}"))
+                            head.update(fastjson.loads(b"{" + line + b"}"))
                         except ValueError:
                             break
         except FileNotFoundError:
@@ -385,17 +385,18 @@ def checkpoint_version(path: Path) -> str:
         return ""
     if first.startswith(b'{"version"'):
         try:
-            return str(json.loads(first).get("version", ""))
+            return str(fastjson.loads(first).get("version", ""))
         except ValueError:
             return ""
     return ""
 
 
-# A checkpoint line as Checkpoint.append writes it starts `{"index": N, `. Inside a JSON string
-# every quote is escaped, so `"error": {` can only be the key of a failure entry: lines can be
-# classified without parsing them, which keeps resume and merge fast for millions of samples.
-_ENTRY_HEAD = re.compile(rb'\{"index": (\d+), ')
-_ERROR_KEY = b'"error": {'
+# A checkpoint line as Checkpoint.append writes it starts `{"index":N,` (`{"index": N, ` before
+# evaltui wrote compact JSON). Inside a JSON string every quote is escaped, so `"error":{` can
+# only be the key of a failure entry: lines can be classified without parsing them, which keeps
+# resume and merge fast for millions of samples.
+_ENTRY_HEAD = re.compile(rb'\{"index": ?(\d+), ?')
+_ERROR_KEY = re.compile(rb'"error": ?\{')
 
 
 def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
@@ -413,10 +414,10 @@ def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
                 break  # torn by a kill mid-write: that sample is simply not done
             m = _ENTRY_HEAD.match(line)
             if m is not None:
-                yield int(m.group(1)), _ERROR_KEY not in line, start
+                yield int(m.group(1)), _ERROR_KEY.search(line) is None, start
                 continue
             try:
-                entry = json.loads(line)
+                entry = fastjson.loads(line)
             except ValueError:
                 continue
             if isinstance(entry, dict) and isinstance(entry.get("index"), int):
@@ -452,7 +453,7 @@ def merge_checkpoints(paths: list[Path], total: int, out: Path) -> int:
                 if m is not None:
                     value = b"{" + line[m.end() :]
                 else:
-                    entry = json.loads(line)
+                    entry = fastjson.loads(line)
                     entry.pop("index", None)
                     value = json_bytes(entry)
                 w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
@@ -505,7 +506,7 @@ def iter_predictions(path: Path) -> Iterator[dict[str, Any]]:
                     if yielded:
                         raise ValueError(f"{path.name}: malformed line in the predictions file")
                     break  # another layout: read it whole below
-                batch.append({"index": int(m.group(1)), **json.loads(m.group(2))})
+                batch.append({"index": int(m.group(1)), **fastjson.loads(m.group(2))})
                 if len(batch) >= 256:
                     yielded = True
                     yield from batch

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import random
 import time
@@ -23,6 +22,7 @@ from urllib.parse import parse_qs, unquote
 
 from aiohttp import web
 
+from evaltui import fastjson
 from evaltui.sim import answers
 from evaltui.sim.config import SimConfig
 from evaltui.sim.faults import PROMPT_TOO_LONG, FaultInjector, format_seconds, simulated_message
@@ -53,11 +53,7 @@ class BadRequest(Exception):
     pass
 
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps(separators=) is not
-
-
-def _dumps(obj: Any) -> bytes:
-    return _encode(obj).encode()
+_dumps = fastjson.dumps
 
 
 def _max_tokens(value: Any, name: str) -> int | None:
@@ -178,7 +174,7 @@ class SimApp:
         call = Call(stats.begin(endpoint), endpoint, prefix or "default")
         try:
             try:
-                body = json.loads(req.body.decode("utf-8"))
+                body = fastjson.loads(req.body)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise BadRequest(f"invalid JSON body: {exc}") from None
             if not isinstance(body, dict):
