@@ -17,8 +17,9 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Container, Iterator
 
+from evaltui import fastjson
 from evaltui.plan import template_fields
 
 if TYPE_CHECKING:
@@ -44,17 +45,25 @@ def _open_text(path: Path) -> io.TextIOBase:
     return open(path, encoding="utf-8-sig", newline="")  # -sig: a leading BOM is not data
 
 
-def iter_records(path: Path, columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """Yield the file's records in order; DatasetError names the line or item that is wrong."""
+def iter_records(path: Path, columns: list[str] | None = None, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
+    """Yield the file's records in order; DatasetError names the line or item that is wrong.
+
+    A record whose index is in `skip` (a resumed run's finished samples) is yielded as None,
+    unread where the format allows: a .jsonl line is not parsed."""
     name = path.name
     try:
         if name.endswith((".jsonl", ".jsonl.gz")):
+            index = -1
             with _open_text(path) as f:
                 for lineno, line in enumerate(f, 1):
                     if not line.strip():
                         continue
+                    index += 1
+                    if index in skip:
+                        yield None
+                        continue
                     try:
-                        rec = json.loads(line)
+                        rec = fastjson.loads_exact(line)
                     except ValueError as e:
                         raise DatasetError(f"{name} line {lineno}: not valid JSON ({e})") from None
                     if not isinstance(rec, dict):
@@ -135,14 +144,18 @@ def count_records(plan: "Plan", ds: "DatasetConfig") -> int:
     return sum(1 for _ in open_records(plan, ds))
 
 
-def open_records(plan: "Plan", ds: "DatasetConfig") -> Iterator[dict[str, Any]]:
-    """The dataset's records (up to `limit`), read as they are taken; the file is opened, and its
-    first record read, before this returns, so an unreadable file is a DatasetError here."""
-    records = iter_records(plan.dataset_path(ds), ds.columns or None)
+def open_records(plan: "Plan", ds: "DatasetConfig", skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
+    """The dataset's records (up to `limit`), read as they are taken, None for those in `skip`;
+    the file is opened, and its first record read, before this returns, so an unreadable file is
+    a DatasetError here."""
+    records = iter_records(plan.dataset_path(ds), ds.columns or None, skip)
     if ds.limit:
         records = itertools.islice(records, ds.limit)
-    first = next(records, None)
-    return iter(()) if first is None else itertools.chain((first,), records)
+    try:
+        first = next(records)
+    except StopIteration:
+        return iter(())
+    return itertools.chain((first,), records)
 
 
 def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
@@ -154,6 +167,7 @@ def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
     intern = sys.intern
     records: list[dict[str, Any]] = []
     for rec in iter_records(plan.dataset_path(ds), ds.columns or None):
+        assert rec is not None  # nothing skipped
         records.append({intern(k): v for k, v in rec.items()})
         if ds.limit and len(records) >= ds.limit:
             break
@@ -181,6 +195,7 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
         for index, rec in enumerate(iter_records(plan.dataset_path(ds), ds.columns or None)):
             if ds.limit and index >= ds.limit:
                 break
+            assert rec is not None  # nothing skipped
             count += 1
             for name, tpl in list(templates.items()):
                 if needs[name] <= rec.keys():  # the usual case, without building a set per record

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import tomli_w
 
-from evaltui.datasets import DatasetError, check_dataset, iter_records, load_records, render_sample
+from evaltui.datasets import DatasetError, check_dataset, iter_records, load_records, open_records, render_sample
 from evaltui.plan import DatasetConfig, Plan, load_plan
 
 # tests/ -> repo root (/work/main) -> its parent, which holds shared/datasets.
@@ -35,6 +35,19 @@ def records(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------- jsonl
+
+
+def test_a_resume_reads_only_the_records_it_still_needs(tmp_path: Path) -> None:
+    """A resumed run skips its finished samples' lines unread: here they are not even JSON, and
+    the records it needs still come with their own index (blank lines are not records)."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"q": 0}\nnot json\n\n{"q": 2}\nneither\n{"q": 4}\n', encoding="utf-8")
+    got = list(iter_records(path, skip={1, 3}))
+    assert got == [{"q": 0}, None, {"q": 2}, None, {"q": 4}]
+    with pytest.raises(DatasetError, match="line 2: not valid JSON"):
+        list(iter_records(path, skip={3}))
+    plan, ds = plan_for(tmp_path, path=str(path), prompt="{q}", target="{q}")
+    assert list(open_records(plan, ds, skip={0, 1, 2, 3, 4})) == [None] * 5  # all done: still five places
 
 
 def test_jsonl_skips_blank_lines_and_keeps_order(tmp_path: Path) -> None:

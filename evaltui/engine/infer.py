@@ -99,7 +99,7 @@ class DatasetRun:
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written
 
 
-def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any]], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
+def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any] | None], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
     """The samples left to run, in index order, each with its record read from the data file as
     workers take them (or why it could not be read): a dataset's records are never all in memory.
 
@@ -109,15 +109,16 @@ def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, An
     problem = ""
     for s in shards:
         for i in s.indices:
-            record: dict[str, Any] | str = problem
+            record: dict[str, Any] | str | None = problem
             if not problem:
                 try:
-                    record = next(records)
+                    record = next(records)  # None for a sample in `done` (not read)
                 except StopIteration:
                     problem = record = f"{path} now has only {i} records, expected {shards[-1].indices.stop}"
                 except DatasetError as e:
                     problem = record = str(e)
             if i not in done:
+                assert record is not None
                 yield s, i, record
 
 
@@ -322,7 +323,7 @@ class ModelInference:
         m, d = self.model.abbr, run.cfg.abbr
         try:
             # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
-            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg)
+            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, run.done)
         except (DatasetError, OSError) as e:
             self._end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
