@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Any, Sequence
 
+from evaltui import eventloop
 from evaltui.sim.answers import AnswerKey
 from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_kind
 from evaltui.sim.server import SimServer
@@ -225,7 +226,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(serve(config))
+        return eventloop.run(serve(config))
     except KeyboardInterrupt:
         return 0
     except OSError as exc:
