@@ -410,9 +410,11 @@ def _check_url(url: str) -> list[str]:
             "environment variable in api_key_env instead"
         ]
     try:
-        parts.port  # noqa: B018 - parsing it is the check: out of range or not a number
+        port = parts.port  # parsing it is the check: out of range or not a number
     except ValueError as e:
         return [f"url: invalid port: {e} (got {url!r})"]
+    if port == 0:  # "any free port" to a server binding one; nothing can be reached there
+        return [f"url: invalid port: port 0 cannot be connected to (got {url!r})"]
     # urlsplit drops tabs and newlines before parsing: look at the authority as written
     authority = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
     if re.search(r"\s", authority):

@@ -371,6 +371,41 @@ def test_ca_file_is_trusted_in_addition_to_ssl_cert_file(tls: tuple[ssl.SSLConte
     assert https_generate(server_ctx, ca_file=str(first_pem)) == "you asked: over tls"
 
 
+def test_https_to_a_server_with_a_self_signed_certificate_named_in_ca_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model server's own certificate, made with `openssl req -x509` (no CA behind it), is what
+    `ca_file` names; a copy of the plan without it fails as untrusted."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)  # as openssl req -x509 makes it
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    (tmp_path / "server.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(tmp_path / "server.pem", tmp_path / "server.key")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+
+    assert https_generate(server_ctx, ca_file=str(tmp_path / "server.pem")) == "you asked: over tls"
+    with pytest.raises(BackendError) as err:
+        https_generate(server_ctx)
+    assert "not trusted" in err.value.message and err.value.attempts == 1
+
+
 def test_https_with_an_untrusted_certificate_fails_at_once_and_says_how_to_trust_it(
     tls: tuple[ssl.SSLContext, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -35,9 +35,10 @@ def test_the_same_file_spelled_another_way_keeps_the_work(tmp_path: Path, sim_fa
     _, sim, data = setup(tmp_path, sim_factory)
     spellings = ["data/d.jsonl", "./data/d.jsonl", str(data), "data/../data/d.jsonl"]
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", spellings[0])])
-    code, _, runner = run_plan(plan)
+    code, events, runner = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 20
     checkpoint = runner.workdir.checkpoint_file("m", "d").read_bytes()
+    versions = {summary_version(events)}
     for spelling in spellings[1:]:
         sim.reset_stats()
         plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", spelling)])
@@ -45,7 +46,19 @@ def test_the_same_file_spelled_another_way_keeps_the_work(tmp_path: Path, sim_fa
         assert code == 0 and sim.stats.requests_total == 0, spelling
         assert [e.status for e in of_type(events, ev.DatasetPlanned)] == ["scored"]
         assert runner.workdir.checkpoint_file("m", "d").read_bytes() == checkpoint
+        versions.add(summary_version(events))
     assert not (runner.workdir.root / "superseded").exists()
+    assert len(versions) == 1, versions  # the leaderboard's `version` column does not change either
+
+
+def summary_version(events: list[ev.Event]) -> str:
+    """The `version` column of dataset d in the run's summary CSV."""
+    import csv
+
+    (finished,) = of_type(events, ev.RunFinished)
+    with open(finished.summary_files["csv"], newline="", encoding="utf-8") as f:
+        (row,) = [r for r in csv.DictReader(f) if r["dataset"] == "d"]
+    return row["version"]
 
 
 def test_a_copy_of_the_file_elsewhere_keeps_the_work(tmp_path: Path, sim_factory) -> None:

@@ -183,3 +183,61 @@ def test_a_credential_in_a_custom_header_reaches_no_file(tmp_path: Path, sim_fac
     assert "[redacted]" in wd.plan_file.read_text() and "visible-trace" in wd.plan_file.read_text()
     leaks = [str(p.relative_to(wd.root)) for p in every_file(wd.root) if secret.encode() in p.read_bytes()]
     assert leaks == []
+
+
+class _EchoPage(BaseHTTPRequestHandler):
+    """A proxy's error page (not JSON) that repeats the Authorization header after some text; the
+    text grows by one character per request, so over the run the key straddles every cut point
+    a failure message is shortened at. `/ok/` answers 200 with such a page (an unparseable reply)."""
+
+    served: dict[bool, int] = {True: 0, False: 0}
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        ok = "/ok/" in self.path
+        self.served[ok] += 1
+        # The key first ends well before the cut (200 characters of an unparseable reply, 500 of
+        # an error), then moves past it one character per request.
+        start = (80 if ok else 380) + self.served[ok]
+        page = f"<html><body><h1>Bad gateway</h1>{'x' * start} Authorization: {self.headers.get('authorization')} (upstream gone)</body></html>"
+        reply = page.encode()
+        self.send_response(200 if ok else 502)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_no_part_of_the_key_survives_where_a_long_error_page_is_cut_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failure messages are shortened (a few hundred characters of the server's text): a key that
+    straddles the cut must be masked before it, not leave its first characters on disk."""
+    from planmaker import of_type, run_plan
+
+    from evaltui.engine import events as ev
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setenv(KEY_VAR, KEY)
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", arithmetic(60))
+        models = [
+            {**chat("page", url, api_key_env=KEY_VAR, retry=0, max_workers=1), "url": f"{url}/page/v1"},
+            {**chat("ok", url, api_key_env=KEY_VAR, retry=0, max_workers=1), "url": f"{url}/ok/v1"},
+        ]
+        code, events, _ = run_plan(write_plan(tmp_path, models=models, datasets=[gsm_dataset("math", data, fail_on_error=1.0)]))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 0  # every sample failed, as allowed: each one's message was recorded
+    messages = [e.error.message for e in of_type(events, ev.SampleFailed)]
+    assert len(messages) == 120 and any("Bearer [redacted]" in m for m in messages)
+    secret = KEY[len("sk-evaltui-"):]  # the random part: any 8 characters of it would be a leak
+    pieces = {secret[i : i + 8] for i in range(len(secret) - 7)}
+    wd = WorkDir(tmp_path / "out")
+    leaks = sorted({str(p.relative_to(wd.root)) for p in every_file(wd.root) for piece in pieces if piece.encode() in p.read_bytes()})
+    assert leaks == []
+    assert not [m for m in messages for piece in pieces if piece in m]

@@ -22,7 +22,7 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.client import ModelClient, Reply, RequestFailed
-from evaltui.plan import ModelConfig
+from evaltui.plan import REDACTED, ModelConfig
 
 T = TypeVar("T")
 
@@ -122,8 +122,17 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def server_message(reply: Reply) -> str:
-    """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the text."""
+def masked(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every secret replaced by [redacted]; done before a reply's text is shortened,
+    so a key the cut falls inside does not leave its first characters behind."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
+    """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the
+    text (shortened, with `secrets` masked first: servers and proxies echo requests back)."""
     text = reply.body.decode("utf-8", "replace")
     try:
         data = fastjson.loads(text)
@@ -132,11 +141,11 @@ def server_message(reply: Reply) -> str:
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
+            return masked(str(err["message"]), secrets)
         for key in ("message", "detail", "error"):
             if isinstance(data.get(key), str) and data[key]:
-                return data[key]
-    text = " ".join(text.split())
+                return masked(data[key], secrets)
+    text = " ".join(masked(text, secrets).split())
     return text[:500] if text else (reply.reason or f"HTTP {reply.status}")
 
 
@@ -166,6 +175,9 @@ class Backend(ABC):
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
+        # what this backend sends that a server may echo back (longest first: none half-masked)
+        sent = [s for s in (api_key, *cfg.secret_header_values()) if s]
+        self._secrets = tuple(sorted({f for s in sent for f in (s, s.strip()) if f}, key=len, reverse=True))
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
 
     @abstractmethod
@@ -199,13 +211,13 @@ class Backend(ABC):
                 try:
                     return parse(fastjson.loads(reply.body))
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                    snippet = " ".join(reply.body.decode("utf-8", "replace").split())[:200]
+                    snippet = " ".join(masked(reply.body.decode("utf-8", "replace"), self._secrets).split())[:200]
                     last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)
                     continue
                 except BackendError as e:
                     e.attempts = attempt
                     raise
-            message = server_message(reply)
+            message = server_message(reply, self._secrets)
             if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
                 where = reply.headers.get("location", "")
                 message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"

@@ -328,12 +328,15 @@ class Runner:
         return scoring.build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
 
     def _dataset_rows(self) -> tuple[DatasetRow, ...]:
-        """The leaderboard's rows (abbr, version, metric, mode), computed once: the plan is fixed."""
+        """The leaderboard's rows (abbr, version, metric, mode), computed once: the plan is fixed.
+
+        The version hashes each dataset as the resolved plan records it (`<work_dir>/plan.toml`),
+        so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
         if self._rows is None:
             from evaltui.scoring import DatasetRow, dataset_version, main_metric
 
             self._rows = tuple(
-                DatasetRow(d.abbr, dataset_version(d.model_dump(mode="json")), main_metric(d.evaluator.type), d.mode)
+                DatasetRow(d.abbr, dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())}), main_metric(d.evaluator.type), d.mode)
                 for d in self.plan.datasets
             )
         return self._rows
