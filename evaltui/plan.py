@@ -409,6 +409,12 @@ def _check_url(url: str) -> list[str]:
             "url: holds credentials (user:password@host); the plan is copied into the work dir, so name the key's "
             "environment variable in api_key_env instead"
         ]
+    secret = next((name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAM_RE.match(name)), None)
+    if secret is not None:  # the value is not shown: it is the secret
+        return [
+            f"url: the query parameter {secret!r} holds a credential; the plan is copied into the work dir, so name "
+            "the key's environment variable in api_key_env instead"
+        ]
     try:
         port = parts.port  # parsing it is the check: out of range or not a number
     except ValueError as e:
@@ -425,6 +431,12 @@ def _check_url(url: str) -> list[str]:
         return [f"url: invalid URL ({e}) (got {url!r})"]
     return []
 
+
+# Query parameters that carry a credential (Google's `?key=`, signed URLs' `sig`, `access_token`).
+_SECRET_PARAM_RE = re.compile(
+    r"^(?:key|api[-_]?key|(?:access|auth|id|bearer)?[-_]?token|auth|authorization|password|passwd|secret|client[-_]secret|sig|signature)$",
+    re.IGNORECASE,
+)
 
 # RFC 9110 field names are tokens; values may hold tabs but no other control character. A CR or
 # LF in a value would end the header early and let the rest inject headers of its own.

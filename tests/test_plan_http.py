@@ -84,3 +84,16 @@ def test_stream_in_generation_kwargs_is_refused(tmp_path: Path, capsys: pytest.C
 def test_credentials_in_the_url_are_refused_without_printing_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     err = refused(write(tmp_path, url="https://user:hunter2@api.example.test/v1"), capsys, "models[0].url: holds credentials", "api_key_env")
     assert "hunter2" not in err
+
+
+@pytest.mark.parametrize("query", ["key=AIzaSECRET", "api_key=SECRET", "x=1&access_token=SECRET", "SIG=SECRET"])
+def test_a_credential_in_the_urls_query_is_refused_without_being_repeated(tmp_path: Path, capsys: pytest.CaptureFixture[str], query: str) -> None:
+    """The plan is copied into the work dir: a key written into the URL would land on disk."""
+    err = refused(write(tmp_path, url=f"https://127.0.0.1:1/v1?{query}"), capsys, "models[0].url:", "holds a credential", "api_key_env")
+    assert "SECRET" not in err
+
+
+def test_a_query_that_holds_no_credential_is_accepted(tmp_path: Path) -> None:
+    """Azure's endpoints take `?api-version=`; words that merely contain "token" are not keys."""
+    plan = load_plan(write(tmp_path, url="https://127.0.0.1:1/openai/v1?api-version=2024-06-01&max_tokens=5"))
+    assert plan.models[0].url.endswith("?api-version=2024-06-01&max_tokens=5")
