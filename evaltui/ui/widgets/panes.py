@@ -72,8 +72,13 @@ class FailuresLog(Log):
     """One line per failed sample, newest last; Log keeps at most `max_lines` and parses no markup."""
 
     def show_all(self, failures: list[Failure]) -> None:
+        # clear() empties the lines but keeps the scroll offset, so Log would no longer see itself
+        # at the end and would stop following the newest line: take that from before the clear
+        following = self.is_vertical_scroll_end
         self.clear()
         self.add(failures)
+        if following and self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def add(self, failures: list[Failure]) -> None:
         if failures:
