@@ -33,3 +33,29 @@ def test_the_failures_pane_keeps_showing_the_newest_after_a_dataset_starts(tmp_p
             assert any(line.startswith("beta/gsm #50 ") for line in shown), shown
 
     asyncio.run(scenario())
+
+
+def test_the_help_fits_80x24(tmp_path: Path) -> None:
+    # Seen at 80x24: `?` opened a help box wider than the terminal; the key texts were cut at the
+    # right edge ("failed samples, predict", "only on a f").
+    from textual.widgets import Static
+
+    from evaltui.ui.screens.modals import HELP, HelpScreen
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, planned())
+            await pilot.press("question_mark")
+            await pilot.pause()
+            assert isinstance(app.screen, HelpScreen)
+            box = app.screen.query_one("#help")
+            assert box.region.right <= 80 and box.region.bottom <= 24, box.region
+            text = app.screen.query_one("#help Static", Static)
+            lines = HELP.rstrip("\n").splitlines()
+            assert max(len(line) for line in lines) <= text.content_region.width, text.content_region
+            assert text.content_region.height >= len(lines) and text.region.bottom <= box.content_region.bottom
+            shown = [text.render_line(y).text.rstrip() for y in range(len(lines))]
+            assert shown == [line.rstrip() for line in lines]
+
+    asyncio.run(scenario())
