@@ -59,3 +59,51 @@ def test_the_help_fits_80x24(tmp_path: Path) -> None:
             assert shown == [line.rstrip() for line in lines]
 
     asyncio.run(scenario())
+
+
+def test_at_80x24_the_pane_moved_to_with_tab_grows_and_stays_on_screen(tmp_path: Path) -> None:
+    # Seen at 80x24: Tab to the failures pane grew it to 12 rows, three more than were left, so
+    # its bottom (where the newest failures are) was hidden under the footer. Twelve datasets, so
+    # the leaderboard has rows enough to grow too.
+    from textual.widgets import Footer
+
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+    from evaltui.ui.app import EvalApp
+    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+
+    names = [f"d{i}" for i in range(12)]
+    data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
+    plan = write_plan(
+        tmp_path,
+        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate"} for m in ("alpha", "beta")],
+        datasets=[gsm_dataset(d, data) for d in names],
+    )
+    clock = Clock()
+    app = EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+    err = ev.SampleError("http", 400, "bad request", 1)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            events: list[ev.Event] = [ev.RunStarted("/tmp/out", ("alpha", "beta"), tuple(names), "run")]
+            events += [ev.DatasetPlanned(m, d, 40, 1) for m in ("alpha", "beta") for d in names]
+            events += [ev.DatasetStarted("alpha", "d0", 40, 40)] + [ev.SampleFailed("alpha", "d0", 0, i, err) for i in range(30)]
+            feed(app, events)
+            await pilot.pause()
+            footer_top = app.screen.query_one(Footer).region.y
+            for phase in ("running", "finished"):
+                if phase == "finished":  # the leaderboard gets more room then: still all on screen
+                    app.set_focus(app.progress)
+                    feed(app, [ev.DatasetScored(m, d, "accuracy", 50.0) for m in ("alpha", "beta") for d in names] + [ev.RunFinished(1, False)])
+                    await pilot.pause()
+                for pane in (app.failures, app.board, app.progress):
+                    before = pane.outer_size.height
+                    app.set_focus(pane)
+                    await pilot.pause()
+                    if pane is not app.progress:
+                        assert pane.outer_size.height > before, f"{phase}, {pane.id} did not grow"
+                    for shown in (app.progress, app.board, app.failures):
+                        where = f"{phase}, {pane.id} focused: {shown.id} at {shown.region}, the footer at row {footer_top}"
+                        assert shown.region.bottom <= footer_top and shown.region.height >= 3, where
+
+    asyncio.run(scenario())
