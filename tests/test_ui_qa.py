@@ -107,3 +107,31 @@ def test_at_80x24_the_pane_moved_to_with_tab_grows_and_stays_on_screen(tmp_path:
                         assert shown.region.bottom <= footer_top and shown.region.height >= 3, where
 
     asyncio.run(scenario())
+
+
+def test_no_rate_is_shown_before_a_dataset_has_run_a_second(tmp_path: Path) -> None:
+    # Seen in tmux: a dataset that had just started showed 68067 req/s (the model did ~370), and
+    # after a short retry the strip said 59124 req/s: the app folds events five times a second,
+    # so a pair is seen to start up to a tick late and a burst of answers looks instantaneous.
+    from evaltui.ui.widgets.panes import EngineStrip
+    from evaltui.ui.widgets.progress import ProgressTable
+
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(200, 50)) as pilot:
+            table = app.query_one(ProgressTable)
+            feed(app, planned() + [ev.DatasetStarted("alpha", "gsm", 100, 100)] + [ev.SampleFinished("alpha", "gsm", 0, i) for i in range(10)])
+            clock.now += 0.2
+            feed(app, [ev.SampleFinished("alpha", "gsm", 0, i) for i in range(10, 70)])
+            await pilot.pause()
+            assert str(table.get_cell("alpha\tgsm", "req/s")) == "–" and str(table.get_cell("alpha\tgsm", "ETA")) == "–"
+            assert str(app.query_one(EngineStrip).render()).splitlines()[1].startswith("– req/s")
+            clock.now += 1.8  # two seconds in: 70 samples
+            app.fold_pending(all_rows=True)
+            await pilot.pause()
+            assert str(table.get_cell("alpha\tgsm", "req/s")) == "35" and str(table.get_cell("alpha\tgsm", "ETA")) == "1s"
+            assert str(app.query_one(EngineStrip).render()).splitlines()[1].startswith("35 req/s")
+
+    asyncio.run(scenario())
