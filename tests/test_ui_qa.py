@@ -135,3 +135,54 @@ def test_no_rate_is_shown_before_a_dataset_has_run_a_second(tmp_path: Path) -> N
             assert str(app.query_one(EngineStrip).render()).splitlines()[1].startswith("35 req/s")
 
     asyncio.run(scenario())
+
+
+def test_a_score_coming_in_does_not_rebuild_the_leaderboard(tmp_path: Path) -> None:
+    # Seen on a plan of 2 models × 150 datasets: under the app the run took twice as long as
+    # headless (41 s against 22 s), the app's thread busy for most of it rebuilding, measuring and
+    # repainting the whole leaderboard each time a pair was scored. A score now changes its cell
+    # and the Average row; the table is built again only when its columns change.
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+    from evaltui.ui.app import EvalApp
+    from evaltui.ui.widgets.panes import LeaderboardTable
+    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+
+    names = [f"d{i:02d}" for i in range(40)]
+    data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
+    plan = write_plan(
+        tmp_path,
+        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate"} for m in ("alpha", "beta")],
+        datasets=[gsm_dataset(d, data) for d in names],
+    )
+    clock = Clock()
+    app = EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+
+    async def scenario() -> None:
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, [ev.RunStarted("/tmp/out", ("alpha", "beta"), tuple(names), "run")] + [ev.DatasetPlanned(m, d, 4, 1) for m in ("alpha", "beta") for d in names])
+            await pilot.pause()
+            board = app.query_one(LeaderboardTable)
+            rebuilds = 0
+            clear = board.clear
+
+            def counted(columns: bool = False) -> LeaderboardTable:
+                nonlocal rebuilds
+                rebuilds += 1
+                return clear(columns)
+
+            board.clear = counted  # type: ignore[method-assign]
+            for i, d in enumerate(names):
+                feed(app, [ev.DatasetScored("alpha", d, "accuracy", 70.0 + i % 2), ev.DatasetScored("beta", d, "accuracy", 60.0)])
+                if i % 8 == 0:
+                    await pilot.pause()
+            await pilot.pause()
+            assert rebuilds <= 8, f"{rebuilds} rebuilds for {len(names)} scores"
+            # and what is on screen is right: every score, the Average row, the ranking
+            assert [str(c) for c in board.get_row("d07")] == ["d07", "accuracy", "71.00", "60.00"]
+            assert [str(c) for c in board.get_row("Average")] == ["Average", "naive_average", "70.50", "60.00"]
+            assert [str(c.label) for c in board.columns.values()][2:] == ["1. alpha", "2. beta"]
+            lines = [board.render_line(y).text for y in range(board.size.height)]
+            assert any(line.split()[:4] == ["d03", "accuracy", "71.00", "60.00"] for line in lines), lines
+
+    asyncio.run(scenario())
