@@ -186,3 +186,34 @@ def test_a_score_coming_in_does_not_rebuild_the_leaderboard(tmp_path: Path) -> N
             assert any(line.split()[:4] == ["d03", "accuracy", "71.00", "60.00"] for line in lines), lines
 
     asyncio.run(scenario())
+
+
+def test_the_failures_pane_keeps_following_the_newest_across_a_resize(tmp_path: Path) -> None:
+    # Seen in tmux: the window went from 200x50 to 80x24 mid-run; the failures pane then showed
+    # the first failure and stayed there while newer ones came in.
+    from evaltui.ui.widgets.panes import FailuresLog
+
+    err = ev.SampleError("http", 400, "bad request", 1)
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, planned() + [ev.DatasetStarted("alpha", "gsm", 100, 100)] + [ev.SampleFailed("alpha", "gsm", 0, i, err) for i in range(20)])
+            await pilot.pause()
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.3)
+            feed(app, [ev.SampleFailed("alpha", "gsm", 0, 20, err)])
+            await pilot.pause()
+            log = app.query_one(FailuresLog)
+            shown = [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
+            assert any(line.startswith("alpha/gsm #20 ") for line in shown), shown
+            # a user who scrolled up to read stays there, across a resize too
+            log.scroll_home(animate=False, immediate=True)
+            await pilot.pause()
+            await pilot.resize_terminal(100, 30)
+            await pilot.pause(0.3)
+            feed(app, [ev.SampleFailed("alpha", "gsm", 0, 21, err)])
+            await pilot.pause()
+            assert log.scroll_offset.y == 0
+
+    asyncio.run(scenario())

@@ -71,7 +71,22 @@ def failure_line(f: Failure) -> str:
 
 
 class FailuresLog(Log):
-    """One line per failed sample, newest last; Log keeps at most `max_lines` and parses no markup."""
+    """One line per failed sample, newest last; Log keeps at most `max_lines` and parses no markup.
+
+    It follows the newest line until the user scrolls up. Log alone takes "at the end" from the
+    scroll offset, which a resize leaves behind (a smaller pane: no longer at the end), so the
+    pane remembers whether it was following and goes on doing so after a resize.
+    """
+
+    _following = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._following = new_value >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        if self._following and self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def show_all(self, failures: list[Failure]) -> None:
         # clear() empties the lines but keeps the scroll offset, so Log would no longer see itself
