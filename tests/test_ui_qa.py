@@ -217,3 +217,37 @@ def test_the_failures_pane_keeps_following_the_newest_across_a_resize(tmp_path: 
             assert log.scroll_offset.y == 0
 
     asyncio.run(scenario())
+
+
+def test_t_recolours_the_cells_already_on_screen(tmp_path: Path) -> None:
+    # rich's Text equality ignores a Text's own style, so a cell whose words stay the same (a
+    # status, a score) kept the old theme's colour after `t` until its text changed.
+    from evaltui.ui.widgets.panes import LeaderboardTable
+    from evaltui.ui.widgets.progress import ProgressTable
+    from ui_script import alpha_gsm_failed, finished, running
+
+    clock = Clock()
+
+    def colours(app) -> dict[str, str]:  # type: ignore[no-untyped-def]
+        table, board = app.query_one(ProgressTable), app.query_one(LeaderboardTable)
+        return {
+            "status": str(table.get_cell("beta\tgsm", "status").style),
+            "score": str(table.get_cell("beta\tgsm", "score").style),
+            "average": str(board.get_row("Average")[2].style),
+        }
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, clock, theme="evaltui-dark")
+        async with app.run_test(size=(200, 50)) as pilot:
+            feed(app, planned() + running(clock) + alpha_gsm_failed() + finished())
+            await pilot.pause()
+            dark = app._palette["success"].lower()
+            assert all(dark in c.lower() for c in colours(app).values()), colours(app)
+            await pilot.press("t")
+            await pilot.pause(0.3)
+            assert app.theme == "evaltui-light"
+            light = app._palette["success"].lower()
+            assert light != dark
+            assert all(light in c.lower() for c in colours(app).values()), colours(app)
+
+    asyncio.run(scenario())

@@ -144,12 +144,12 @@ class LeaderboardTable(DataTable[Text]):
         columns = list(self.columns)
         for key, cells in rows.items():
             old = self._rows[key]
-            if old == cells:
+            changed = [(column, after) for column, before, after in zip(columns, old, cells) if not fmt.same(before, after)]
+            if not changed:
                 continue
             row = RowKey(key)
-            for column, before, after in zip(columns, old, cells):
-                if before != after:
-                    self._data[row][column] = after
+            for column, after in changed:
+                self._data[row][column] = after
             repaint_row(self, row)
             self._rows[key] = cells
 

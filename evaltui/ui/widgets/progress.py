@@ -203,7 +203,7 @@ class ProgressTable(DataTable[Text]):
             return
         changed = False
         for name, before, after in zip(COLUMNS, old, cells):
-            if before != after:
+            if not fmt.same(before, after):
                 self._data[RowKey(key)][ColumnKey(name)] = after
                 changed = True
         if changed:
