@@ -266,3 +266,51 @@ def test_question_mark_shows_the_keys(tmp_path: Path) -> None:
             assert not isinstance(app.screen, HelpScreen)
 
     asyncio.run(scenario())
+
+
+def test_r_again_on_a_dataset_whose_retry_failed_while_the_run_goes_on(tmp_path: Path, sim_factory: Any) -> None:
+    # Seen in tmux: `r` on a failed dataset of a model that had finished while another model still
+    # ran; its retry failed again, and `r` was not offered on it again until the whole run ended.
+    from evaltui.sim.config import ModelProfile
+
+    # a answers at once, b takes 30 ms: b's 4,000 samples at 4 in flight last 30 s at least, so
+    # the run surely goes on while a's failed dataset is retried twice
+    sim = sim_factory(SimConfig(models={"b": ModelProfile(latency=0.03)}, faults=Faults(max_prompt_chars=120)))
+    rows = [dict(r, question=r["question"] + (" pad" * 40 if i % 4 == 0 else "")) for i, r in enumerate(arithmetic(12))]
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("a", sim.url, max_workers=16), lightllm("b", sim.url, max_workers=4)],
+        datasets=[gsm_dataset("long", write_jsonl(tmp_path / "long.jsonl", rows)), gsm_dataset("big", write_jsonl(tmp_path / "big.jsonl", arithmetic(4000, "B")))],
+        run={"max_num_workers": 2},
+    )
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(plan), sink=events.append)
+    long, big = ("a", "long"), ("b", "big")
+
+    async def scenario() -> None:
+        from evaltui.ui.screens.modals import ConfirmQuit
+
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(120, 30)) as pilot:
+            def a_done() -> bool:
+                pairs = app.state.pairs
+                return all(k in pairs for k in (long, ("a", "big"))) and pairs[long].status == ev.PairStatus.FAIL and pairs[("a", "big")].status == ev.PairStatus.SCORED
+
+            await until(pilot, a_done, "model a to be done, its long dataset failed")
+            move_to(app, long)
+            await pilot.pause()
+            await pilot.press("r")  # the server still refuses those prompts: it fails again
+            await until(pilot, lambda: len(of_type(events, ev.RetryStarted)) == 1 and app.state.pairs[long].status == ev.PairStatus.FAIL, "the retry to fail")
+            await pilot.pause(0.3)
+            assert app.state.pairs[big].status == ev.PairStatus.RUNNING, "the test needs the run to go on"
+            assert "r" in footer_keys(app), "r must be offered again on the failed dataset"
+            sim.config.faults = Faults()  # the server is fixed
+            await pilot.press("r")
+            await until(pilot, lambda: app.state.pairs[long].status == ev.PairStatus.SCORED, "the second retry to score")
+            assert app.state.pairs[big].status == ev.PairStatus.RUNNING and not of_type(events, ev.RunFinished)  # one run, joined twice
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
+            await pilot.press("y")
+            await until(pilot, lambda: app._exit, "the app to leave")
+
+    asyncio.run(scenario())

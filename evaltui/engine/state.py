@@ -20,6 +20,9 @@ from evaltui.engine.events import PairStatus
 Clock = Callable[[], float]
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
+# No rate over less than this many seconds: a renderer that folds events in batches (the app,
+# five times a second) sees a start up to a batch late, and a burst of answers in no time at all.
+RATE_MIN_SPAN = 1.0
 
 
 class Failure(NamedTuple):
@@ -54,12 +57,13 @@ class PairState:
         return max(0, self.total - self.completed - self.failed)
 
     def throughput(self, now: float | None = None) -> float | None:
-        """Samples per second since this pair started in this run; None before the first one."""
+        """Samples per second since this pair started in this run; None before the first one, and
+        in its first second."""
         if self.started_at is None or not self.done_this_run:
             return None
         end = self.finished_at or (self.clock() if now is None else now)
         span = end - self.started_at
-        return self.done_this_run / span if span > 0 else None
+        return self.done_this_run / span if span >= RATE_MIN_SPAN else None
 
     def eta(self, now: float | None = None) -> float | None:
         """Seconds left at the current rate, while it runs."""
@@ -283,12 +287,13 @@ class RunState:
         return max(0.0, end - self.started_at)
 
     def throughput(self) -> float | None:
-        """Samples per second over every pair since the first sample of the run."""
+        """Samples per second over every pair since the first sample of the run (None in its
+        first second)."""
         if self._samples_started_at is None or not self._samples_done:
             return None
         end = self._ended_at if self._ended_at is not None else self.clock()
         span = end - self._samples_started_at
-        return self._samples_done / span if span > 0 else None
+        return self._samples_done / span if span >= RATE_MIN_SPAN else None
 
 
 def _combine(shard_status: dict[int, PairStatus], shards: int) -> PairStatus:

@@ -79,7 +79,8 @@ class EvalApp(App[int]):
         self._live = False  # between RunStarted/RetryStarted and RunFinished
         self._last_slow = -SLOW_TICK
         self._keys_shown: tuple[bool, ...] = ()
-        self._retrying: set[tuple[str, str]] = set()
+        self._retrying: set[tuple[str, str]] = set()  # asked for; not offered again until over
+        self._retry_started: set[tuple[str, str]] = set()  # of those, the ones the engine took up
         self._jobs_at_finish = 0  # engine jobs asked for when the last RunFinished came in
         self._reported: set[int] = set()
         self._retry_jobs: dict[int, tuple[tuple[str, str], ...]] = {}  # retry job -> its pairs
@@ -193,6 +194,14 @@ class EvalApp(App[int]):
                 case ev.DatasetScored() | ev.RunFinished() | ev.RunStarted():
                     scores_changed = True
             match e:
+                case ev.RetryStarted(pairs=pairs):
+                    self._retry_started.update(pairs)
+                case ev.DatasetInferred(model=m, dataset=d, status=ev.PairStatus.FAIL) | ev.DatasetScored(model=m, dataset=d) if (m, d) in self._retry_started:
+                    # a retry joined to a live run ends with that run; this pair's part is over now
+                    self._retry_started.discard((m, d))
+                    self._retrying.discard((m, d))
+                    statuses_changed = True
+            match e:
                 case ev.RunStarted() | ev.RetryStarted():
                     self._live = True
                     self.main.remove_class("-finished")
@@ -251,6 +260,7 @@ class EvalApp(App[int]):
             self._reported.add(id(job))
             ended = True
             self._retrying.difference_update(self._retry_jobs.get(id(job), ()))  # others still run
+            self._retry_started.difference_update(self._retry_jobs.get(id(job), ()))
             self._take_result(job)
         return ended
 

@@ -72,6 +72,12 @@ def bar(completed: int, failed: int, total: int, width: int, palette: Palette) -
     return text
 
 
+def same(a: Text, b: Text) -> bool:
+    """Whether two cells look alike. rich's Text == compares the words and their spans only, not
+    the Text's own style: a status word recoloured by a new theme would compare equal."""
+    return a == b and a.style == b.style
+
+
 def one_line(message: str, limit: int = 300) -> str:
     flat = " ".join(message.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -35,22 +35,25 @@ class ConfirmQuit(ModalScreen[bool]):
 
 HELP = """\
 Keys
-  ↑ ↓ PgUp PgDn   move in the focused pane      Tab   next pane
-  enter           details of the highlighted dataset: failed samples, predictions vs gold
-  r               retry the highlighted dataset's failed samples (only on a failed dataset)
-  R               retry every failed dataset
-  t               next theme (remembered)       ctrl+p  command palette
-  q               quit (asks while work runs; finished work is kept, a re-run resumes);
-                  q again while stopping: leave at once
-  ?               this help                     escape  close a screen
+  ↑ ↓ PgUp PgDn  move in the focused pane       Tab     next pane
+  enter          details of the highlighted dataset: failed samples,
+                 predictions next to their gold
+  r              retry the highlighted dataset's failed samples
+                 (only on a failed dataset)
+  R              retry every failed dataset
+  t              next theme (remembered)        ctrl+p  command palette
+  q              quit (asks while work runs; finished work is kept, a
+                 re-run resumes); q again while stopping: leave at once
+  ?              this help                      escape  close a screen
 
 Panes
-  progress      one row per model × dataset (and shard): bar, done/total, failed, status,
-                requests per second, ETA, score
-  strip         heartbeat age (red when stale), requests in flight vs max_workers, retries
-  failures      one line per failed sample, newest last
-  leaderboard   datasets × models, best model first; the Average row fills in as pairs score
-"""
+  progress     one row per model × dataset (and shard): bar, done/total,
+               failed, status, requests per second, ETA, score
+  strip        heartbeat age (red when stale), requests in flight vs
+               max_workers, retries
+  failures     one line per failed sample, newest last
+  leaderboard  datasets × models, best model first; the Average row
+               fills in as pairs score"""
 
 
 class HelpScreen(ModalScreen[None]):

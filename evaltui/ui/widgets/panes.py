@@ -11,10 +11,12 @@ from typing import Any
 from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import DataTable, Log
+from textual.widgets.data_table import RowKey
 
 from evaltui.engine.state import Failure, RunState
-from evaltui.scoring.leaderboard import Leaderboard, format_score
+from evaltui.scoring.leaderboard import Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt
+from evaltui.ui.widgets.progress import repaint_row
 
 
 class EngineStrip(Widget):
@@ -69,11 +71,31 @@ def failure_line(f: Failure) -> str:
 
 
 class FailuresLog(Log):
-    """One line per failed sample, newest last; Log keeps at most `max_lines` and parses no markup."""
+    """One line per failed sample, newest last; Log keeps at most `max_lines` and parses no markup.
+
+    It follows the newest line until the user scrolls up. Log alone takes "at the end" from the
+    scroll offset, which a resize leaves behind (a smaller pane: no longer at the end), so the
+    pane remembers whether it was following and goes on doing so after a resize.
+    """
+
+    _following = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._following = new_value >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        if self._following and self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def show_all(self, failures: list[Failure]) -> None:
+        # clear() empties the lines but keeps the scroll offset, so Log would no longer see itself
+        # at the end and would stop following the newest line: take that from before the clear
+        following = self.is_vertical_scroll_end
         self.clear()
         self.add(failures)
+        if following and self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def add(self, failures: list[Failure]) -> None:
         if failures:
@@ -81,11 +103,19 @@ class FailuresLog(Log):
 
 
 class LeaderboardTable(DataTable[Text]):
-    """Datasets × models (ranked, best first), and an Average row that fills in live."""
+    """Datasets × models (ranked, best first), and an Average row that fills in live.
+
+    Scores come in one pair at a time, hundreds of them on a big plan: a score changes its cell
+    and the Average row in place (the progress pane's reconcile-by-key); the table is built again
+    only when its columns change: the ranking, a label, the width a column needs.
+    """
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="none", zebra_stripes=True, **kw)  # type: ignore[arg-type]
         self._shown: tuple[object, ...] | None = None
+        self._layout: tuple[object, ...] | None = None  # the built table's column labels and row keys
+        self._widths: list[int] = []  # the widths its columns needed
+        self._rows: dict[str, list[Text]] = {}
 
     def show(self, board: Leaderboard | None, palette: fmt.Palette) -> None:
         if board is None:
@@ -95,18 +125,44 @@ class LeaderboardTable(DataTable[Text]):
         if signature == self._shown:
             return
         self._shown = signature
+        labels = [Text("dataset"), Text("metric")] + [Text(f"{rank}. {r.model}" if r.average is not None else r.model) for rank, r in enumerate(ranked, 1)]
+        rows = self._cells(board, ranked, palette)
+        layout = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(rows))
+        widths = [max(cell.cell_len for cell in column) for column in zip(labels, *rows.values())]
+        if layout == self._layout and widths == self._widths:  # else columns as wide as their cells
+            self._update(rows)
+            return
+        self._layout, self._widths, self._rows = layout, widths, rows
         self.clear(columns=True)
-        self.add_column("dataset", key="dataset")
-        self.add_column("metric", key="metric")
-        for rank, r in enumerate(ranked, 1):
-            self.add_column(Text(f"{rank}. {r.model}" if r.average is not None else r.model), key=r.model)
+        for label, key in zip(labels, ["dataset", "metric", *(r.model for r in ranked)]):
+            self.add_column(label, key=key)
+        for key, cells in rows.items():
+            self.add_row(*cells, key=key)
+
+    def _update(self, rows: dict[str, list[Text]]) -> None:
+        """Write the cells that changed into the built table and repaint their rows only."""
+        columns = list(self.columns)
+        for key, cells in rows.items():
+            old = self._rows[key]
+            changed = [(column, after) for column, before, after in zip(columns, old, cells) if not fmt.same(before, after)]
+            if not changed:
+                continue
+            row = RowKey(key)
+            for column, after in changed:
+                self._data[row][column] = after
+            repaint_row(self, row)
+            self._rows[key] = cells
+
+    @staticmethod
+    def _cells(board: Leaderboard, ranked: list[RankedModel], palette: fmt.Palette) -> dict[str, list[Text]]:
         best = fmt.colour(palette, "success")
+        rows: dict[str, list[Text]] = {}
         for row in board.datasets:
             cells = [Text(row.abbr), Text(row.metric)]
             for r in ranked:
                 value = board.score(r.model, row.abbr)
                 cells.append(Text(format_score(value), justify="right"))
-            self.add_row(*cells, key=row.abbr)
+            rows[row.abbr] = cells
         average = [Text("Average", style="bold"), Text("naive_average")]
         for r in ranked:
             if r.average is None:
@@ -115,4 +171,5 @@ class LeaderboardTable(DataTable[Text]):
                 average.append(Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic"))
             else:
                 average.append(Text(f"{r.average:.2f}", justify="right", style=f"bold {best}"))
-        self.add_row(*average, key="Average")
+        rows["Average"] = average
+        return rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -57,6 +58,34 @@ class ShardFold:
 def _row_key(model: str, dataset: str | None = None, shard: int | None = None) -> str:
     """A model's heading row, a pair's row, or a shard's row."""
     return "\t".join(str(part) for part in (model, dataset, shard) if part is not None)
+
+
+def repaint_row(table: DataTable[Any], row: RowKey) -> None:
+    """Repaint one row whose cells were changed in place (`table._data`). DataTable.update_cell
+    would drop the render caches of every row (its cache keys carry a table-wide update count),
+    and re-rendering a whole screen of rows five times a second costs the engine's thread a
+    seventh of the interpreter. Textual is pinned (8.2.8), so these caches are a known shape;
+    tests cover the picture."""
+    for cell_key in [k for k in table._cell_render_cache.keys() if k[0] == row]:
+        table._cell_render_cache.discard(cell_key)
+    for row_cache_key in [k for k in table._row_render_cache.keys() if k[0] == row]:
+        table._row_render_cache.discard(row_cache_key)
+    index = table._row_locations.get(row)
+    if index is None:
+        return
+    for renderables_key in [k for k in table._row_renderable_cache.keys() if k[1] == index]:
+        table._row_renderable_cache.discard(renderables_key)
+    offsets = table._get_offsets
+    stale = []
+    for line_key in table._line_cache.keys():
+        try:
+            if offsets(line_key[0])[0] == row:
+                stale.append(line_key)
+        except LookupError:
+            stale.append(line_key)
+    for line_key in stale:
+        table._line_cache.discard(line_key)
+    table.refresh_row(index)
 
 
 class ProgressTable(DataTable[Text]):
@@ -174,38 +203,12 @@ class ProgressTable(DataTable[Text]):
             return
         changed = False
         for name, before, after in zip(COLUMNS, old, cells):
-            if before != after:
+            if not fmt.same(before, after):
                 self._data[RowKey(key)][ColumnKey(name)] = after
                 changed = True
         if changed:
-            self._repaint_row(RowKey(key))
+            repaint_row(self, RowKey(key))
         self._cells[key] = cells
-
-    def _repaint_row(self, row: RowKey) -> None:
-        """Repaint one row. DataTable.update_cell would drop the render caches of every row (its
-        cache keys carry a table-wide update count), and re-rendering a whole screen of rows
-        five times a second costs the engine's thread a seventh of the interpreter. Textual is
-        pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
-        for cell_key in [k for k in self._cell_render_cache.keys() if k[0] == row]:
-            self._cell_render_cache.discard(cell_key)
-        for row_cache_key in [k for k in self._row_render_cache.keys() if k[0] == row]:
-            self._row_render_cache.discard(row_cache_key)
-        index = self._row_locations.get(row)
-        if index is None:
-            return
-        for renderables_key in [k for k in self._row_renderable_cache.keys() if k[1] == index]:
-            self._row_renderable_cache.discard(renderables_key)
-        offsets = self._get_offsets
-        stale = []
-        for line_key in self._line_cache.keys():
-            try:
-                if offsets(line_key[0])[0] == row:
-                    stale.append(line_key)
-            except LookupError:
-                stale.append(line_key)
-        for line_key in stale:
-            self._line_cache.discard(line_key)
-        self.refresh_row(index)
 
     def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
         eta = p.eta(now) if p.status == ev.PairStatus.RUNNING else None
