@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from evaltui import eventloop
 from evaltui.engine import events as ev
 from evaltui.engine.runlog import FirstFailures, event_line
 from evaltui.engine.runner import Runner
@@ -135,7 +134,7 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
             tg.cancel_scope.cancel()
         return code
 
-    code = anyio.run(main, backend_options=eventloop.anyio_options())
+    code = anyio.run(main)
     runner.close()  # the simulator, if the plan has sim:// models
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:

@@ -17,7 +17,6 @@ import signal
 import sys
 from typing import Any, Sequence
 
-from evaltui import eventloop
 from evaltui.sim.answers import AnswerKey
 from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_kind
 from evaltui.sim.server import SimServer
@@ -226,7 +225,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     try:
-        return eventloop.run(serve(config))
+        return asyncio.run(serve(config))
     except KeyboardInterrupt:
         return 0
     except OSError as exc:

@@ -12,7 +12,6 @@ import concurrent.futures
 import threading
 from typing import Any, Callable, TypeVar
 
-from evaltui import eventloop
 from evaltui.sim.config import SimConfig
 from evaltui.sim.server import SimServer
 from evaltui.sim.stats import SimStats
@@ -52,7 +51,7 @@ class SimThread:
         return self
 
     def _run(self) -> None:
-        loop = eventloop.new_event_loop()
+        loop = asyncio.new_event_loop()
         try:
             loop.run_until_complete(self.server.start())
         except BaseException as exc:  # reported to the thread that called start()

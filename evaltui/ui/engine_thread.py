@@ -16,7 +16,6 @@ from typing import Sequence
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from evaltui import eventloop
 from evaltui.engine.runner import Runner
 
 
@@ -29,7 +28,7 @@ class EngineThread:
 
     def _started(self) -> BlockingPortal:
         if self._portal is None:
-            self._portal_cm = start_blocking_portal(name="evaltui-engine", backend_options=eventloop.anyio_options())
+            self._portal_cm = start_blocking_portal(name="evaltui-engine")
             self._portal = self._portal_cm.__enter__()
         return self._portal
 
