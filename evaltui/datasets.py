@@ -13,6 +13,7 @@ import hashlib
 import io
 import itertools
 import json
+import string
 import sys
 import zlib
 from dataclasses import dataclass
@@ -189,6 +190,8 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
     """
     templates = _templates(ds)
     needs = {name: template_fields(tpl) for name, tpl in templates.items()}
+    checks = {name: tpl for name, tpl in templates.items() if needs[name]}  # no field: nothing to fail
+    quick = _quick_fields(checks, needs)
     problems: list[str] = []
     count = 0
     try:
@@ -197,8 +200,14 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
                 break
             assert rec is not None  # nothing skipped
             count += 1
-            for name, tpl in list(templates.items()):
-                if needs[name] <= rec.keys():  # the usual case, without building a set per record
+            if quick is not None:  # the usual record: every field there, every value a string
+                for f in quick:
+                    if type(rec.get(f)) is not str:
+                        break
+                else:
+                    continue
+            for name, tpl in list(checks.items()):
+                if needs[name] <= rec.keys():
                     try:
                         tpl.format_map(rec)
                         continue
@@ -209,7 +218,8 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
                     have = ", ".join(sorted(rec)) or "none"
                     problem = f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
                 problems.append(f"{name}: {problem}")
-                del templates[name]  # one report per template is enough
+                del checks[name]  # one report per template is enough
+                quick = _quick_fields(checks, needs)
     except DatasetError as e:
         return [f"path: {e}"]
     key = _count_key(plan, ds)
@@ -221,6 +231,24 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
             hint = " (its first row was read as the header; a CSV without one needs `columns`)"
         problems.append(f"path: {plan.dataset_path(ds).name} has no records{hint}")
     return problems
+
+
+def _quick_fields(checks: dict[str, str], needs: dict[str, set[str]]) -> tuple[str, ...] | None:
+    """The fields whose presence as strings proves a record fills every template — when each
+    template's fields are bare names (`{question}`: a string cannot fail to render there);
+    None when some template needs rendering to be sure."""
+    if not all(_plain_fields(tpl) for tpl in checks.values()):
+        return None
+    return tuple(sorted(set().union(*(needs[name] for name in checks))))
+
+
+def _plain_fields(template: str) -> bool:
+    """Whether every replacement field is a bare name: no attribute, index, conversion or spec."""
+    return all(
+        spec == "" and conversion is None and name.isidentifier()
+        for _, name, spec, conversion in string.Formatter().parse(template)
+        if name is not None
+    )
 
 
 def render_sample(ds: "DatasetConfig", index: int, record: dict[str, Any]) -> Sample:

@@ -221,6 +221,26 @@ def test_check_dataset_reports_missing_fields_with_the_record_index(tmp_path: Pa
     assert check_dataset(plan, ds) == []
 
 
+def test_check_dataset_renders_what_a_presence_check_cannot_vouch_for(tmp_path: Path) -> None:
+    """Records of strings under bare `{field}` templates are only checked for their fields; any
+    other value, or a template with a spec or an index, is rendered as the run will render it."""
+    rows = [
+        {"question": "a", "answer": "1", "n": 1},
+        {"question": 7, "answer": None, "n": 2},  # not strings, yet `{question}` renders them
+        {"question": ["x"], "answer": "3", "n": "three"},  # `{n:03d}` cannot format a string
+        {"question": "d", "n": 4},  # no answer
+        {"question": "e", "answer": "5"},  # no n: already reported for the prompt
+    ]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plan, ds = plan_for(tmp_path, path="d.jsonl")
+    assert check_dataset(plan, ds) == ["target: record 3 has no field 'answer' (its fields: n, question)"]
+    plan, ds = plan_for(tmp_path, path="d.jsonl", prompt="{question} #{n:03d}")
+    assert check_dataset(plan, ds) == [
+        "prompt: record 2 cannot fill this template: ValueError: Unknown format code 'd' for object of type 'str'",
+        "target: record 3 has no field 'answer' (its fields: n, question)",
+    ]
+
+
 def test_check_dataset_empty_and_unreadable(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n\n")
     plan, ds = plan_for(tmp_path, path="empty.jsonl")
