@@ -5,7 +5,7 @@
 
 Three `evaltui PLAN --no-ui` subprocesses on the same data:
 
-1. full   — a fresh run of all N samples: peak RSS (wait4's ru_maxrss of the evaltui process),
+1. full   — a fresh run of all N samples: peak RSS (the evaltui process's VmHWM, see workload.tree_peak_rss_kb),
             wall and CPU. Memory must follow concurrency, not dataset size.
 2. prime  — a fresh run into another work dir against a simulator that rejects (HTTP 400, not
             retried) the last --todo prompts, which are padded to be longer than --max-prompt-chars:

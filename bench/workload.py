@@ -115,7 +115,7 @@ class Measure:
     requests: int
     max_in_flight: int
     cpu: float  # user+sys seconds of the client process tree
-    maxrss_mb: float  # peak RSS of the largest process in the client's tree
+    maxrss_mb: float  # peak RSS (VmHWM) of the largest process in the client's tree
     accuracy: float | None = None
 
     @property
@@ -128,8 +128,9 @@ def run_client(tool: str, argv: list[str], sim: Sim, n: int, c: int, mean_latenc
                timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> tuple[Measure, str]:
     """Spawn `argv`, wait for it with wait4 (its own rusage, not the simulator's), read the window.
 
-    CPU and peak RSS come from the kernel's accounting of the child and the descendants it waited
-    for, so worker processes a tool forks are counted too.
+    CPU comes from the kernel's accounting of the child and the descendants it waited for, so
+    worker processes a tool forks are counted too; peak RSS is the largest VmHWM seen in its
+    process tree while it ran (tree_peak_rss_kb).
     """
     sim.reset()
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-{os.getpid()}-{tool}.out"
@@ -138,10 +139,12 @@ def run_client(tool: str, argv: list[str], sim: Sim, n: int, c: int, mean_latenc
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True,
                                 cwd=cwd, env=env or ENV)
         deadline = t0 + timeout
+        peak_kb = 0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            peak_kb = max(peak_kb, tree_peak_rss_kb(proc.pid))
             if time.monotonic() > deadline:
                 proc.kill()
                 raise SystemExit(f"{tool} did not finish within {timeout:.0f} s")
@@ -160,8 +163,32 @@ def run_client(tool: str, argv: list[str], sim: Sim, n: int, c: int, mean_latenc
         first_request=(first - t0) if first else float("nan"),
         window=(last - first) if first and last else float("nan"),
         requests=st["requests_total"], max_in_flight=st["max_in_flight"],
-        cpu=usage.ru_utime + usage.ru_stime, maxrss_mb=usage.ru_maxrss / 1024,
+        cpu=usage.ru_utime + usage.ru_stime, maxrss_mb=peak_kb / 1024,
     ), text
+
+
+def tree_peak_rss_kb(pid: int) -> int:
+    """The largest peak resident set (VmHWM) among `pid` and its descendants, in kB.
+
+    Not wait4's ru_maxrss: a child's ru_maxrss starts at its parent's resident set at the fork
+    (the exec does not reset it), so a benchmark script that had grown to 130 MB reported every
+    client it spawned as at least that big. VmHWM belongs to the process's own memory map, which
+    the exec replaced. Read while the process runs; the last few milliseconds before it exits
+    are not seen, which for a peak reached during the run does not matter."""
+    peak, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+                        break
+            with open(f"/proc/{p}/task/{p}/children", "rb") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return peak
 
 
 HEADER = (f"{'tool':<16} {'N':>7} {'C':>4} {'floor':>7} {'wall':>7} {'fl/wall':>7} {'1st req':>7} "
