@@ -117,6 +117,38 @@ def test_retry_while_running_joins_the_run_and_reruns_only_the_failed_samples(tm
     assert json.loads(runner.workdir.result_file("m", "d").read_text())["accuracy"] == 100.0
 
 
+def test_a_retry_asked_mid_run_goes_ahead_of_the_datasets_still_queued(tmp_path: Path, sim_factory) -> None:
+    """`r` while a model still has datasets queued: the failed samples are sent next, beside the
+    dataset being inferred, not after every dataset behind it (hours, on a long plan)."""
+    rows, b1, b2 = arithmetic(12), arithmetic(150, prefix="B"), arithmetic(150, prefix="C")
+    sim = sim_factory(SimConfig(default=ModelProfile(latency=0.02), answer_key=key_for(rows, b1, b2), faults=Faults(max_prompt_chars=20)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=2)],
+        datasets=[gsm_dataset(name, write_jsonl(tmp_path / f"{name}.jsonl", r)) for name, r in (("d", rows), ("b1", b1), ("b2", b2))],
+    )
+    runner = Runner(load_plan(plan))
+    received: dict[str, list[float]] = {}
+
+    async def before() -> None:
+        await until(lambda: (p := runner.state.pairs.get(("m", "d"))) is not None and p.status == PairStatus.FAIL, "m/d failed")
+        assert runner.state.pairs[("m", "b1")].status == PairStatus.RUNNING
+        assert runner.state.pairs[("m", "b2")].completed == 0  # queued behind b1
+        sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
+
+    async def after() -> None:
+        await until(lambda: runner.state.finished is not None, "the run to end", timeout=60)
+        for r in sim.stats.log:
+            received.setdefault(r.prompt[:1], []).append(r.t_received)
+
+    codes = anyio.run(functools.partial(run_and_retry, runner, ("m", "d"), before, after))
+    assert codes == {"run": 0, "retry": 0}
+    retried = sorted(received["Q"])[-len(long_prompts(rows)):]  # the second tries of the long prompts
+    assert max(retried) < min(received["C"])  # all sent before b2, queued behind b1, began
+    assert max(retried) < max(received["B"])  # and beside b1, which went on after them
+    assert runner.state.pairs[("m", "d")].score == 100.0
+
+
 def sim_stats(base: str) -> dict[str, Any]:
     with urllib.request.urlopen(f"{base}/sim/stats", timeout=10) as r:
         return json.loads(r.read())

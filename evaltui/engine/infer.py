@@ -193,9 +193,22 @@ class ModelInference:
             emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
         return runs
 
-    def add_runs(self, runs: list[DatasetRun]) -> None:
-        """Queue planned datasets; while the pool runs they join it (a retry of a live run)."""
-        self.runs.extend(runs)
+    def add_runs(self, runs: list[DatasetRun], *, first: bool = False) -> None:
+        """Queue planned datasets; while the pool runs they join it (a retry of a live run).
+
+        `first` (a retry the user asked for): they go ahead of the dataset being handed out and
+        start loading now, so its failed samples are sent next, not after every dataset still
+        queued — which on a long plan could be hours. The dataset they overtake goes on after.
+        """
+        if first and self._workers is not None and self._tg is not None and self._cursor < len(self.runs):
+            at = self._cursor
+            self.runs[at:at] = runs
+            self._next_to_start += len(runs)  # runs[:_next_to_start] are the started ones
+            for run in runs:
+                run.started = True
+                self._tg.start_soon(self._load, run)
+        else:
+            self.runs.extend(runs)
         if self._workers is not None:
             self._maybe_start_more()
             self._add_workers()

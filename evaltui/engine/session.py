@@ -111,7 +111,7 @@ class Session:
         finally:
             self._planning.difference_update(pairs)
         for inf, runs, pending in planned:
-            inf.add_runs(runs)
+            inf.add_runs(runs, first=retry)
             self.watcher.add(pending)
             if runs:
                 self._start(inf)
