@@ -3,8 +3,8 @@
 Every sample is JSON four or five times over its life — the request body, the reply, its
 checkpoint line, the merged predictions file, its scored detail — and a resume or a scoring of a
 large dataset parses and writes it all again. orjson does each of those 4–20× faster than the
-`json` module (bench/RESULTS.md, "JSON"). What it refuses the standard library still takes, so
-no input that worked before fails now: NaN and Infinity, integers beyond 64 bits, a byte-order
+`json` module (bench/RESULTS.md, "What changed today"). What it refuses the standard library
+still takes, so no input that worked before fails now: NaN and Infinity, integers beyond 64 bits, a byte-order
 mark, lone surrogates (half an emoji a model cut off), objects orjson does not know.
 
 Written JSON is compact (`{"a":1}`). Readers of our own files (`workdir.scan_checkpoint`,
