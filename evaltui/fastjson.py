@@ -4,8 +4,9 @@ Every sample is JSON four or five times over its life — the request body, the 
 checkpoint line, the merged predictions file, its scored detail — and a resume or a scoring of a
 large dataset parses and writes it all again. orjson does each of those 4–20× faster than the
 `json` module (bench/RESULTS.md, "What changed today"). What it refuses the standard library
-still takes, so no input that worked before fails now: NaN and Infinity, integers beyond 64 bits, a byte-order
-mark, lone surrogates (half an emoji a model cut off), objects orjson does not know.
+still takes, so no input that worked before fails now: NaN and Infinity, a byte-order mark,
+lone surrogates (half an emoji a model cut off), integers orjson cannot write; a user's integers
+beyond 64 bits stay exact through `loads_exact`.
 
 Written JSON is compact (`{"a":1}`). Readers of our own files (`workdir.scan_checkpoint`,
 `iter_predictions`) accept both this and the spaced layout older evaltui versions wrote.
