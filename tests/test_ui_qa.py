@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from evaltui.engine import events as ev
 from ui_script import Clock, feed, planned, scripted_app
@@ -61,18 +62,13 @@ def test_the_help_fits_80x24(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_at_80x24_the_pane_moved_to_with_tab_grows_and_stays_on_screen(tmp_path: Path) -> None:
-    # Seen at 80x24: Tab to the failures pane grew it to 12 rows, three more than were left, so
-    # its bottom (where the newest failures are) was hidden under the footer. Twelve datasets, so
-    # the leaderboard has rows enough to grow too.
-    from textual.widgets import Footer
-
+def two_models_app(tmp_path: Path, names: list[str]) -> Any:
+    """An idle app (start=False, a scripted clock) over a plan of models alpha and beta on `names`."""
     from evaltui.engine.runner import Runner
     from evaltui.plan import load_plan
     from evaltui.ui.app import EvalApp
     from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
-    names = [f"d{i}" for i in range(12)]
     data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
     plan = write_plan(
         tmp_path,
@@ -80,7 +76,17 @@ def test_at_80x24_the_pane_moved_to_with_tab_grows_and_stays_on_screen(tmp_path:
         datasets=[gsm_dataset(d, data) for d in names],
     )
     clock = Clock()
-    app = EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+    return EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+
+
+def test_at_80x24_the_pane_moved_to_with_tab_grows_and_stays_on_screen(tmp_path: Path) -> None:
+    # Seen at 80x24: Tab to the failures pane grew it to 12 rows, three more than were left, so
+    # its bottom (where the newest failures are) was hidden under the footer. Twelve datasets, so
+    # the leaderboard has rows enough to grow too.
+    from textual.widgets import Footer
+
+    names = [f"d{i}" for i in range(12)]
+    app = two_models_app(tmp_path, names)
     err = ev.SampleError("http", 400, "bad request", 1)
 
     async def scenario() -> None:
@@ -142,21 +148,10 @@ def test_a_score_coming_in_does_not_rebuild_the_leaderboard(tmp_path: Path) -> N
     # headless (41 s against 22 s), the app's thread busy for most of it rebuilding, measuring and
     # repainting the whole leaderboard each time a pair was scored. A score now changes its cell
     # and the Average row; the table is built again only when its columns change.
-    from evaltui.engine.runner import Runner
-    from evaltui.plan import load_plan
-    from evaltui.ui.app import EvalApp
     from evaltui.ui.widgets.panes import LeaderboardTable
-    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
     names = [f"d{i:02d}" for i in range(40)]
-    data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
-    plan = write_plan(
-        tmp_path,
-        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate"} for m in ("alpha", "beta")],
-        datasets=[gsm_dataset(d, data) for d in names],
-    )
-    clock = Clock()
-    app = EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+    app = two_models_app(tmp_path, names)
 
     async def scenario() -> None:
         async with app.run_test(size=(200, 50)) as pilot:
