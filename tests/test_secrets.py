@@ -33,22 +33,28 @@ KEY_VAR = "EVALTUI_TEST_OPENAI_KEY"
 KEY = "sk-evaltui-" + "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=40))
 
 
-class _Echo(BaseHTTPRequestHandler):
+class _Quiet(BaseHTTPRequestHandler):
+    """A loopback test server's handler: replies in one call, logs nothing to the test's output."""
+
+    def reply(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return  # http.server would print every request to stderr
+
+
+class _Echo(_Quiet):
     """Fails every request, repeating all of it back: status 401 for one model, 500 for another."""
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server hook
         body = self.rfile.read(int(self.headers.get("content-length") or 0)).decode("utf-8", "replace")
         status = 401 if "/deny/" in self.path else 500
         message = f"Incorrect API key provided: {self.headers.get('authorization')}; request {self.requestline!r}; headers {dict(self.headers)!r}; body {body}"
-        reply = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(status, "application/json", json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode())
 
 
 @pytest.fixture
@@ -185,7 +191,7 @@ def test_a_credential_in_a_custom_header_reaches_no_file(tmp_path: Path, sim_fac
     assert leaks == []
 
 
-class _EchoPage(BaseHTTPRequestHandler):
+class _EchoPage(_Quiet):
     """A proxy's error page (not JSON) that repeats the Authorization header after some text; the
     text grows by one character per request, so over the run the key straddles every cut point
     a failure message is shortened at. `/ok/` answers 200 with such a page (an unparseable reply)."""
@@ -200,15 +206,7 @@ class _EchoPage(BaseHTTPRequestHandler):
         # an error), then moves past it one character per request.
         start = (80 if ok else 380) + self.served[ok]
         page = f"<html><body><h1>Bad gateway</h1>{'x' * start} Authorization: {self.headers.get('authorization')} (upstream gone)</body></html>"
-        reply = page.encode()
-        self.send_response(200 if ok else 502)
-        self.send_header("content-type", "text/html")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply(200 if ok else 502, "text/html", page.encode())
 
 
 def test_no_part_of_the_key_survives_where_a_long_error_page_is_cut_short(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
