@@ -41,6 +41,8 @@ class HeadlessRenderer:
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
+        if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line of its own
+            return
         line = self._first_failures.line(e) if type(e) is ev.SampleFailed else event_line(e)
         if line is not None:
             self.say(line)

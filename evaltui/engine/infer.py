@@ -12,6 +12,7 @@ flight and the pool never drains at a dataset boundary.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import time
@@ -346,9 +347,10 @@ class ModelInference:
         run.remaining = sum(s.outstanding for s in run.shards)
         run.todo = _todo(run.shards, run.done, records, run.cfg.path)
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
+        loop = asyncio.get_running_loop()  # its call_soon: a turn's checkpoint lines go out in one write
         for s in run.shards:
             if s.outstanding:
-                s.checkpoint.open()
+                s.checkpoint.open(defer=loop.call_soon)
                 s.last_write = time.monotonic()
                 self.board.write(m, d, s.shard, len(run.shards), "running", total=s.total, completed=s.completed, failed=0, version=run.version)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))

@@ -89,7 +89,9 @@ class RunLog:
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
-        if type(e) is ev.SampleFailed:  # the hot path: one per failed request
+        if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line
+            return
+        if type(e) is ev.SampleFailed:  # one per failed request
             line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
             os.write(self._failures, json_bytes(line) + b"\n")
             first = self._first_failures.line(e)

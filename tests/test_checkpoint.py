@@ -1,0 +1,86 @@
+"""A shard's checkpoint as the engine writes it: the answers of one event-loop turn in one write,
+and a write that fails there raised in the engine's own task rather than lost."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+from pathlib import Path
+
+import pytest
+
+from evaltui.engine.workdir import Checkpoint
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def entry(i: int) -> dict:
+    return {"index": i, "origin_prompt": f"q{i}", "prediction": str(i), "gold": str(i)}
+
+
+def test_the_answers_of_one_turn_go_out_in_one_write_at_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[bytes] = []
+    real = Checkpoint._write
+    monkeypatch.setattr(Checkpoint, "_write", lambda self, data: (writes.append(data), real(self, data))[1])
+
+    async def run() -> None:
+        cp = Checkpoint(tmp_path / "tmp_0.jsonl", version="v1")
+        cp.open(defer=asyncio.get_running_loop().call_soon)
+        for i in range(3):
+            cp.append(entry(i))
+        assert lines(cp.path) == [{"version": "v1"}]  # not yet: the turn is not over
+        await asyncio.sleep(0)
+        assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2]
+        cp.append(entry(3))
+        cp.close()  # what is held is written before the file is closed
+        assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2, 3]
+
+    asyncio.run(run())
+    assert [w.count(b"\n") for w in writes] == [1, 3, 1]  # header; one turn's three; the last at close
+
+
+def test_a_write_that_fails_at_the_end_of_a_turn_is_raised_by_the_next_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = Checkpoint._write
+    full = {"disk": False}
+
+    def write(self: Checkpoint, data: bytes) -> None:
+        if full["disk"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, data)
+
+    monkeypatch.setattr(Checkpoint, "_write", write)
+
+    async def run() -> None:
+        cp = Checkpoint(tmp_path / "tmp_0.jsonl")
+        cp.open(defer=asyncio.get_running_loop().call_soon)
+        cp.append(entry(0))
+        await asyncio.sleep(0)
+        full["disk"] = True
+        cp.append(entry(1))
+        await asyncio.sleep(0)  # the write fails here, where no task could see it
+        with pytest.raises(OSError, match="No space left"):
+            cp.append(entry(2))
+        full["disk"] = False
+        cp.close()  # raised once: the engine stopped on it, closing is clean
+        assert [e["index"] for e in lines(cp.path)] == [0]  # nothing half-written
+
+        cp2 = Checkpoint(tmp_path / "tmp_1.jsonl")
+        cp2.open(defer=asyncio.get_running_loop().call_soon)
+        full["disk"] = True
+        cp2.append(entry(0))
+        await asyncio.sleep(0)
+        with pytest.raises(OSError, match="No space left"):
+            cp2.close()  # the last answers' write failed: closing says so
+
+    asyncio.run(run())
+
+
+def test_without_a_loop_every_answer_is_written_at_once(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path / "tmp_0.jsonl")
+    cp.open()
+    cp.append(entry(7))
+    assert lines(cp.path) == [entry(7)]
+    cp.close()
