@@ -371,3 +371,22 @@ def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypat
     ours.write_bytes(ours.read_bytes()[:-3])  # cut short
     with pytest.raises(ValueError):
         list(workdir.iter_predictions(ours))
+
+
+def test_a_run_keeps_the_garbage_collector_out_of_the_request_loop(tmp_path: Path) -> None:
+    # In a fresh interpreter, as `evaltui PLAN` runs: what was imported and planned is frozen
+    # (no collection walks it again) and young collections come every 10,000 allocations, not
+    # 700 — 0.2 s of collections per 20,000 requests at 256 in flight otherwise (runner.py).
+    import subprocess
+    import sys
+
+    probe = (
+        "import gc, evaltui.engine.runner as r\n"
+        "before = gc.get_threshold()[0]\n"
+        "r.settle_heap(); r.settle_heap()\n"
+        "for _ in range(20000):\n"
+        "    a = []; a.append(a)\n"  # cyclic garbage: still collected, in batches
+        "print(before, gc.get_threshold()[0], gc.get_freeze_count() > 1000, len(gc.get_objects()) < 15000)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split() == ["700", "10000", "True", "True"]

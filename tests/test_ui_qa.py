@@ -246,3 +246,27 @@ def test_t_recolours_the_cells_already_on_screen(tmp_path: Path) -> None:
             assert all(light in c.lower() for c in colours(app).values()), colours(app)
 
     asyncio.run(scenario())
+
+
+def test_the_failures_pane_shows_two_lines_at_80x24_with_long_errors(tmp_path: Path) -> None:
+    # Seen at 80x24: with errors wider than the pane, its horizontal scrollbar took one of the two
+    # rows left inside the border, so only one failure was in sight until the pane was focused.
+    from evaltui.ui.widgets.panes import FailuresLog
+
+    err = ev.SampleError("http", 500, "upstream connect error or disconnect/reset before headers " * 3, 5)
+
+    async def scenario() -> None:
+        app = scripted_app(tmp_path, Clock())
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, planned() + [ev.DatasetStarted("alpha", "gsm", 100, 100)])
+            feed(app, [ev.SampleFailed("alpha", "gsm", 0, i, err) for i in range(6)])
+            await pilot.pause()
+            log = app.query_one(FailuresLog)
+            assert not log.has_focus
+            shown = [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
+            assert [line[:12] for line in shown] == ["alpha/gsm #4", "alpha/gsm #5"], shown
+            log.focus()  # Tab to it: it grows, and a long error can be scrolled sideways
+            await pilot.pause()
+            assert log.scrollable_content_region.height > 2 and log.max_scroll_x > 0
+
+    asyncio.run(scenario())

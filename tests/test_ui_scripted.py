@@ -138,3 +138,29 @@ def test_the_command_palette_offers_retry_only_when_something_failed(tmp_path: P
             assert "retrying the failed samples of alpha/gsm" in said()
 
     asyncio.run(scenario())
+
+
+def test_the_command_palette_offers_one_quit_ours(tmp_path: Path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        from textual.command import CommandList, CommandPalette
+
+        app = scripted_app(tmp_path, clock)
+        async with app.run_test(size=(120, 30)) as pilot:
+            feed(app, planned() + running(clock))
+            await pilot.press("ctrl+p")
+            await pilot.pause()
+            assert isinstance(app.screen, CommandPalette)
+            await pilot.press(*"quit")
+            for _ in range(20):  # the palette searches in the background; bounded wait for its hits
+                await pilot.pause(0.1)
+                hits = app.screen.query_one(CommandList)
+                if hits.option_count:
+                    break
+            shown = [str(hits.get_option_at_index(i).prompt) for i in range(hits.option_count)]
+            quits = [s for s in shown if "Quit" in s]
+            assert len(quits) == 1, shown
+            assert "finished work is kept" in quits[0]  # ours, which says what quitting keeps
+
+    asyncio.run(scenario())

@@ -12,6 +12,7 @@ also folds into `runner.state` so a front end can ask where things stand at any 
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -41,6 +42,33 @@ if TYPE_CHECKING:
 
 Pair = tuple[str, str]
 
+
+
+#: Container allocations between two young-generation collections once the run starts (Python's
+#: default is 700).
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def settle_heap() -> None:
+    """Keep the cyclic garbage collector out of the request loop, once per process.
+
+    Everything imported and planned by now lives as long as the run, so it is frozen: no
+    collection walks it again. And a young collection every 700 allocations (aiohttp allocates
+    dozens of objects per request, 256 requests' worth alive at once) became one every 10,000.
+    Measured at N=20,000, C=256 (gc.callbacks): 0.16–0.25 s of collections per run (64–71 young,
+    5–6 middle, one full) before, 0.004–0.006 s (3 young) after. Cycles are still collected,
+    only in bigger batches (a few MB at most held in between).
+    """
+    global _heap_settled
+    if _heap_settled:
+        return
+    _heap_settled = True
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+
+
+_heap_settled = False
 
 class Runner:
     def __init__(
@@ -159,6 +187,7 @@ class Runner:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
                     if aside:
                         self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
+                settle_heap()
                 return await self._session(self.pairs, retry=False)
         finally:
             os.close(lock)

@@ -13,12 +13,13 @@ import dataclasses
 import time
 from collections import deque
 from concurrent.futures import Future
-from typing import Callable, ClassVar, Sequence
+from typing import Callable, ClassVar, Iterable, Sequence
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from evaltui.engine import events as ev
@@ -116,6 +117,10 @@ class EvalApp(App[int]):
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {BAR_EMPTY: "$panel-lighten-2"}
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own, less its Quit: ours (EvalCommands) says what quitting keeps."""
+        return (c for c in super().get_system_commands(screen) if c.title != "Quit")
 
     def compose(self) -> ComposeResult:
         yield self.strip
