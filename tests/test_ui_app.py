@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from evaltui.engine import events as ev
 from evaltui.engine.runner import Runner
 from evaltui.plan import load_plan
-from evaltui.sim import SimConfig
+from evaltui.sim import ModelProfile, SimConfig
 from evaltui.sim.config import Faults
 from evaltui.ui.app import EvalApp
 from evaltui.ui.widgets.panes import FailuresLog
@@ -312,5 +312,45 @@ def test_r_again_on_a_dataset_whose_retry_failed_while_the_run_goes_on(tmp_path:
             await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
             await pilot.press("y")
             await until(pilot, lambda: app._exit, "the app to leave")
+
+    asyncio.run(scenario())
+
+
+def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The heartbeat stops (a laptop asleep longer than heartbeat_timeout, a stalled disk): the
+    # watch-scorer takes inference for gone and skips the datasets it was waiting for. They
+    # were left "skipped" with no key to score them; `r` (and `R`) now does.
+    from evaltui.engine.workdir import WorkDir
+
+    sim = sim_factory(SimConfig(default=ModelProfile(latency=0.05)))  # 30 samples, 2 at a time: ~0.8 s
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=2)],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(30)))],
+        run={"heartbeat_interval": 0.1, "heartbeat_timeout": 0.3, "watch_interval": 0.1},
+    )
+    beating = {"on": False}
+    real_beat = WorkDir.beat
+    monkeypatch.setattr(WorkDir, "beat", lambda self: real_beat(self) if beating["on"] else None)
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(plan), sink=events.append)
+
+    async def scenario() -> None:
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(200, 50)) as pilot:
+            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            await pilot.pause(0.3)
+            assert of_type(events, ev.WatchSkipped) and "heartbeat stale" in of_type(events, ev.WatchSkipped)[0].reason
+            assert app.state.pairs[("m", "d")].status == ev.PairStatus.SKIPPED
+            assert app.state.pairs[("m", "d")].completed == 30  # its inference went on and finished
+            move_to(app, ("m", "d"))
+            await pilot.pause()
+            assert {"r", "R"} <= footer_keys(app)
+            beating["on"] = True  # awake again
+            requests = sim.stats.requests_total
+            await pilot.press("r")
+            await until(pilot, lambda: app.state.pairs[("m", "d")].status == ev.PairStatus.SCORED, "the dataset to be scored")
+            assert app.state.pairs[("m", "d")].score is not None
+            assert sim.stats.requests_total == requests  # its answers were kept: only scored
 
     asyncio.run(scenario())

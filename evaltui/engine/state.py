@@ -20,6 +20,14 @@ from evaltui.engine.events import PairStatus
 Clock = Callable[[], float]
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
+
+
+def _set_inference_status(p: PairState, status: PairStatus) -> None:
+    """What inference says of the pair, unless scoring has taken over — or the watcher gave up on
+    it (a stale heartbeat): its inference ending done does not score it, so it stays skipped."""
+    if p.status in _FINAL or (p.status == PairStatus.SKIPPED and status == PairStatus.DONE):
+        return
+    p.status = status
 # No rate over less than this many seconds: a renderer that folds events in batches (the app,
 # five times a second) sees a start up to a batch late, and a burst of answers in no time at all.
 RATE_MIN_SPAN = 1.0
@@ -127,8 +135,7 @@ class RunState:
                 p.shards = max(p.shards, e.shards)
                 p.shard_status[e.shard] = e.status
                 p.shard_events[e.shard] = e
-                if p.status not in _FINAL:
-                    p.status = _combine(p.shard_status, p.shards)
+                _set_inference_status(p, _combine(p.shard_status, p.shards))
                 if e.error and e.status == PairStatus.FAIL:
                     p.error = e.error
             case ev.DatasetStarted():
@@ -146,8 +153,7 @@ class RunState:
                 p.completed, p.failed = e.completed, e.failed
                 if e.error:
                     p.error = e.error
-                if p.status not in _FINAL:
-                    p.status = e.status
+                _set_inference_status(p, e.status)
             case ev.DatasetScoring():
                 p = self.pair(e.model, e.dataset)
                 p.status = PairStatus.SCORING
@@ -261,8 +267,9 @@ class RunState:
         return [f for f in self.failures if f.model == model and f.dataset == dataset]
 
     def failed_pairs(self) -> list[tuple[str, str]]:
-        """The pairs a retry-all would re-run: inference failed, or scoring did."""
-        return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR)]
+        """The pairs a retry-all would re-run: inference failed, or scoring did, or the watcher
+        gave up on them (a stale heartbeat: the laptop slept) — a retry scores what is done."""
+        return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR, PairStatus.SKIPPED)]
 
     def totals(self) -> tuple[int, int, int]:
         """(completed, failed, total) over every pair."""

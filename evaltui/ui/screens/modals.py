@@ -39,8 +39,8 @@ Keys
   enter          details of the highlighted dataset: failed samples,
                  predictions next to their gold
   r              retry the highlighted dataset's failed samples
-                 (only on a failed dataset)
-  R              retry every failed dataset
+                 (only on a failed or skipped dataset)
+  R              retry every failed or skipped dataset
   t              next theme (remembered)        ctrl+p  command palette
   q              quit (asks while work runs; finished work is kept, a
                  re-run resumes); q again while stopping: leave at once
