@@ -32,6 +32,13 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> 
         await pilot.pause(0.1)
 
 
+async def until_run_ends(pilot: Pilot[Any], app: EvalApp, settle: float = 0.3) -> None:
+    """Until the run reported its end and the engine let go; then `settle` s for the panes."""
+    await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+    if settle:
+        await pilot.pause(settle)
+
+
 def move_to(app: EvalApp, pair: tuple[str, str]) -> None:
     table = app.query_one(ProgressTable)
     table.move_cursor(row=table.get_row_index(f"{pair[0]}\t{pair[1]}"))
@@ -57,8 +64,7 @@ def test_failed_dataset_shown_then_retried_with_r(tmp_path: Path, sim_factory: A
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 50)) as pilot:
-            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
-            await pilot.pause(0.3)
+            await until_run_ends(pilot, app)
             long = app.state.pairs[("m", "long")]
             assert long.status == ev.PairStatus.FAIL and long.failed == 6
             table = app.query_one(ProgressTable)
@@ -105,7 +111,7 @@ def test_enter_shows_failed_samples_and_predictions(tmp_path: Path, sim_factory:
 
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            await until_run_ends(pilot, app, settle=0.0)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display, "the details")
             failures = app.screen.query_one("#details-failures", DataTable)
@@ -192,7 +198,7 @@ def test_r_while_the_run_goes_on_joins_it(tmp_path: Path, sim_factory: Any) -> N
             await pilot.pause()
             sim.config.faults = Faults()
             await pilot.press("r")
-            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+            await until_run_ends(pilot, app, settle=0.0)
             assert app.state.pairs[("m", "long")].status == ev.PairStatus.SCORED
             assert app.state.pairs[("m", "big")].status == ev.PairStatus.SCORED
             assert app.exit_code == 0
@@ -224,8 +230,7 @@ def test_R_retries_every_failed_dataset_and_only_their_failed_samples(tmp_path: 
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 50)) as pilot:
-            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
-            await pilot.pause(0.3)
+            await until_run_ends(pilot, app)
             assert sorted(app.state.failed_pairs()) == [("m", "one"), ("m", "two")]
             assert "R" in footer_keys(app)
             sim.config.faults = Faults()  # the server is fixed
@@ -338,8 +343,7 @@ def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_f
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 50)) as pilot:
-            await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
-            await pilot.pause(0.3)
+            await until_run_ends(pilot, app)
             assert of_type(events, ev.WatchSkipped) and "heartbeat stale" in of_type(events, ev.WatchSkipped)[0].reason
             assert app.state.pairs[("m", "d")].status == ev.PairStatus.SKIPPED
             assert app.state.pairs[("m", "d")].completed == 30  # its inference went on and finished
