@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 
 Pair = tuple[str, str]
 
-
-
 #: Container allocations between two young-generation collections once the run starts (Python's
 #: default is 700).
 GC_YOUNG_THRESHOLD = 10_000
@@ -57,7 +55,7 @@ def settle_heap() -> None:
     dozens of objects per request, 256 requests' worth alive at once) became one every 10,000.
     Measured at N=20,000, C=256 (gc.callbacks): 0.16–0.25 s of collections per run (64–71 young,
     5–6 middle, one full) before, 0.004–0.006 s (3 young) after. Cycles are still collected,
-    only in bigger batches (a few MB at most held in between).
+    only in bigger batches (at most 10,000 objects' worth held in between).
     """
     global _heap_settled
     if _heap_settled:
@@ -69,6 +67,7 @@ def settle_heap() -> None:
 
 
 _heap_settled = False
+
 
 class Runner:
     def __init__(

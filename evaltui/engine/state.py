@@ -28,6 +28,8 @@ def _set_inference_status(p: PairState, status: PairStatus) -> None:
     if p.status in _FINAL or (p.status == PairStatus.SKIPPED and status == PairStatus.DONE):
         return
     p.status = status
+
+
 # No rate over less than this many seconds: a renderer that folds events in batches (the app,
 # five times a second) sees a start up to a batch late, and a burst of answers in no time at all.
 RATE_MIN_SPAN = 1.0
