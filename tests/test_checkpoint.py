@@ -35,11 +35,42 @@ def test_the_answers_of_one_turn_go_out_in_one_write_at_its_end(tmp_path: Path, 
         await asyncio.sleep(0)
         assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2]
         cp.append(entry(3))
-        cp.close()  # what is held is written before the file is closed
+        await cp.written()  # what the engine awaits before a worker sends its next request
         assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2, 3]
+        cp.append(entry(4))
+        cp.close()  # what is held is written before the file is closed
+        assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2, 3, 4]
 
     asyncio.run(run())
-    assert [w.count(b"\n") for w in writes] == [1, 3, 1]  # header; one turn's three; the last at close
+    assert [w.count(b"\n") for w in writes] == [1, 3, 1, 1]  # header; one turn's three; one; the last at close
+
+
+def test_answers_of_workers_that_finish_in_one_turn_share_a_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[int] = []
+    real = Checkpoint._write
+    monkeypatch.setattr(Checkpoint, "_write", lambda self, data: (writes.append(data.count(b"\n")), real(self, data))[1])
+
+    async def run() -> None:
+        cp = Checkpoint(tmp_path / "tmp_0.jsonl")
+        cp.open(defer=asyncio.get_running_loop().call_soon)
+        go = asyncio.Event()
+        on_disk: list[int] = []
+
+        async def worker(i: int) -> None:  # as ModelInference._sample: append, then wait for the disk
+            await go.wait()
+            cp.append(entry(i))
+            await cp.written()
+            on_disk.append(len(lines(cp.path)))
+
+        tasks = [asyncio.create_task(worker(i)) for i in range(5)]
+        await asyncio.sleep(0)
+        go.set()  # the five replies arrive in one turn
+        await asyncio.gather(*tasks)
+        cp.close()
+        assert on_disk == [5] * 5  # none went on before every answer of its turn was on disk
+
+    asyncio.run(run())
+    assert writes == [5]
 
 
 def test_a_write_that_fails_at_the_end_of_a_turn_is_raised_by_the_next_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,7 +93,7 @@ def test_a_write_that_fails_at_the_end_of_a_turn_is_raised_by_the_next_call(tmp_
         cp.append(entry(1))
         await asyncio.sleep(0)  # the write fails here, where no task could see it
         with pytest.raises(OSError, match="No space left"):
-            cp.append(entry(2))
+            await cp.written()  # the worker that appended it stops here, before its next request
         full["disk"] = False
         cp.close()  # raised once: the engine stopped on it, closing is clean
         assert [e["index"] for e in lines(cp.path)] == [0]  # nothing half-written

@@ -399,6 +399,7 @@ class ModelInference:
                 self.in_flight -= 1
         self.requests += 1
         shard.checkpoint.append(entry)
+        await shard.checkpoint.written()  # on disk before this worker sends its next request
         m, d = self.model.abbr, cfg.abbr
         if "error" in entry:
             shard.failed += 1

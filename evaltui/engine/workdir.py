@@ -9,6 +9,7 @@ Two kinds of writes, each safe against `kill -9` at any instant:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -324,9 +325,10 @@ class Checkpoint:
 
     Opened with `defer` (the event loop's `call_soon`), the lines of the samples that finish in
     one turn of the loop go out in one write at the end of that turn: at 256 requests in flight
-    that is tens of lines per system call instead of one each, and a kill -9 can still only
-    lose answers that arrived in the same turn (a re-run asks for those again). A write that
-    fails there (a full disk) is raised by the next `append` or by `close`, in the engine's task.
+    that is tens of lines per system call instead of one each. The engine awaits `written()`
+    after each `append`, so a worker sends its next request only once its answer is on disk,
+    and a kill -9 still loses no more than the requests in flight. A write that fails there (a
+    full disk) is raised by `written()`, the next `append` or `close`, in the engine's task.
     """
 
     def __init__(self, path: Path, version: str = ""):
@@ -371,6 +373,13 @@ class Checkpoint:
         if not self._pending:
             self._defer(self._flush_deferred)
         self._pending.append(line)
+
+    async def written(self) -> None:
+        """Once the lines appended so far are on disk (the end of this loop turn); raises a
+        write that failed."""
+        if self._pending:
+            await asyncio.sleep(0)  # queued behind the flush the first append of the turn asked for
+        self._raise_failed()
 
     def flush(self) -> None:
         """Write the lines still held (one write), now."""
