@@ -342,7 +342,7 @@ def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_f
 
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
-        async with app.run_test(size=(200, 50)) as pilot:
+        async with app.run_test(size=(200, 50), notifications=True) as pilot:
             await until_run_ends(pilot, app)
             assert of_type(events, ev.WatchSkipped) and "heartbeat stale" in of_type(events, ev.WatchSkipped)[0].reason
             assert app.state.pairs[("m", "d")].status == ev.PairStatus.SKIPPED
@@ -353,6 +353,8 @@ def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_f
             beating["on"] = True  # awake again
             requests = sim.stats.requests_total
             await pilot.press("r")
+            await pilot.pause()
+            assert "scoring m/d" in [n.message for n in app._notifications]
             await until(pilot, lambda: app.state.pairs[("m", "d")].status == ev.PairStatus.SCORED, "the dataset to be scored")
             assert app.state.pairs[("m", "d")].score is not None
             assert sim.stats.requests_total == requests  # its answers were kept: only scored

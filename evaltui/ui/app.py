@@ -338,8 +338,14 @@ class EvalApp(App[int]):
     def _retry(self, pairs: Sequence[tuple[str, str]]) -> None:
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
-        names = ", ".join(f"{m}/{d}" for m, d in pairs)
-        self.notify(f"retrying the failed samples of {names}", timeout=4, markup=False)
+        skipped = [p for p in pairs if self.state.pairs[p].status == ev.PairStatus.SKIPPED]
+        failed = [p for p in pairs if p not in skipped]
+        said = []
+        if failed:
+            said.append("retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in failed))
+        if skipped:  # the watcher gave up on them: their answers are kept, they are only scored
+            said.append("scoring " + ", ".join(f"{m}/{d}" for m, d in skipped))
+        self.notify("; ".join(said), timeout=4, markup=False)
         self._refresh_keys()
 
     def action_details(self) -> None:
