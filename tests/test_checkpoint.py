@@ -73,7 +73,8 @@ def test_answers_of_workers_that_finish_in_one_turn_share_a_write(tmp_path: Path
     assert writes == [5]
 
 
-def test_a_write_that_fails_at_the_end_of_a_turn_is_raised_by_the_next_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """Checkpoint writes fail with ENOSPC while `full["disk"]` is set."""
     real = Checkpoint._write
     full = {"disk": False}
 
@@ -83,28 +84,55 @@ def test_a_write_that_fails_at_the_end_of_a_turn_is_raised_by_the_next_call(tmp_
         real(self, data)
 
     monkeypatch.setattr(Checkpoint, "_write", write)
+    return full
+
+
+def test_a_write_that_fails_at_the_end_of_a_turn_stops_every_worker_whose_answer_it_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    full = full_disk(monkeypatch)
 
     async def run() -> None:
         cp = Checkpoint(tmp_path / "tmp_0.jsonl")
         cp.open(defer=asyncio.get_running_loop().call_soon)
         cp.append(entry(0))
-        await asyncio.sleep(0)
+        await cp.written()
         full["disk"] = True
-        cp.append(entry(1))
-        await asyncio.sleep(0)  # the write fails here, where no task could see it
-        with pytest.raises(OSError, match="No space left"):
-            await cp.written()  # the worker that appended it stops here, before its next request
+        outcomes: list[str] = []
+
+        async def worker(i: int) -> None:  # as ModelInference._sample
+            cp.append(entry(i))
+            try:
+                await cp.written()
+            except OSError as e:
+                outcomes.append(f"{i}: {e.strerror}")
+            else:
+                outcomes.append(f"{i}: went on")
+
+        await asyncio.gather(*(worker(i) for i in (1, 2, 3)))  # three answers of one turn, one write
+        assert sorted(outcomes) == [f"{i}: No space left on device" for i in (1, 2, 3)]  # none counts its answer kept
         full["disk"] = False
-        cp.close()  # raised once: the engine stopped on it, closing is clean
+        with pytest.raises(OSError, match="No space left"):
+            cp.append(entry(4))  # and nothing more goes in after the hole
+        cp.close()  # never raises: it runs where a stopped run is put away
         assert [e["index"] for e in lines(cp.path)] == [0]  # nothing half-written
 
+    asyncio.run(run())
+
+
+def test_close_puts_away_what_a_cancelled_worker_left_even_on_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    full = full_disk(monkeypatch)
+
+    async def run() -> None:
+        cp = Checkpoint(tmp_path / "tmp_0.jsonl")
+        cp.open(defer=asyncio.get_running_loop().call_soon)
+        cp.append(entry(0))
+        cp.close()  # before the turn ended (the worker was cancelled): written now
+        assert [e["index"] for e in lines(cp.path)] == [0]
         cp2 = Checkpoint(tmp_path / "tmp_1.jsonl")
         cp2.open(defer=asyncio.get_running_loop().call_soon)
         full["disk"] = True
         cp2.append(entry(0))
-        await asyncio.sleep(0)
-        with pytest.raises(OSError, match="No space left"):
-            cp2.close()  # the last answers' write failed: closing says so
+        cp2.close()  # the disk is full: the answer is asked again next run; closing still succeeds
+        assert lines(cp2.path) == []
 
     asyncio.run(run())
 

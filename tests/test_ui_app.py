@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 
 from evaltui.engine import events as ev
 from evaltui.engine.runner import Runner
+from evaltui.engine.state import RunState
 from evaltui.plan import load_plan
 from evaltui.sim import ModelProfile, SimConfig
 from evaltui.sim.config import Faults
@@ -321,17 +322,20 @@ def test_r_again_on_a_dataset_whose_retry_failed_while_the_run_goes_on(tmp_path:
     asyncio.run(scenario())
 
 
-def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("shards", [1, 2])
+def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_factory: Any, monkeypatch: pytest.MonkeyPatch, shards: int) -> None:
     # The heartbeat stops (a laptop asleep longer than heartbeat_timeout, a stalled disk): the
-    # watch-scorer takes inference for gone and skips the datasets it was waiting for. They
-    # were left "skipped" with no key to score them; `r` (and `R`) now does.
+    # watch-scorer takes inference for gone and skips the datasets it was waiting for — "d"
+    # running (in one or two shards), "e" still queued. They ended "done" or "skipped" with no
+    # key to score them; now both end "skipped", and `r` / `R` score them.
     from evaltui.engine.workdir import WorkDir
 
-    sim = sim_factory(SimConfig(default=ModelProfile(latency=0.05)))  # 30 samples, 2 at a time: ~0.8 s
+    sim = sim_factory(SimConfig(default=ModelProfile(latency=0.05)))  # 2 × 30 samples, 2 at a time: ~1.5 s
     plan = write_plan(
         tmp_path,
         models=[lightllm("m", sim.url, max_workers=2)],
-        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(30)))],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(30)), shards=shards),
+                  gsm_dataset("e", write_jsonl(tmp_path / "e.jsonl", arithmetic(30)))],
         run={"heartbeat_interval": 0.1, "heartbeat_timeout": 0.3, "watch_interval": 0.1},
     )
     beating = {"on": False}
@@ -345,8 +349,13 @@ def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_f
         async with app.run_test(size=(200, 50), notifications=True) as pilot:
             await until_run_ends(pilot, app)
             assert of_type(events, ev.WatchSkipped) and "heartbeat stale" in of_type(events, ev.WatchSkipped)[0].reason
-            assert app.state.pairs[("m", "d")].status == ev.PairStatus.SKIPPED
-            assert app.state.pairs[("m", "d")].completed == 30  # its inference went on and finished
+            for d in ("d", "e"):
+                assert app.state.pairs[("m", d)].status == ev.PairStatus.SKIPPED, d
+                assert app.state.pairs[("m", d)].completed == 30  # its inference went on and finished
+            late = RunState()  # a late subscriber's state says the same
+            for e in app.state.replay():
+                late.apply(e)
+            assert late.pairs[("m", "d")].status == ev.PairStatus.SKIPPED
             move_to(app, ("m", "d"))
             await pilot.pause()
             assert {"r", "R"} <= footer_keys(app)
@@ -355,8 +364,10 @@ def test_a_dataset_the_watcher_gave_up_on_is_scored_with_r(tmp_path: Path, sim_f
             await pilot.press("r")
             await pilot.pause()
             assert "scoring m/d" in [n.message for n in app._notifications]
-            await until(pilot, lambda: app.state.pairs[("m", "d")].status == ev.PairStatus.SCORED, "the dataset to be scored")
-            assert app.state.pairs[("m", "d")].score is not None
-            assert sim.stats.requests_total == requests  # its answers were kept: only scored
+            await until(pilot, lambda: app.state.pairs[("m", "d")].status == ev.PairStatus.SCORED, "d to be scored")
+            await pilot.press("R")
+            await until(pilot, lambda: app.state.pairs[("m", "e")].status == ev.PairStatus.SCORED, "e to be scored")
+            assert app.state.pairs[("m", "d")].score is not None and app.state.pairs[("m", "e")].score is not None
+            assert sim.stats.requests_total == requests  # their answers were kept: only scored
 
     asyncio.run(scenario())

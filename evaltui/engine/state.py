@@ -21,15 +21,6 @@ Clock = Callable[[], float]
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
 
-
-def _set_inference_status(p: PairState, status: PairStatus) -> None:
-    """What inference says of the pair, unless scoring has taken over — or the watcher gave up on
-    it (a stale heartbeat): its inference ending done does not score it, so it stays skipped."""
-    if p.status in _FINAL or (p.status == PairStatus.SKIPPED and status == PairStatus.DONE):
-        return
-    p.status = status
-
-
 # No rate over less than this many seconds: a renderer that folds events in batches (the app,
 # five times a second) sees a start up to a batch late, and a burst of answers in no time at all.
 RATE_MIN_SPAN = 1.0
@@ -137,7 +128,7 @@ class RunState:
                 p.shards = max(p.shards, e.shards)
                 p.shard_status[e.shard] = e.status
                 p.shard_events[e.shard] = e
-                _set_inference_status(p, _combine(p.shard_status, p.shards))
+                self._set_inference_status(p, _combine(p.shard_status, p.shards))
                 if e.error and e.status == PairStatus.FAIL:
                     p.error = e.error
             case ev.DatasetStarted():
@@ -155,7 +146,7 @@ class RunState:
                 p.completed, p.failed = e.completed, e.failed
                 if e.error:
                     p.error = e.error
-                _set_inference_status(p, e.status)
+                self._set_inference_status(p, e.status)
             case ev.DatasetScoring():
                 p = self.pair(e.model, e.dataset)
                 p.status = PairStatus.SCORING
@@ -193,7 +184,7 @@ class RunState:
                     if (model, dataset) not in self.skipped:
                         self.skipped.append((model, dataset))
                     p = self.pair(model, dataset)
-                    if p.status not in (PairStatus.SCORED, PairStatus.ERROR, PairStatus.FAIL):
+                    if p.status in (PairStatus.DONE, PairStatus.PENDING):  # one still running says so until it ends
                         p.status = PairStatus.SKIPPED
             case ev.RunStarted():
                 self.work_dir, self.title = e.work_dir, e.title
@@ -214,6 +205,16 @@ class RunState:
                         p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
                     elif p.status == PairStatus.SCORING:
                         p.status = PairStatus.DONE  # inferred; the next run scores it
+
+    def _set_inference_status(self, p: PairState, status: PairStatus) -> None:
+        """What inference says of the pair, unless scoring has taken over. A pair the watcher gave
+        up on (a stale heartbeat: the laptop slept) is not scored when its inference ends done:
+        it is said skipped, which `r` retries (scores)."""
+        if p.status in _FINAL:
+            return
+        if status == PairStatus.DONE and (p.model, p.dataset) in self.skipped:
+            status = PairStatus.SKIPPED
+        p.status = status
 
     def _sample_done(self, p: PairState) -> None:
         p.done_this_run += 1

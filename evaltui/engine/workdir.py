@@ -328,7 +328,8 @@ class Checkpoint:
     that is tens of lines per system call instead of one each. The engine awaits `written()`
     after each `append`, so a worker sends its next request only once its answer is on disk,
     and a kill -9 still loses no more than the requests in flight. A write that fails there (a
-    full disk) is raised by `written()`, the next `append` or `close`, in the engine's task.
+    full disk) is raised by `written()` to every worker whose answer it held, and by any later
+    `append`, in the engine's tasks; `close` never raises (it runs where a run is put away).
     """
 
     def __init__(self, path: Path, version: str = ""):
@@ -360,6 +361,7 @@ class Checkpoint:
                 tail_start = max(0, tail_start - 65536)
         self._fd = fd
         self._defer = defer
+        self._failed = None
         if os.fstat(fd).st_size == 0 and self.version:
             self._write(json_bytes({"version": self.version}) + b"\n")
 
@@ -394,9 +396,8 @@ class Checkpoint:
             self._failed = e
 
     def _raise_failed(self) -> None:
-        if self._failed is not None:
-            failed, self._failed = self._failed, None
-            raise failed
+        if self._failed is not None:  # for good: each worker whose answer the lost write held must stop
+            raise self._failed
 
     def _write(self, line: bytes) -> None:
         """The whole line or nothing: a short write (disk full) is cut back off and raised."""
@@ -414,15 +415,13 @@ class Checkpoint:
             raise
 
     def close(self) -> None:
-        """Write what is held and close; raises a write that failed since the last call."""
+        """Write what is held and close. Lines held here are those of workers cancelled before
+        their write (a run being stopped): if this write fails too, they are asked again next run."""
         if self._fd is not None:
-            try:
-                self.flush()
-            finally:
-                os.close(self._fd)
-                self._fd = None
-                self._pending.clear()
-        self._raise_failed()
+            self._flush_deferred()
+            os.close(self._fd)
+            self._fd = None
+            self._pending.clear()
 
 
 def checkpoint_version(path: Path) -> str:

@@ -338,12 +338,13 @@ class EvalApp(App[int]):
     def _retry(self, pairs: Sequence[tuple[str, str]]) -> None:
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
-        skipped = [p for p in pairs if self.state.pairs[p].status == ev.PairStatus.SKIPPED]
+        # a skipped pair with nothing failed is only scored (the watcher gave up on it; its answers are kept)
+        skipped = [p for p in pairs if self.state.pairs[p].status == ev.PairStatus.SKIPPED and not self.state.pairs[p].failed]
         failed = [p for p in pairs if p not in skipped]
         said = []
         if failed:
             said.append("retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in failed))
-        if skipped:  # the watcher gave up on them: their answers are kept, they are only scored
+        if skipped:
             said.append("scoring " + ", ".join(f"{m}/{d}" for m, d in skipped))
         self.notify("; ".join(said), timeout=4, markup=False)
         self._refresh_keys()
