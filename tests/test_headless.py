@@ -84,6 +84,7 @@ def test_exit_code_1_when_something_is_not_scored(tmp_path: Path, sim_factory) -
     r = evaltui(str(plan), "--no-ui")
     assert r.returncode == 1
     assert "inference FAILED" in r.stdout and "not scored" in r.stdout
+    assert "run the plan again to finish and score them" in r.stdout  # and what to do about it
     # Why, as it happens: the first failure of each pair (9 failed, across at most 4 pairs).
     said = [line for line in r.stdout.splitlines() if " failed: http 422: " in line]
     assert 1 <= len(said) <= 4 and len({line.split("]")[1].split(":")[0] for line in said}) == len(said)

@@ -38,7 +38,7 @@ def event_line(e: ev.Event) -> str | None:
             return f"{e.model}/{e.dataset}: scored, {_score(e.metric, e.score)}"
         case ev.WatchSkipped():
             names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
-            return f"watcher: not scored ({e.reason}): {names}"
+            return f"watcher: not scored ({e.reason}): {names} — run the plan again to finish and score them"
         case ev.RetryStarted():
             return "retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in e.pairs)
         case ev.DatasetPlanned(status=PairStatus.SCORED):
