@@ -17,6 +17,13 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def deferred(path: Path, version: str = "") -> Checkpoint:
+    """A checkpoint opened as the engine opens it: its writes at the end of the running loop's turn."""
+    cp = Checkpoint(path, version=version)
+    cp.open(defer=asyncio.get_running_loop().call_soon)
+    return cp
+
+
 def entry(i: int) -> dict:
     return {"index": i, "origin_prompt": f"q{i}", "prediction": str(i), "gold": str(i)}
 
@@ -27,8 +34,7 @@ def test_the_answers_of_one_turn_go_out_in_one_write_at_its_end(tmp_path: Path, 
     monkeypatch.setattr(Checkpoint, "_write", lambda self, data: (writes.append(data), real(self, data))[1])
 
     async def run() -> None:
-        cp = Checkpoint(tmp_path / "tmp_0.jsonl", version="v1")
-        cp.open(defer=asyncio.get_running_loop().call_soon)
+        cp = deferred(tmp_path / "tmp_0.jsonl", version="v1")
         for i in range(3):
             cp.append(entry(i))
         assert lines(cp.path) == [{"version": "v1"}]  # not yet: the turn is not over
@@ -51,8 +57,7 @@ def test_answers_of_workers_that_finish_in_one_turn_share_a_write(tmp_path: Path
     monkeypatch.setattr(Checkpoint, "_write", lambda self, data: (writes.append(data.count(b"\n")), real(self, data))[1])
 
     async def run() -> None:
-        cp = Checkpoint(tmp_path / "tmp_0.jsonl")
-        cp.open(defer=asyncio.get_running_loop().call_soon)
+        cp = deferred(tmp_path / "tmp_0.jsonl")
         go = asyncio.Event()
         on_disk: list[int] = []
 
@@ -91,8 +96,7 @@ def test_a_write_that_fails_at_the_end_of_a_turn_stops_every_worker_whose_answer
     full = full_disk(monkeypatch)
 
     async def run() -> None:
-        cp = Checkpoint(tmp_path / "tmp_0.jsonl")
-        cp.open(defer=asyncio.get_running_loop().call_soon)
+        cp = deferred(tmp_path / "tmp_0.jsonl")
         cp.append(entry(0))
         await cp.written()
         full["disk"] = True
@@ -122,13 +126,11 @@ def test_close_puts_away_what_a_cancelled_worker_left_even_on_a_full_disk(tmp_pa
     full = full_disk(monkeypatch)
 
     async def run() -> None:
-        cp = Checkpoint(tmp_path / "tmp_0.jsonl")
-        cp.open(defer=asyncio.get_running_loop().call_soon)
+        cp = deferred(tmp_path / "tmp_0.jsonl")
         cp.append(entry(0))
         cp.close()  # before the turn ended (the worker was cancelled): written now
         assert [e["index"] for e in lines(cp.path)] == [0]
-        cp2 = Checkpoint(tmp_path / "tmp_1.jsonl")
-        cp2.open(defer=asyncio.get_running_loop().call_soon)
+        cp2 = deferred(tmp_path / "tmp_1.jsonl")
         full["disk"] = True
         cp2.append(entry(0))
         cp2.close()  # the disk is full: the answer is asked again next run; closing still succeeds

@@ -11,6 +11,17 @@ from evaltui.engine import events as ev
 from ui_script import Clock, feed, planned, scripted_app
 
 
+def feed_failures(app: Any, err: ev.SampleError, n: int) -> None:
+    """The plan, alpha/gsm started, and its first `n` samples failed with `err`."""
+    feed(app, planned() + [ev.DatasetStarted("alpha", "gsm", 100, 100)])
+    feed(app, [ev.SampleFailed("alpha", "gsm", 0, i, err) for i in range(n)])
+
+
+def shown_lines(log: Any) -> list[str]:
+    """The lines of a log pane in sight."""
+    return [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
+
+
 def test_the_failures_pane_keeps_showing_the_newest_after_a_dataset_starts(tmp_path: Path) -> None:
     # Seen at 80x24: failures came in, another dataset started (the pane is rebuilt then), and from
     # that moment on the pane stayed where it was, lines behind the newest, however many came in.
@@ -21,8 +32,7 @@ def test_the_failures_pane_keeps_showing_the_newest_after_a_dataset_starts(tmp_p
     async def scenario() -> None:
         app = scripted_app(tmp_path, Clock())
         async with app.run_test(size=(80, 24)) as pilot:
-            feed(app, planned() + [ev.DatasetStarted("alpha", "gsm", 100, 100)])
-            feed(app, [ev.SampleFailed("alpha", "gsm", 0, i, err) for i in range(8)])
+            feed_failures(app, err, 8)
             await pilot.pause()
             log = app.query_one(FailuresLog)
             assert log.scroll_offset.y == log.max_scroll_y > 0  # following the newest
@@ -30,7 +40,7 @@ def test_the_failures_pane_keeps_showing_the_newest_after_a_dataset_starts(tmp_p
             await pilot.pause()
             feed(app, [ev.SampleFailed("beta", "gsm", 0, 50, err)])
             await pilot.pause()
-            shown = [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
+            shown = shown_lines(log)
             assert any(line.startswith("beta/gsm #50 ") for line in shown), shown
 
     asyncio.run(scenario())
@@ -200,7 +210,7 @@ def test_the_failures_pane_keeps_following_the_newest_across_a_resize(tmp_path: 
             feed(app, [ev.SampleFailed("alpha", "gsm", 0, 20, err)])
             await pilot.pause()
             log = app.query_one(FailuresLog)
-            shown = [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
+            shown = shown_lines(log)
             assert any(line.startswith("alpha/gsm #20 ") for line in shown), shown
             # a user who scrolled up to read stays there, across a resize too
             log.scroll_home(animate=False, immediate=True)
@@ -258,12 +268,11 @@ def test_the_failures_pane_shows_two_lines_at_80x24_with_long_errors(tmp_path: P
     async def scenario() -> None:
         app = scripted_app(tmp_path, Clock())
         async with app.run_test(size=(80, 24)) as pilot:
-            feed(app, planned() + [ev.DatasetStarted("alpha", "gsm", 100, 100)])
-            feed(app, [ev.SampleFailed("alpha", "gsm", 0, i, err) for i in range(6)])
+            feed_failures(app, err, 6)
             await pilot.pause()
             log = app.query_one(FailuresLog)
             assert not log.has_focus
-            shown = [log.render_line(y).text for y in range(log.scrollable_content_region.height)]
+            shown = shown_lines(log)
             assert [line[:12] for line in shown] == ["alpha/gsm #4", "alpha/gsm #5"], shown
             log.focus()  # Tab to it: it grows, and a long error can be scrolled sideways
             await pilot.pause()
