@@ -80,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         return EXIT_USAGE
 
+    from evaltui.engine.workdir_guard import refusal
+
+    field, where = ("--work-dir", args.work_dir) if args.work_dir else ("run.work_dir", plan.default_work_dir())
+    problem = refusal(where)
+    if problem is not None:
+        print(f"{plan.source.name}: {field}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+
     from evaltui.engine.runner import Runner
     from evaltui.headless import run_headless
 

@@ -341,7 +341,9 @@ def _check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
                 f"datasets[{i}].abbr: {ds.abbr!r} would share files with the shards of dataset {stem!r} "
                 f"({stem}_0, {stem}_1, …); choose another name"
             )
-    if plan.run.work_dir is not None:
+    if plan.run.work_dir is not None and "\x00" in plan.run.work_dir:
+        problems.append(f"run.work_dir: contains a NUL byte, which no file name can hold (got {plan.run.work_dir!r})")
+    elif plan.run.work_dir is not None:
         try:
             expand_home(plan.run.work_dir)
         except ValueError as e:
@@ -447,6 +449,8 @@ _BAD_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 def _check_ca_file(path: str) -> list[str]:
     import ssl
 
+    if "\x00" in path:
+        return [f"contains a NUL byte, which no file name can hold (got {path!r})"]
     try:
         ssl.create_default_context(cafile=path)
     except FileNotFoundError:
@@ -480,6 +484,8 @@ def sim_options(url: str) -> dict[str, float]:
 
 def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
     problems: list[str] = []
+    if "\x00" in ds.path:
+        return [f"path: contains a NUL byte, which no file name can hold (got {ds.path!r})"]
     try:
         p = plan.dataset_path(ds)
     except ValueError as e:

@@ -34,6 +34,7 @@ from evaltui.engine.session import Session
 from evaltui.engine.state import RunState
 from evaltui.engine.watch import ScoreGate
 from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
+from evaltui.engine.workdir_guard import mark, refusal
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import Plan
 
@@ -226,10 +227,15 @@ class Runner:
             os.close(lock)
 
     def _take_workdir(self) -> int | None:
-        """Create and lock the work dir; None (after saying why) when that is impossible."""
+        """Create and lock the work dir; None (after saying why) when that is impossible or unsafe."""
+        problem = refusal(self.workdir.root)
+        if problem is not None:
+            self.emit(ev.Notice(f"work dir: {problem}", "error"))
+            return None
         try:
             self.workdir.prepare()
             fd = self.workdir.lock()
+            mark(self.workdir.root)
             self.workdir.clear_leftovers()
             return fd
         except WorkDirBusy as e:

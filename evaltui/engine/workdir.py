@@ -10,6 +10,7 @@ Two kinds of writes, each safe against `kill -9` at any instant:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -24,6 +25,8 @@ from evaltui import fastjson
 from evaltui.fsutil import atomic_write_json, atomic_write_text, atomic_writer, json_bytes, read_json
 
 TERMINAL = ("done", "fail")
+# The temporary a killed atomic write leaves: `.<name>.<random letters>.tmp` (fsutil, mkstemp: 8 of them).
+_LEFTOVER = re.compile(r"^\..+\.[a-z0-9_]{6,}\.tmp$")
 
 
 class WorkDirBusy(Exception):
@@ -75,13 +78,19 @@ class WorkDir:
     def clear_leftovers(self) -> None:
         """Remove what a killed run can leave: half-written temporaries and sandbox folders.
 
-        Only called with the work-dir lock held, so no other evaltui is writing them."""
-        shutil.rmtree(self.sandbox_dir, ignore_errors=True)
+        Only called with the work-dir lock held, so no other evaltui is writing them. Only names
+        evaltui gives its own (see _LEFTOVER): a user's `.notes.tmp` beside them stays."""
+        for folder in self.sandbox_dir.glob("evaltui-exec-*"):
+            shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):  # not there, or holding something of someone else's
+            self.sandbox_dir.rmdir()
         for sub in ("infer_status", "predictions", "results", "summary"):
             for tmp in (self.root / sub).rglob(".*.tmp"):
-                tmp.unlink(missing_ok=True)
+                if _LEFTOVER.match(tmp.name):
+                    tmp.unlink(missing_ok=True)
         for tmp in self.root.glob(".*.tmp"):
-            tmp.unlink(missing_ok=True)
+            if _LEFTOVER.match(tmp.name):
+                tmp.unlink(missing_ok=True)
 
     def status_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
         return self.root / "infer_status" / model / f"{dataset}{shard_suffix(shard, shards)}.json"

@@ -1,0 +1,185 @@
+"""A work dir that could hurt the machine or someone's files is refused before anything is written
+(RELIABILITY.md §8): the filesystem root, the home folder, a system folder (also through a
+symlink), an existing folder of other files, a path with a NUL byte or under /proc.
+
+The refusals run the real command (`python -m evaltui PLAN --no-ui`) with HOME pointed at a
+folder of the test's, and the child may write only under the test's own folder (tests/confined.py):
+should a refusal regress, the test fails without having written into `/` or `/etc`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confined import available, writes_only_under
+from planmaker import (
+    arithmetic,
+    gsm_dataset,
+    key_for,
+    lightllm,
+    write_jsonl,
+    write_plan,
+)
+
+from evaltui.cli import main
+from evaltui.engine.workdir_guard import MARKER, refusal
+from evaltui.sim import ModelProfile, SimConfig
+
+pytestmark = pytest.mark.reliability
+
+ROWS = arithmetic(4)
+WRITTEN = ("plan.toml", ".evaltui.lock", MARKER, "infer_status", "predictions", "infer_heartbeat", "logs")
+
+
+def _plan(tmp_path: Path, url: str = "http://127.0.0.1:9", **run: str) -> Path:
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    return write_plan(tmp_path, models=[lightllm("m", url, retry=0)], datasets=[gsm_dataset("d", data)], run=run)
+
+
+def _evaltui(tmp_path: Path, plan: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real command, HOME in the test's folder, writes confined to the test's folder."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {"HOME": str(home)}
+    return subprocess.run(
+        [sys.executable, "-m", "evaltui", str(plan), "--no-ui", *args],
+        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
+        preexec_fn=writes_only_under(str(tmp_path)),
+    )
+
+
+def _refused(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and proc.stdout == "", proc.stdout + proc.stderr
+    assert "Traceback" not in lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def _ours_in(folder: str) -> set[str]:
+    """Which of the names a run writes exist in `folder` (none, unless the machine has such a file)."""
+    return {name for name in WRITTEN if os.path.lexists(os.path.join(folder, name))}
+
+
+needs_landlock = pytest.mark.skipif(not available(), reason="no Landlock in this kernel: the confinement that keeps a regression from writing into system folders")
+
+
+@needs_landlock
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("/", "the filesystem root"),
+        ("/etc", "a system folder"),
+        ("/usr/share/evaltui-test-never-made", "inside the system folder /usr"),
+        ("/proc/self", "inside the system folder /proc"),
+    ],
+)
+def test_a_system_folder_or_the_root_is_refused_before_anything_is_written(tmp_path: Path, where: str, said: str) -> None:
+    assert refusal(where) is not None  # the refusal holds in-process before the command may try it
+    before = _ours_in(where)
+    line = _refused(_evaltui(tmp_path, _plan(tmp_path), "--work-dir", where), "plan.toml: --work-dir: ", said)
+    if where == "/proc/self":
+        assert "resolves to /proc/" in line  # where it really points
+    assert _ours_in(where) == before
+    assert not os.path.exists("/usr/share/evaltui-test-never-made")
+
+
+@needs_landlock
+def test_a_symlink_to_etc_in_the_plan_is_refused_saying_what_it_resolved_to(tmp_path: Path) -> None:
+    (tmp_path / "outputs").symlink_to("/etc")
+    line = _refused(_evaltui(tmp_path, _plan(tmp_path, work_dir="outputs/run1")), "plan.toml: run.work_dir: ")
+    assert "resolves to /etc/run1" in line and "inside the system folder /etc" in line
+    assert not os.path.exists("/etc/run1")
+
+
+@needs_landlock
+def test_the_home_folder_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    _refused(_evaltui(tmp_path, _plan(tmp_path, work_dir="~")), "plan.toml: run.work_dir: ", "your home folder")
+    _refused(_evaltui(tmp_path, _plan(tmp_path), "--work-dir", str(home)), "plan.toml: --work-dir: ", "your home folder")
+    assert os.listdir(home) == []
+
+
+@needs_landlock
+def test_a_folder_of_someone_elses_files_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "thesis.tex").write_text("chapter 1")
+    (theirs / "plan.toml").write_text("# their own plan, which evaltui's snapshot would overwrite")
+    line = _refused(_evaltui(tmp_path, _plan(tmp_path), "--work-dir", str(theirs)), "plan.toml: --work-dir: ")
+    assert "not an evaltui work dir" in line and "plan.toml" in line and "thesis.tex" in line
+    assert sorted(os.listdir(theirs)) == ["plan.toml", "thesis.tex"]
+    assert (theirs / "plan.toml").read_text().startswith("# their own plan")
+
+
+@needs_landlock
+def test_a_work_dir_with_a_nul_byte_is_refused_in_one_line(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    plan.write_text(plan.read_text().replace('work_dir = "out"', 'work_dir = "o\\u0000x"'))
+    _refused(_evaltui(tmp_path, plan), "plan.toml: run.work_dir: ", "NUL")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_file_where_the_work_dir_should_be_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "out").write_text("not a folder")
+    assert "is not a folder" in (refusal(tmp_path / "out") or "")
+
+
+def test_new_empty_earlier_and_opencompass_work_dirs_are_accepted_and_marked(tmp_path: Path, sim_factory, capsys) -> None:  # type: ignore[no-untyped-def]
+    """What stays usable: a folder that does not exist yet, an empty one, one an earlier evaltui
+    wrote (no marker: plan.toml, .evaltui.lock, infer_status/), and an OpenCompass one (only its
+    own layout: infer_status/, predictions/; see tests/test_torn_files.py)."""
+    sim = sim_factory(SimConfig(answer_key=key_for(ROWS), models={"m": ModelProfile(accuracy=1.0)}))
+    plan = _plan(tmp_path, sim.url)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "opencompass" / "predictions" / "m").mkdir(parents=True)
+    (tmp_path / "opencompass" / "predictions" / "m" / "other.json").write_text("{}")
+    for where in ("new", "empty", "opencompass"):
+        assert main([str(plan), "--no-ui", "--work-dir", str(tmp_path / where)]) == 0, capsys.readouterr()
+        assert (tmp_path / where / MARKER).is_file()
+    earlier = tmp_path / "new"
+    (earlier / MARKER).unlink()  # as an evaltui before the marker left it
+    assert {"plan.toml", ".evaltui.lock", "infer_status"} <= set(os.listdir(earlier))
+    assert refusal(earlier) is None
+    assert main([str(plan), "--no-ui", "--work-dir", str(earlier)]) == 0
+    assert (earlier / MARKER).is_file()
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+
+
+def test_fresh_and_start_up_move_or_delete_only_what_evaltui_wrote(tmp_path: Path, sim_factory, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--fresh sets aside the plan's own pairs (their status, checkpoint, predictions and result
+    files) and start-up clears evaltui's own temporaries; a user's files beside them, whatever
+    their names, stay where they are, byte for byte."""
+    sim = sim_factory(SimConfig(answer_key=key_for(ROWS), models={"m": ModelProfile(accuracy=1.0)}))
+    plan = _plan(tmp_path, sim.url)
+    wd = tmp_path / "out"
+    assert main([str(plan), "--no-ui"]) == 0
+    theirs = {
+        "notes.txt": "mine",
+        ".notes.tmp": "an editor's swap file",
+        "predictions/m/.draft.tmp": "mine",
+        "predictions/m/d_backup.json": "{}",
+        "predictions/m/d.json.orig": "{}",
+        "predictions/other/d.json": "{}",
+        "results/m/d.json.bak": "{}",
+        "infer_status/m/d-copy.json": "{}",
+        ".sandbox/mine.txt": "kept",
+    }
+    for name, text in theirs.items():
+        (wd / name).parent.mkdir(parents=True, exist_ok=True)
+        (wd / name).write_text(text)
+    assert main([str(plan), "--no-ui", "--fresh"]) == 0
+    out = capsys.readouterr()
+    assert "set aside" in out.out + out.err
+    for name, text in theirs.items():
+        assert (wd / name).read_text() == text, name
+    moved = {p.relative_to(wd).parts[2:] for p in (wd / "superseded").rglob("*") if p.is_file()}
+    assert moved == {("predictions", "m", "d.json"), ("predictions", "m", "tmp_d.jsonl"), ("results", "m", "d.json"), ("infer_status", "m", "d.json")}
