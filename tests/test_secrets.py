@@ -239,3 +239,56 @@ def test_no_part_of_the_key_survives_where_a_long_error_page_is_cut_short(tmp_pa
     leaks = sorted({str(p.relative_to(wd.root)) for p in every_file(wd.root) for piece in pieces if piece.encode() in p.read_bytes()})
     assert leaks == []
     assert not [m for m in messages for piece in pieces if piece in m]
+
+
+class _EchoParts(_Quiet):
+    """Fails every request with a different part of the key it received, as servers do: OpenAI's
+    first 12 characters (`sk-…****`), a prefix of 20, a suffix, a middle, the key URL-encoded (a
+    proxy logging the URL it would have asked) and JSON-escaped (an error quoting a JSON dump),
+    in a JSON 500 or a plain-text 502. Request n gets part n % 6."""
+
+    served = [0]
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+        from urllib.parse import quote
+
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        key = (self.headers.get("authorization") or "").removeprefix("Bearer ")
+        parts = [f"{key[:12]}****", key[:20], key[-10:], key[14:24], quote(key, safe=""), json.dumps({"api_key": key})]
+        n = self.served[0] = self.served[0] + 1
+        message = f"Incorrect API key provided: {parts[n % len(parts)]}. See https://example.invalid/keys"
+        if n % 2:
+            self.reply(500, "application/json", json.dumps({"error": {"message": message}}).encode())
+        else:
+            self.reply(502, "text/plain", message.encode())
+
+
+def test_no_eight_characters_of_the_key_survive_anywhere_when_a_server_echoes_parts_of_it(tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    odd_key = "sk-Tq8+Zr/Wm=Kp\"Hd\\Ux" + "".join(random.Random(12).choices(string.ascii_letters + string.digits, k=30))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoParts)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        data = write_jsonl(tmp_path / "d.jsonl", arithmetic(24))
+        models = [chat("parts", url, api_key_env=KEY_VAR, retry=0, max_workers=2)]
+        plan = write_plan(tmp_path, models=models, datasets=[gsm_dataset("math", data, fail_on_error=1.0)])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")} | {KEY_VAR: odd_key}
+        proc = subprocess.run(
+            [sys.executable, "-m", "evaltui", str(plan), "--no-ui", "--json"],
+            capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    printed = proc.stdout + proc.stderr
+    assert proc.returncode == 0, printed  # every sample failed, as fail_on_error allows
+    wd = WorkDir(tmp_path / "out")
+    failures = (wd.logs_dir / "failures.jsonl").read_text().splitlines()
+    assert len(failures) == 24 and all("Incorrect API key provided: " in f and "[redacted]" in f for f in failures)  # recorded, masked
+    forms = (odd_key, quote(odd_key, safe=""), json.dumps(odd_key)[1:-1])
+    pieces = {form[i : i + 8] for form in forms for i in range(len(form) - 7)}
+    assert not [piece for piece in pieces if piece in printed]
+    leaks = sorted({str(p.relative_to(wd.root)) for p in every_file(wd.root) for piece in pieces if piece.encode() in p.read_bytes()})
+    assert leaks == []

@@ -22,7 +22,8 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.client import ModelClient, Reply, RequestFailed
-from evaltui.plan import REDACTED, ModelConfig
+from evaltui.engine.redact import redact
+from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
 
@@ -122,31 +123,33 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def masked(text: str, secrets: tuple[str, ...]) -> str:
-    """`text` with every secret replaced by [redacted]; done before a reply's text is shortened,
-    so a key the cut falls inside does not leave its first characters behind."""
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
+#: Characters of a server's text kept in a failure message: its JSON error message, or its raw text.
+MESSAGE_CHARS, TEXT_CHARS, SNIPPET_CHARS = 1000, 500, 200
+
+
+def clipped(text: str, secrets: tuple[str, ...], limit: int) -> str:
+    """`text` on one line, at most `limit` characters, with `secrets` masked before it is cut (so a
+    key the cut falls inside leaves nothing behind); only a bounded head of a huge body is looked at."""
+    head = text[: 4 * limit + 4096]
+    return " ".join(redact(head, secrets).split())[:limit]
 
 
 def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
     """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the
     text (shortened, with `secrets` masked first: servers and proxies echo requests back)."""
-    text = reply.body.decode("utf-8", "replace")
     try:
-        data = fastjson.loads(text)
+        data = fastjson.loads(reply.body)
     except ValueError:
         data = None
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict) and err.get("message"):
-            return masked(str(err["message"]), secrets)
+            return clipped(str(err["message"]), secrets, MESSAGE_CHARS)
         for key in ("message", "detail", "error"):
             if isinstance(data.get(key), str) and data[key]:
-                return masked(data[key], secrets)
-    text = " ".join(masked(text, secrets).split())
-    return text[:500] if text else (reply.reason or f"HTTP {reply.status}")
+                return clipped(data[key], secrets, MESSAGE_CHARS)
+    text = clipped(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), secrets, TEXT_CHARS)
+    return text or reply.reason or f"HTTP {reply.status}"
 
 
 class Backend(ABC):
@@ -175,9 +178,8 @@ class Backend(ABC):
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
-        # what this backend sends that a server may echo back (longest first: none half-masked)
-        sent = [s for s in (api_key, *cfg.secret_header_values()) if s]
-        self._secrets = tuple(sorted({f for s in sent for f in (s, s.strip()) if f}, key=len, reverse=True))
+        # what this backend sends that a server may echo back (masked in any form, whole or in part)
+        self._secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
 
     @abstractmethod
@@ -211,7 +213,7 @@ class Backend(ABC):
                 try:
                     return parse(fastjson.loads(reply.body))
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                    snippet = " ".join(masked(reply.body.decode("utf-8", "replace"), self._secrets).split())[:200]
+                    snippet = clipped(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), self._secrets, SNIPPET_CHARS)
                     last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)
                     continue
                 except BackendError as e:
