@@ -26,6 +26,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_WORKERS = 4096
+MAX_REPLY_BYTES = 16 * 2**20  # the default cap on one reply's body: memory is bounded by max_workers × this
 HOUR, DAY = 3600.0, 86400.0  # upper bounds: a typo like 1e300 is an error, not an overflow hours later
 MODEL_TYPES = ("lightllm", "lightllm-chat", "openai-chat", "openai-completions")
 CHAT_TYPES = ("lightllm-chat", "openai-chat")
@@ -75,6 +76,7 @@ class ModelConfig(_Strict):
     retry: int = Field(4, ge=0, le=100)
     timeout: float = Field(120.0, gt=0, le=DAY)
     backoff: float = Field(1.0, ge=0, le=HOUR)
+    max_reply_bytes: int = Field(MAX_REPLY_BYTES, ge=1024, le=2**30)  # a longer reply fails its sample, unread
     generation_kwargs: dict[str, Any] = Field(
         default_factory=lambda: {"do_sample": False, "ignore_eos": False, "max_new_tokens": 1024}
     )

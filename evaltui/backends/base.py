@@ -21,7 +21,7 @@ import anyio
 from yarl import URL
 
 from evaltui import fastjson
-from evaltui.backends.client import ModelClient, Reply, RequestFailed
+from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
 from evaltui.engine.redact import redact
 from evaltui.plan import ModelConfig
 
@@ -152,6 +152,37 @@ def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
     return text or reply.reason or f"HTTP {reply.status}"
 
 
+EVENT_STREAM = (
+    "the server sent an event stream (text/event-stream), not one JSON reply: evaltui asks for whole replies; "
+    "turn streaming off in the server (or the proxy in front of it)"
+)
+
+
+def reply_json(body: bytes) -> Any:
+    """The reply's JSON. A body that is not valid UTF-8 (a server that cut a character in two) is
+    read with each bad byte as U+FFFD: the answer loses a character, not the whole sample."""
+    try:
+        return fastjson.loads(body)
+    except ValueError:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return fastjson.loads(body.decode("utf-8", "replace"))
+        raise
+
+
+def is_event_stream(reply: Reply) -> bool:
+    return reply.headers.get("content-type", "").startswith("text/event-stream") or reply.body.startswith(b"data:")
+
+
+def unparseable(reply: Reply, error: Exception, secrets: tuple[str, ...]) -> str:
+    """What came instead of the protocol's JSON, masked and shortened; an HTML page said as such."""
+    snippet = clipped(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), secrets, SNIPPET_CHARS)
+    if "html" in reply.headers.get("content-type", "") or snippet.startswith("<"):
+        return f"the server answered with an HTML page, not JSON (is the model's url its API?): {snippet!r}"
+    return f"unparseable reply ({error}): {snippet!r}"
+
+
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
 
@@ -203,6 +234,8 @@ class Backend(ABC):
             retry_after = None
             try:
                 reply = await self.client.post(url, body, self._headers, self._timeout)
+            except ReplyTooLarge as e:
+                raise BackendError("reply-too-large", e.message, status=e.status, attempts=attempt) from None
             except RequestFailed as e:
                 if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                     raise BackendError("connect", e.message, attempts=attempt) from None
@@ -211,10 +244,11 @@ class Backend(ABC):
             status = reply.status
             if 200 <= status < 300:
                 try:
-                    return parse(fastjson.loads(reply.body))
+                    return parse(reply_json(reply.body))
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                    snippet = clipped(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), self._secrets, SNIPPET_CHARS)
-                    last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)
+                    if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
+                        raise BackendError("bad-reply", EVENT_STREAM, status=status, attempts=attempt) from None
+                    last = BackendError("bad-reply", unparseable(reply, e, self._secrets), status=status, attempts=attempt, retryable=True)
                     continue
                 except BackendError as e:
                     e.attempts = attempt

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from types import TracebackType
 
 import aiohttp
-from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env, strip_auth_from_url
+from aiohttp.helpers import (
+    basicauth_from_netrc,
+    get_env_proxy_for_url,
+    netrc_from_env,
+    strip_auth_from_url,
+)
 from multidict import CIMultiDictProxy
 from yarl import URL
 
@@ -38,6 +43,16 @@ class Reply:
     reason: str
     headers: CIMultiDictProxy[str]
     body: bytes
+
+
+class ReplyTooLarge(Exception):
+    """The reply's body is longer than the model's max_reply_bytes: not read further (nor retried:
+    the same question gets as long an answer again)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 class RequestFailed(Exception):
@@ -140,13 +155,13 @@ class ModelClient:
             async with session.post(
                 url, data=body, headers=headers, timeout=timeout, allow_redirects=False, proxy=self._proxy, proxy_auth=self._proxy_auth
             ) as resp:
-                data = await resp.read()
+                data = await _read_capped(resp, self.cfg.max_reply_bytes)
                 return Reply(resp.status, resp.reason or "", resp.headers, data)
         except asyncio.TimeoutError as e:  # aiohttp's own timeouts are TimeoutErrors too
             detail = f" ({e})" if str(e) else ""
             raise RequestFailed("timeout", f"no complete reply within {timeout.total:g} s{detail}") from None
         except aiohttp.ClientConnectorCertificateError as e:
-            raise RequestFailed("tls", f"the server's TLS certificate is not trusted ({e.certificate_error}); {TLS_HINT}") from None
+            raise RequestFailed("tls", _certificate_problem(e.certificate_error)) from None
         except aiohttp.ClientHttpProxyError as e:
             raise RequestFailed("connect", f"the proxy refused the connection: {e.status} {e.message}") from None
         except aiohttp.ClientConnectorError as e:
@@ -155,6 +170,36 @@ class ModelClient:
             raise RequestFailed("connection", f"malformed HTTP reply: {_one_line(e.message)}") from None
         except aiohttp.ClientError as e:
             raise RequestFailed("connection", str(e) or type(e).__name__) from None
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The whole body, never holding more than `cap` bytes of it (ReplyTooLarge past that).
+
+    A body whose Content-Length is within the cap and that is not compressed is read in one call
+    (the parser stops at that length): the common reply costs what it did. Any other — chunked,
+    compressed (a gzip bomb inflates past its Content-Length), or unframed — is read a piece at a
+    time and counted as it decompresses. A declared length over the cap is refused unread.
+    """
+    declared = resp.content_length
+    if declared is not None and declared > cap:
+        resp.close()
+        raise ReplyTooLarge(resp.status, f"the reply is larger than max_reply_bytes ({cap:,}): its Content-Length is {declared:,} bytes, not read")
+    if declared is not None and "content-encoding" not in resp.headers:
+        return await resp.read()
+    body = bytearray()
+    async for piece in resp.content.iter_any():
+        body += piece
+        if len(body) > cap:
+            resp.close()  # drops the connection and what it had buffered
+            raise ReplyTooLarge(resp.status, f"the reply is larger than max_reply_bytes ({cap:,}): stopped after {len(body):,} bytes")
+    return bytes(body)
+
+
+def _certificate_problem(error: BaseException) -> str:
+    """Why the certificate was refused, and what to do: trust its CA, or renew an expired one."""
+    if "expired" in str(error):
+        return f"the server's TLS certificate has expired ({error}); renew it on the server (or check this machine's clock)"
+    return f"the server's TLS certificate is not trusted ({error}); {TLS_HINT}"
 
 
 def _one_line(message: str) -> str:

@@ -17,7 +17,11 @@ PPL_FLAG_HINT = (
 def _generated_text(data: Any) -> str:
     text = data["generated_text"]
     if isinstance(text, list):
+        if not text:
+            raise Unparseable("generated_text is an empty list")
         text = text[0]
+    if text is None:
+        raise Unparseable("generated_text is null")
     if not isinstance(text, str):
         raise Unparseable(f"generated_text is {type(text).__name__}, not text")
     return text

@@ -42,8 +42,18 @@ class _OpenAIBackend(Backend):
         self._model = self.cfg.model or self.cfg.abbr
 
 
+def _first_choice(data: Any) -> Any:
+    """choices[0], or why the reply has none (`"choices": []`, a content filter's way of refusing)."""
+    if not isinstance(data, dict):
+        raise Unparseable("the reply is not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise Unparseable("the reply has no choices")
+    return choices[0]
+
+
 def _chat_content(data: Any) -> str:
-    content = data["choices"][0]["message"]["content"]
+    content = _first_choice(data)["message"]["content"]
     if content is None:
         return ""
     if not isinstance(content, str):
@@ -52,7 +62,7 @@ def _chat_content(data: Any) -> str:
 
 
 def _completion_text(data: Any) -> str:
-    text = data["choices"][0]["text"]
+    text = _first_choice(data)["text"]
     if not isinstance(text, str):
         raise Unparseable("choices[0].text is not text")
     return text
@@ -80,7 +90,7 @@ class OpenAICompletionsBackend(_OpenAIBackend):
         payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}
 
         def parse(data: Any) -> float:
-            choice = data["choices"][0]
+            choice = _first_choice(data)
             lp = choice.get("logprobs")
             if not isinstance(lp, dict) or not isinstance(lp.get("token_logprobs"), list):
                 raise BackendError(
