@@ -8,7 +8,13 @@ from dataclasses import dataclass
 import pytest
 
 from evaltui.scoring import score
-from evaltui.scoring.sandbox import MEMORY_LIMIT, OUTPUT_LIMIT, PASSED, TIMED_OUT, run_program
+from evaltui.scoring.sandbox import (
+    MEMORY_LIMIT,
+    OUTPUT_LIMIT,
+    PASSED,
+    TIMED_OUT,
+    run_program,
+)
 
 PROMPT = 'def inc(x):\n    """Return x + 1."""\n'
 TEST = "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(-1) == 0\n"
@@ -338,3 +344,41 @@ def test_the_program_cannot_read_evaltuis_environment_from_proc():
     proc = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().startswith("failed: PermissionError"), proc.stdout
+
+
+@pytest.mark.reliability
+def test_a_program_cannot_reach_this_machine_over_the_network():
+    """No TCP connection, UDP datagram or abstract unix socket reaches a server of this machine:
+    a network namespace of its own when started by root, Landlock's TCP rules (Linux ≥ 6.7) and
+    unix-socket scope (≥ 6.12) in any case."""
+    import os
+    import socket
+
+    tcp = socket.create_server(("127.0.0.1", 0))
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", 0))
+    unix = socket.socket(socket.AF_UNIX)
+    name = f"\0evaltui-test-{os.getpid()}"
+    unix.bind(name)
+    unix.listen()
+    for s in (tcp, udp, unix):
+        s.settimeout(0.3)
+    attempts = {
+        "tcp": f"socket.create_connection(('127.0.0.1', {tcp.getsockname()[1]}), timeout=3).sendall(b'x')",
+        "unix": f"s = socket.socket(socket.AF_UNIX); s.settimeout(3); s.connect({name!r}); s.sendall(b'x')",
+    }
+    if os.getuid() == 0:  # an ordinary user's program keeps UDP (README, "Evaluators")
+        attempts["udp"] = f"socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {udp.getsockname()[1]}))"
+    try:
+        for kind, line in attempts.items():
+            result = run_program(f"import socket\n{line}\n", timeout=5)
+            assert result.startswith(("failed: PermissionError", "failed: OSError", "failed: ConnectionRefusedError")), (kind, result)
+        with pytest.raises(OSError):
+            tcp.accept()
+        with pytest.raises(OSError):
+            unix.accept()
+        with pytest.raises(OSError):
+            udp.recv(10)
+    finally:
+        for s in (tcp, udp, unix):
+            s.close()

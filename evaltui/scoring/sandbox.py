@@ -19,7 +19,13 @@ The program is model-written, so it runs in a child interpreter that:
   program that means harm: it can read root's private files and set its real uid back to 0.
   If root cannot be given up at all, the program does not run (EvaltuiSandboxError);
 - can create, write, truncate, rename or delete files only inside its directory (Landlock,
-  Linux ≥ 5.13; where the kernel lacks it, it can write what the user can write).
+  Linux ≥ 5.13; where the kernel lacks it, it can write what the user can write);
+- cannot reach the network, this machine's 127.0.0.1 included: started by root, it gets a
+  network namespace of its own with nothing in it; Landlock (Linux ≥ 6.7) refuses it TCP
+  connections and binds in any case (so for an ordinary user, only UDP remains open);
+- cannot signal any process outside its sandbox — evaltui, the user's shell — nor reach an
+  abstract unix socket outside it (Landlock scopes, Linux ≥ 6.12): it can only kill itself and
+  its own children. On older kernels a program running as the same user can kill evaltui.
 It contains accidents and careless code, not a determined adversary: code in the same
 interpreter as the bootstrap can find the token by walking frames, and a process that leaves
 the session (setsid) escapes the wall-clock kill (not the CPU limit). Run untrusted models'
@@ -71,9 +77,16 @@ def _unroot(libc, ctypes, program):
         os.setresuid({nobody}, {nobody}, {nobody})
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     libc.capset(header, (ctypes.c_uint32 * 6)())
-def _confine_writes(libc, ctypes, home):
+def _isolate_network(libc):
+    # As root, before giving it up: a network namespace of its own, where nothing is reachable
+    # (not this machine's 127.0.0.1 either, TCP, UDP or abstract unix sockets). Where it is
+    # refused (a container without CAP_SYS_ADMIN), Landlock below still stops TCP.
+    libc.unshare(0x40000000)  # CLONE_NEWNET
+def _confine(libc, ctypes, home):
     # Landlock: creating, writing, truncating, renaming and removing files only beneath `home`
-    # (and writing /dev/null); reading stays free. Without it in the kernel: nothing to do.
+    # (and writing /dev/null); reading stays free. ABI 4 (Linux 6.7): no TCP bind or connect.
+    # ABI 6 (Linux 6.12): no signal to a process outside the sandbox (evaltui, the user's
+    # shell), no abstract unix socket outside it. Without it in the kernel: nothing to do.
     call = libc.syscall
     call.restype = ctypes.c_long
     L = ctypes.c_long
@@ -81,8 +94,10 @@ def _confine_writes(libc, ctypes, home):
     if abi < 1:
         return
     rights = 0x1ff2 | (0x2000 if abi >= 2 else 0) | (0x4000 if abi >= 3 else 0)
-    attr = ctypes.c_uint64(rights)
-    ruleset = call(L(444), ctypes.byref(attr), L(8), L(0))
+    # handled_access_fs, handled_access_net (bind, connect TCP), scoped (abstract unix, signal)
+    fields = [rights] + ([0x3] if abi >= 4 else []) + ([0x3] if abi >= 6 else [])
+    attr = (ctypes.c_uint64 * len(fields))(*fields)
+    ruleset = call(L(444), ctypes.byref(attr), L(8 * len(fields)), L(0))
     if ruleset < 0:
         return
     class Beneath(ctypes.Structure):
@@ -101,6 +116,8 @@ def _prepare(parent, token_fd, program):
         import ctypes, signal
         libc = ctypes.CDLL(None, use_errno=True)
         if os.getuid() == 0:
+            with contextlib.suppress(OSError, AttributeError):
+                _isolate_network(libc)
             try:
                 _unroot(libc, ctypes, program)
             except (OSError, AttributeError) as e:  # model code never runs as full root
@@ -111,7 +128,7 @@ def _prepare(parent, token_fd, program):
         if os.getppid() != parent:
             os._exit(70)
         with contextlib.suppress(OSError, AttributeError):  # no Landlock: writes are not confined
-            _confine_writes(libc, ctypes, home)
+            _confine(libc, ctypes, home)
     limits = [(\"RLIMIT_AS\", {as_bytes}), (\"RLIMIT_CPU\", {cpu_s}), (\"RLIMIT_FSIZE\", {fsize}), (\"RLIMIT_CORE\", 0)]
     if os.getuid() != 0:  # root ignores it (when it could not become nobody); for others it stops fork bombs
         limits.append((\"RLIMIT_NPROC\", {nproc}))
