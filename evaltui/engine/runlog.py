@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import datetime
 
@@ -106,5 +107,7 @@ class RunLog:
         self._log.write(f"{datetime.now().isoformat(timespec='seconds')} {text}\n")
 
     def close(self) -> None:
-        self._log.close()
+        """Never raises: a full disk that kept the last lines from the log already said so on screen."""
+        with contextlib.suppress(OSError):  # the file is closed all the same; what it held is dropped
+            self._log.close()
         os.close(self._failures)

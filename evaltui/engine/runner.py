@@ -182,7 +182,11 @@ class Runner:
         try:
             with self._run_log():
                 self._board = StatusBoard(wd)
-                self._write_snapshot()
+                try:
+                    self._write_snapshot()
+                except OSError as e:  # a full disk, before anything of the run's own
+                    self.emit(ev.Notice(f"cannot use the work dir {wd.root}: cannot write {wd.plan_file.name}: {e.strerror or e} — fix this and run again", "error"))
+                    return 2
                 self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
                 if self.fresh:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
