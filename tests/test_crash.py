@@ -118,7 +118,7 @@ def checkpoints(wd: Path) -> list[Path]:
     return sorted((wd / "predictions" / "m").glob("tmp_*.jsonl"))
 
 
-def check_invariants(wd: Path) -> None:
+def check_invariants(wd: Path, datasets: dict[str, int] = SIZES) -> None:
     """What must hold at any moment, killed or not: readable status files, no duplicate sample."""
     statuses = list((wd / "infer_status").rglob("*.json"))
     for path in statuses:
@@ -128,17 +128,17 @@ def check_invariants(wd: Path) -> None:
     for path in checkpoints(wd):
         indices = [index_of(e) for e in checkpoint_entries(path)]
         assert len(indices) == len(set(indices)), f"duplicate sample index in {path}"
-    for ds in SIZES:
+    for ds in datasets:
         pred = wd / "predictions" / "m" / f"{ds}.json"
         if pred.exists():
             read_strict_json(pred)
 
 
-def outcome(wd: Path) -> dict[str, Any]:
+def outcome(wd: Path, datasets: dict[str, int] = SIZES) -> dict[str, Any]:
     return {
         f"{kind}/{ds}": read_strict_json(wd / kind / "m" / f"{ds}.json")
         for kind in ("predictions", "results")
-        for ds in SIZES
+        for ds in datasets
     }
 
 
@@ -259,6 +259,55 @@ def test_sigkill_at_random_moments_then_rerun_matches_an_uninterrupted_run(tmp_p
     assert sum(phases.values()) >= KILLS
     missing = [p for p in NAMED_PHASES if not phases[p]]
     assert not missing, f"no kill landed in {missing}: {dict(phases)}"
+
+
+STORM_KILLS = 20
+STORM = {"long": 600}  # at 20 ms a request and 4 workers, ~3 s of inference: the storm ends well before it
+
+
+def test_a_storm_of_sigkills_over_one_long_run_ends_as_an_uninterrupted_run(tmp_path: Path, sim_factory) -> None:
+    """One long run, killed with SIGKILL 20 times at seeded random moments since each restart
+    (each kill lands before the run could end, most mid-inference), restarted at once each time,
+    then let finish: its predictions and results are those of an uninterrupted run, with no
+    sample twice in any checkpoint, and no more asked again than the requests in flight."""
+    rng = random.Random(SEED + 14)
+    rows = arithmetic(STORM["long"], prefix="L")
+    key = AnswerKey()
+    for r in rows:
+        key.add_gen(r["question"], r["answer"])
+    data = write_jsonl(tmp_path / "long.jsonl", rows)
+
+    def plan_for(latency: float, name: str) -> tuple[Path, Any]:
+        sim = sim_factory(SimConfig(answer_key=key, models={"m": ModelProfile(accuracy=0.7, latency=latency)}))
+        model = lightllm("m", sim.url, max_workers=4)
+        run = {"heartbeat_interval": 0.5, "watch_interval": 0.5}
+        return write_plan(tmp_path, models=[model], datasets=[gsm_dataset("long", data, shards=2)], run=run, name=name), sim
+
+    quick, _ = plan_for(0.0, "quick.toml")  # the same answers (latency changes when, not what)
+    stormy, sim = plan_for(0.02, "storm.toml")
+    fs = ForkServer(tmp_path / "storm.log")
+    phases: Counter[str] = Counter()
+    try:
+        assert fs.run(quick, tmp_path / "reference") == 0
+        reference = outcome(tmp_path / "reference", STORM)
+        wd = tmp_path / "storm"
+        for i in range(STORM_KILLS):
+            fs.start(stormy, wd)
+            ended = fs.poll(rng.uniform(0.05, 0.35))
+            assert ended is None, f"run {i} ended (exit {ended}) before its kill: the storm must land mid-run; see {fs.log}"
+            assert fs.kill() == -signal.SIGKILL, f"run {i} ended before its kill; see {fs.log}"
+            phases[phase_at_kill(wd)] += 1
+            check_invariants(wd, STORM)
+        assert not (wd / "predictions" / "m" / "long.json").exists()  # still mid-run after the last kill
+        assert fs.run(stormy, wd) == 0
+        check_invariants(wd, STORM)
+        assert outcome(wd, STORM) == reference
+    finally:
+        fs.close()
+    attempts = sim.stats.attempts
+    print(f"\nkill storm: {STORM_KILLS} kills by phase {dict(phases)}; {sum(attempts.values())} requests for {STORM['long']} samples")
+    assert phases["inference"] + phases["checkpoint line"] >= STORM_KILLS // 2, dict(phases)
+    assert sum(attempts.values()) <= STORM["long"] + STORM_KILLS * 4  # at most the requests in flight lost per kill
 
 
 def test_the_bundled_simulator_dies_with_a_killed_evaltui(tmp_path: Path) -> None:
