@@ -88,6 +88,7 @@ def test_a_disk_that_fills_stops_the_run_clearly_loses_nothing_and_a_rerun_reach
         assert 10 < len(kept) < N, len(kept)  # it filled mid-run
 
     filler.unlink()  # the user frees space
+    print(f"\n{free_kb} kB free: exit {full.returncode}, {len(kept)} of {N} samples kept")
     sim.reset_stats()
     again = _evaltui(plan, work_dir)
     assert again.returncode == 0, again.stdout + again.stderr

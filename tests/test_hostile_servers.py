@@ -151,6 +151,7 @@ def test_a_run_against_hostile_servers_ends_with_every_sample_failed_for_a_clear
     preds = json.loads(runner.workdir.predictions_file("utf8", "d").read_text(encoding="utf-8"))
     assert "caf\ufffd \ufffd\ufffd The answer is 42" == preds["0"]["prediction"]
     errors = _errors(runner.workdir.root)
+    print("\n" + "\n".join(f"{m}: {es[0]['type']} {es[0]['status']} x{es[0]['attempts']}: {es[0]['message']}" for m, es in sorted(errors.items())))
     assert set(errors) == {"html", "null", "declared", "chunked", "bomb", "redirect", "trickle", "sse", "nochoices", "expired"}
 
     def each(model: str) -> dict[str, Any]:

@@ -187,12 +187,13 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
     if declared is not None and "content-encoding" not in resp.headers:
         return await resp.read()
     body = bytearray()
-    async for piece in resp.content.iter_any():
+    while len(body) <= cap:
+        piece = await resp.content.read(cap + 1 - len(body))  # what has arrived, never past cap + 1
+        if not piece:
+            return bytes(body)
         body += piece
-        if len(body) > cap:
-            resp.close()  # drops the connection and what it had buffered
-            raise ReplyTooLarge(resp.status, f"the reply is larger than max_reply_bytes ({cap:,}): stopped after {len(body):,} bytes")
-    return bytes(body)
+    resp.close()  # drops the connection and what it had buffered
+    raise ReplyTooLarge(resp.status, f"the reply is larger than max_reply_bytes ({cap:,}): more than {cap:,} bytes came, the rest was not read")
 
 
 def _certificate_problem(error: BaseException) -> str:
