@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.engine.workdir import Checkpoint
+from evaltui.engine.checkpoint import Checkpoint
 
 
 def lines(path: Path) -> list[dict]:

@@ -22,7 +22,8 @@ import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 
 from evaltui.cli import main
-from evaltui.engine.workdir import WorkDir, scan_checkpoint
+from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.workdir import WorkDir
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
 pytestmark = pytest.mark.reliability

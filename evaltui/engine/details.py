@@ -16,7 +16,8 @@ from typing import Any, BinaryIO, Iterator, NamedTuple
 from evaltui import fastjson
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.state import Failure
-from evaltui.engine.workdir import WorkDir, iter_predictions, scan_checkpoint
+from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
+from evaltui.engine.workdir import WorkDir
 
 
 class PredictionSample(NamedTuple):

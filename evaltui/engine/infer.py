@@ -28,15 +28,8 @@ from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.redact import model_secrets, redact
 from evaltui.engine.versions import evaluator_version, pair_version
-from evaltui.engine.workdir import (
-    Checkpoint,
-    StatusBoard,
-    WorkDir,
-    checkpoint_version,
-    merge_checkpoints,
-    predictions_to_checkpoint,
-    scan_checkpoint,
-)
+from evaltui.engine.checkpoint import Checkpoint, checkpoint_version, merge_checkpoints, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.fsutil import read_json
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
@@ -130,7 +123,7 @@ class ModelInference:
         model: ModelConfig,
         backend: Backend,
         workdir: WorkDir,
-        board: StatusBoard,
+        board: StatusWriter,
         emit: ev.Sink,
         on_inferred: Callable[[str, str], None] | None = None,
     ):

@@ -33,7 +33,7 @@ from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.session import Session
 from evaltui.engine.state import RunState
 from evaltui.engine.watch import ScoreGate
-from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
+from evaltui.engine.workdir import StatusWriter, WorkDir, WorkDirBusy
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import Plan
 
@@ -98,7 +98,7 @@ class Runner:
         self._sim: SimulatorProcess | None = None
         self._sim_stopper: weakref.finalize | None = None
         self._totals: dict[str, int] = {}
-        self._board: StatusBoard | None = None
+        self._statuses: StatusWriter | None = None
         self._live: Session | None = None  # the session running now, which a retry joins
         self._gate = ScoreGate()  # runner-wide: a scoring abandoned by one session never writes in a later one
         self.interrupted = False
@@ -180,7 +180,7 @@ class Runner:
             return 2
         try:
             with self._run_log():
-                self._board = StatusBoard(wd)
+                self._statuses = StatusWriter(wd)
                 self._write_snapshot()
                 self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
                 if self.fresh:
@@ -205,7 +205,7 @@ class Runner:
         unknown = [f"{m}/{d}" for m, d in wanted if (m, d) not in self.pairs]
         if unknown:
             raise ValueError(f"not in this plan: {', '.join(unknown)}")
-        if self._board is None and self._live is None:
+        if self._statuses is None and self._live is None:
             raise RuntimeError("retry() needs a runner that has run")
         if not wanted:
             return self._exit_code(self.pairs)
@@ -253,8 +253,8 @@ class Runner:
 
     async def _session(self, pairs: list[Pair], *, retry: bool) -> int:
         """Infer and score `pairs` (and what joins meanwhile), then write the summary and report RunFinished."""
-        assert self._board is not None
-        session = self._live = Session(self.plan, self.workdir, self._board, self.emit, code_workers=self.code_workers, gate=self._gate)
+        assert self._statuses is not None
+        session = self._live = Session(self.plan, self.workdir, self._statuses, self.emit, code_workers=self.code_workers, gate=self._gate)
         started = time.monotonic()
         exit_code = 1
         try:

@@ -21,7 +21,7 @@ from evaltui.engine import events as ev
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import DatasetRun, ModelInference
 from evaltui.engine.watch import ScoreGate, WatchScorer
-from evaltui.engine.workdir import StatusBoard, WorkDir
+from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.plan import DatasetConfig, Plan
 
 Pair = tuple[str, str]
@@ -32,7 +32,7 @@ class Session:
         self,
         plan: Plan,
         workdir: WorkDir,
-        board: StatusBoard,
+        board: StatusWriter,
         emit: ev.Sink,
         *,
         code_workers: int,
