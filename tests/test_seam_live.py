@@ -294,7 +294,7 @@ def test_a_scoring_abandoned_by_a_retry_never_overwrites_the_new_result(tmp_path
 
 
 def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    import evaltui.engine.infer as infer
+    import evaltui.engine.resume as resume
 
     rows = arithmetic(60)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
@@ -305,7 +305,7 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
     # come and the wait would run out.
     ticks = [0]
     scans: list[tuple[bool, bool]] = []
-    real_scan = infer.scan_checkpoint
+    real_scan = resume.scan_checkpoint
 
     def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
         start = ticks[0]
@@ -315,7 +315,7 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
         scans.append((threading.current_thread() is threading.main_thread(), ticks[0] >= start + 3))
         return real_scan(path)
 
-    monkeypatch.setattr(infer, "scan_checkpoint", scan_checkpoint)
+    monkeypatch.setattr(resume, "scan_checkpoint", scan_checkpoint)
     runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])))
 
     async def main() -> int:
@@ -420,12 +420,12 @@ def test_a_retry_after_the_checkpoints_were_deleted_resends_only_the_failed_samp
 def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path: Path, sim_factory, monkeypatch) -> None:
     import errno
 
-    import evaltui.engine.infer as infer
+    import evaltui.engine.ending as ending
 
     def disk_full(*_: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(infer, "merge_checkpoints", disk_full)
+    monkeypatch.setattr(ending, "merge_checkpoints", disk_full)
     rows = arithmetic(10)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator, NamedTuple
 
 from evaltui import fastjson
+from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.state import Failure
-from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
 from evaltui.engine.workdir import WorkDir
 
 

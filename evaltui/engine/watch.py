@@ -35,8 +35,8 @@ from anyio.abc import TaskGroup
 
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
-from evaltui.engine.versions import evaluator_version
 from evaltui.engine.checkpoint import iter_predictions, read_predictions
+from evaltui.engine.versions import evaluator_version
 from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import Plan
