@@ -38,7 +38,8 @@ from evaltui.fsutil import atomic_write_text
 from evaltui.plan import Plan
 
 if TYPE_CHECKING:
-    from evaltui.scoring.leaderboard import DatasetRow, Leaderboard
+    from evaltui.scoring.leaderboard import Leaderboard
+    from evaltui.scoring.summary import RunSummary
 
 Pair = tuple[str, str]
 
@@ -92,7 +93,7 @@ class Runner:
         self._sinks: tuple[ev.Sink, ...] = (sink,) if sink else ()  # replaced, never mutated: emit iterates it
         self._failed_sinks: set[int] = set()  # ids of sinks whose failure was reported
         self._emit_lock = threading.RLock()  # subscribe() may come from the UI's thread
-        self._rows: tuple[DatasetRow, ...] | None = None
+        self._summary: RunSummary | None = None
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
@@ -139,11 +140,9 @@ class Runner:
 
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
-        from evaltui.scoring import build_leaderboard
-
         with self._emit_lock:  # called from a front end's thread while the engine's adds pairs
             scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
-        return build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
+        return self._run_summary().leaderboard(scores)
 
     def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
         """A pair's failed samples with their errors and a few predictions next to their gold.
@@ -279,8 +278,9 @@ class Runner:
                 session.close_intake()  # run() may never have begun: a retry waiting to join goes on
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
-                scores = self._scores()
-                table = self.table(scores)
+                summary = self._run_summary()
+                scores = summary.result_scores(self.workdir.read_result)
+                table = summary.leaderboard(scores)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)
@@ -336,39 +336,12 @@ class Runner:
             self._sim_stopper = None
         self._sim = None
 
-    def _scores(self) -> dict[tuple[str, str], float | None]:
-        from evaltui import scoring  # imported when first needed: not on the path to the first request
+    def _run_summary(self) -> RunSummary:
+        if self._summary is None:
+            from evaltui.scoring.summary import RunSummary  # when first needed: not on the path to the first request
 
-        scores: dict[tuple[str, str], float | None] = {}
-        for m in self.plan.models:
-            for d in self.plan.datasets:
-                try:
-                    result = self.workdir.read_result(m.abbr, d.abbr)
-                except OSError:
-                    result = None
-                metric = scoring.main_metric(d.evaluator.type)
-                value = result.get(metric) if result and "error" not in result else None
-                scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
-        return scores
-
-    def table(self, scores: dict[tuple[str, str], float | None]) -> Leaderboard:
-        from evaltui import scoring
-
-        return scoring.build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
-
-    def _dataset_rows(self) -> tuple[DatasetRow, ...]:
-        """The leaderboard's rows (abbr, version, metric, mode), computed once: the plan is fixed.
-
-        The version hashes each dataset as the resolved plan records it (`<work_dir>/plan.toml`),
-        so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
-        if self._rows is None:
-            from evaltui.scoring import DatasetRow, dataset_version, main_metric
-
-            self._rows = tuple(
-                DatasetRow(d.abbr, dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())}), main_metric(d.evaluator.type), d.mode)
-                for d in self.plan.datasets
-            )
-        return self._rows
+            self._summary = RunSummary(self.plan)
+        return self._summary
 
     def _write_summary(self, table: Leaderboard) -> dict[str, str]:
         from evaltui import scoring
