@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import string
 import sys
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
@@ -18,6 +17,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from yarl import URL
+
+from evaltui.datasets import check_dataset, template_fields
+from evaltui.redaction import REDACTED, SECRET_HEADER_RE
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -33,10 +35,6 @@ PPL_TYPES = ("lightllm", "openai-completions")
 EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
 SIM_OPTIONS = {"accuracy": (0.0, 1.0), "latency": (0.0, 600.0), "jitter": (0.0, 600.0)}
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv")
-# A custom header whose name says it carries a credential (Azure's `api-key`, `x-api-key`, a
-# session cookie): its value is kept out of the work dir's plan.toml and masked in failure messages.
-SECRET_HEADER_RE = re.compile(r"key|token|secret|auth|cookie|password", re.IGNORECASE)
-REDACTED = "[redacted]"
 
 
 def default_max_workers() -> int:
@@ -216,8 +214,6 @@ def load_plan(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = N
         raise PlanError([f"{name}: {p}" for p in shadowed + _pydantic_problems(e, raw)]) from None
     problems = shadowed + _check_semantics(plan, environ)
     if check_data:
-        from evaltui.datasets import check_dataset
-
         for i, ds in enumerate(plan.datasets):
             if not any(p.startswith(f"datasets[{i}].") for p in problems):
                 problems += [f"datasets[{i}].{p}" for p in check_dataset(plan, ds)]
@@ -527,21 +523,6 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
     elif ev is not None and ev.pattern is not None:
         problems.append(f"evaluator.pattern: only used by the regex evaluator (type is {ev.type!r})")
     return problems
-
-
-def template_fields(template: str) -> set[str]:
-    """The record fields a str.format template reads; ValueError for a malformed template."""
-    fields: set[str] = set()
-    for _, name, spec, _ in string.Formatter().parse(template):
-        if name is None:
-            continue
-        root = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if root == "" or root.isdigit():
-            raise ValueError(f"'{{{name}}}' must name a record field, e.g. '{{question}}' (write '{{{{' for a literal brace)")
-        fields.add(root)
-        if spec:
-            fields |= template_fields(spec)
-    return fields
 
 
 def select(plan: Plan, models: list[str] | None, datasets: list[str] | None) -> Plan:
