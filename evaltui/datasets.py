@@ -264,10 +264,10 @@ def _check_records(
     return count, problems
 
 
-def _fill_problem(index: int, rec: dict[str, Any], template: str, needs: set[str]) -> str | None:
-    """Why the record cannot fill the template, or None when it can."""
-    if not needs <= rec.keys():
-        missing = sorted(needs - rec.keys())
+def _fill_problem(index: int, rec: dict[str, Any], template: str, fields: set[str]) -> str | None:
+    """Why the record cannot fill the template (which reads `fields`), or None when it can."""
+    if not fields <= rec.keys():
+        missing = sorted(fields - rec.keys())
         have = ", ".join(sorted(rec)) or "none"
         return f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
     try:
