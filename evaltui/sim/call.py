@@ -45,7 +45,7 @@ def max_tokens(value: Any, name: str) -> int | None:
     return value
 
 
-def json_reply(config: SimConfig, obj: Any, status: int = 200, headers: tuple = ()) -> Reply:
+def json_reply(config: SimConfig, obj: Any, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
     """`obj` as JSON; without a Content-Type when the server is set to omit it, as some do."""
     ctype = None if config.omit_content_type else "application/json"
     return Reply(status, _dumps(obj), ctype, headers)

@@ -18,7 +18,7 @@ class LightLLMDialect:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
 
-    def generate(self, call: Call, body: dict) -> tuple[int, Callable[[float], Reply]]:
+    def generate(self, call: Call, body: dict[str, Any]) -> tuple[int, Callable[[float], Reply]]:
         inputs = body.get("inputs")
         if not isinstance(inputs, str):
             raise BadRequest('"inputs" must be a string')

@@ -43,14 +43,14 @@ class OpenAIDialect:
         self.config = config
         self._ids = itertools.count(1)  # of chat and completion replies alike, as a server counts them
 
-    def _params(self, call: Call, body: dict) -> int | None:
+    def _params(self, call: Call, body: dict[str, Any]) -> int | None:
         call.params = {k: v for k, v in body.items() if k not in _PROMPT_FIELDS}
         value = body.get("max_tokens")
         if value is None:
             return max_tokens(body.get("max_completion_tokens"), "max_completion_tokens")
         return max_tokens(value, "max_tokens")
 
-    def chat(self, call: Call, body: dict) -> tuple[int, Callable[[float], Reply]]:
+    def chat(self, call: Call, body: dict[str, Any]) -> tuple[int, Callable[[float], Reply]]:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest('"messages" must be a non-empty list')
@@ -100,7 +100,7 @@ class OpenAIDialect:
 
         return len(all_text), make
 
-    def completions(self, call: Call, body: dict) -> tuple[int, Callable[[float], Reply]]:
+    def completions(self, call: Call, body: dict[str, Any]) -> tuple[int, Callable[[float], Reply]]:
         prompt = body.get("prompt")
         prompts = [prompt] if isinstance(prompt, str) else prompt
         if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
@@ -166,6 +166,6 @@ class OpenAIDialect:
 
         return sum(len(p) for p in prompts), make
 
-    def _sse(self, chunks: list[dict]) -> Reply:
+    def _sse(self, chunks: list[dict[str, Any]]) -> Reply:
         body = b"".join(b"data: " + _dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
         return Reply(200, body, "text/event-stream")
