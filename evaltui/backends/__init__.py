@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from evaltui.backends.base import Backend, BackendError, Backoff, TokenBucket
 from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
-from evaltui.plan import ModelConfig
+
+if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
 
 BACKENDS: dict[str, type[Backend]] = {
     "lightllm": LightLLMBackend,

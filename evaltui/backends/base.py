@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, TypeVar
 
 import aiohttp
 import anyio
@@ -22,7 +22,10 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.client import ModelClient, Reply, RequestFailed
-from evaltui.plan import REDACTED, ModelConfig
+from evaltui.redaction import REDACTED
+
+if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
 
@@ -151,6 +154,10 @@ def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
 
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
+
+    #: Whether `ppl` works: the protocol gives the prompt's log-probabilities. The plan asks it
+    #: of every model a ppl-mode dataset is sent to.
+    computes_ppl: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -18,13 +18,15 @@ import ipaddress
 import ssl
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env, strip_auth_from_url
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from evaltui.plan import ModelConfig
+if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
 
 KEEPALIVE = 4.0
 TLS_HINT = "to trust a private CA, set the model's ca_file (or SSL_CERT_FILE) to its PEM bundle"

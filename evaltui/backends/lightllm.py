@@ -32,6 +32,8 @@ def _prompt_logprobs(data: Any) -> float:
 
 
 class LightLLMBackend(Backend):
+    computes_ppl = True
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._url = URL(self.url)

@@ -70,6 +70,7 @@ class OpenAIChatBackend(_OpenAIBackend):
 
 class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
+    computes_ppl = True
 
     async def generate(self, prompt: str, system: str = "") -> str:
         text = f"{system}\n\n{prompt}" if system else prompt

@@ -12,8 +12,7 @@ import os
 from typing import Mapping
 
 from evaltui.plan import ModelConfig
-
-MASK = "[redacted]"
+from evaltui.redaction import REDACTED
 
 
 def model_secrets(model: ModelConfig, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -29,5 +28,5 @@ def model_secrets(model: ModelConfig, env: Mapping[str, str] | None = None) -> t
 def redact(text: str, secrets: tuple[str, ...]) -> str:
     for secret in secrets:
         if secret in text:
-            text = text.replace(secret, MASK)
+            text = text.replace(secret, REDACTED)
     return text

@@ -148,9 +148,6 @@ class AnswerKey:
     def gen_answer(self, prompt: str) -> str | None:
         return self._gen.get(prompt)
 
-    def ppl_entry(self, prompt: str) -> tuple[list[str], int] | None:
-        return self._ppl.get(prompt)
-
     def match_ppl(self, text: str) -> tuple[str, list[str], int, int] | None:
         """(prompt, choices, choice index of `text`, right index) if text = prompt + choice."""
         hit = self._ppl_texts.get(text)
