@@ -6,15 +6,15 @@
     runner.cancel()
 
 It owns the run-wide pieces — work directory, plan snapshot, simulator, heartbeat thread, one
-HTTP client per model, the watch-scorer — and reports only through the event stream, which it
-also folds into `runner.state` so a front end can ask where things stand at any time.
+HTTP client per model, the watch-scorer — and reports only through the event stream (its
+EventBus), which folds every event into `runner.state` so a front end can ask where things stand
+at any time.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import threading
 import time
 import weakref
 from contextlib import contextmanager
@@ -27,6 +27,7 @@ import tomli_w
 
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine import events as ev
+from evaltui.engine.bus import EventBus
 from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
@@ -90,9 +91,10 @@ class Runner:
         self.fresh = fresh
         self.code_workers = code_workers
         self.state = RunState()  # the runner's own fold of its events, always current
-        self._sinks: tuple[ev.Sink, ...] = (sink,) if sink else ()  # replaced, never mutated: emit iterates it
-        self._failed_sinks: set[int] = set()  # ids of sinks whose failure was reported
-        self._emit_lock = threading.RLock()  # subscribe() may come from the UI's thread
+        self.bus = EventBus(self.state, sink)
+        # the bus's own methods rather than wrappers: emit runs once per sample
+        self.subscribe = self.bus.subscribe  # a consumer that comes late is sent the state first
+        self.emit = self.bus.emit
         self._summary: RunSummary | None = None
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
@@ -105,42 +107,16 @@ class Runner:
         self.interrupted = False
         self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
 
-    # ------------------------------------------------------------------ events
-    def subscribe(self, sink: ev.Sink) -> None:
-        """Add a consumer of the event stream, at any time and from any thread.
-
-        One that comes late (after `run()` began) is first sent events that rebuild the current
-        state (RunState.replay), then the live stream, with nothing lost or doubled between.
-        """
-        with self._emit_lock:
-            for event in self.state.replay():
-                self._deliver(sink, event)
-            self._sinks = (*self._sinks, sink)
-
-    def emit(self, event: ev.Event) -> None:
-        with self._emit_lock:
-            self.state.apply(event)
-            for sink in self._sinks:
-                self._deliver(sink, event)
-
-    def _deliver(self, sink: ev.Sink, event: ev.Event) -> None:
-        try:
-            sink(event)
-        except Exception as e:  # a broken consumer must not stop the evaluation
-            if id(sink) not in self._failed_sinks:  # said once, not once per event
-                self._failed_sinks.add(id(sink))
-                self.emit(ev.Notice(f"an event consumer failed on {type(event).__name__}: {type(e).__name__}: {e}", "error"))
-
     # ------------------------------------------------------------------ queries
     def failed_pairs(self) -> list[Pair]:
         """The pairs whose inference or scoring failed: what a retry-all re-runs."""
-        with self._emit_lock:  # the engine's thread adds pairs to the state as it plans them
+        with self.bus.lock:  # the engine's thread adds pairs to the state as it plans them
             failed = self.state.failed_pairs()
         return [p for p in failed if p in self.pairs]
 
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
-        with self._emit_lock:  # called from a front end's thread while the engine's adds pairs
+        with self.bus.lock:  # called from a front end's thread while the engine's adds pairs
             scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
         return self._run_summary().leaderboard(scores)
 
@@ -241,13 +217,11 @@ class Runner:
     def _run_log(self) -> Iterator[None]:
         """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
         runlog = RunLog(self.workdir)
-        with self._emit_lock:
-            self._sinks = (*self._sinks, runlog)
+        self.bus.subscribe(runlog, replay=False)  # what happened before is in the log already
         try:
             yield
         finally:
-            with self._emit_lock:
-                self._sinks = tuple(s for s in self._sinks if s is not runlog)
+            self.bus.unsubscribe(runlog)
             runlog.close()
 
     async def _session(self, pairs: list[Pair], *, retry: bool) -> int:
