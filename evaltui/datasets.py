@@ -17,9 +17,10 @@ import re
 import string
 import sys
 import zlib
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Container, Iterator
+from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
 
@@ -112,7 +113,7 @@ def _csv_records(path: Path, columns: list[str] | None) -> Iterator[dict[str, An
                 continue  # blank, or a header row that names exactly the given columns
             if len(row) != len(header):
                 raise DatasetError(f"{name} row {rowno}: {len(row)} values but {len(header)} columns ({', '.join(header)})")
-            yield dict(zip(header, row))
+            yield dict(zip(header, row, strict=False))
 
 
 # Record counts seen while validating, keyed by the file's identity, so a run does not parse a
@@ -120,7 +121,7 @@ def _csv_records(path: Path, columns: list[str] | None) -> Iterator[dict[str, An
 _COUNTS: dict[tuple[Any, ...], int] = {}
 
 
-def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
+def _count_key(plan: Plan, ds: DatasetConfig) -> tuple[Any, ...] | None:
     path = plan.dataset_path(ds)
     try:
         st = path.stat()
@@ -132,7 +133,7 @@ def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
 _FINGERPRINTS: dict[tuple[Any, ...], str] = {}
 
 
-def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str | None:
+def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
     """sha256 of the data file's bytes (None when unreadable): an edited file makes earlier
     predictions stale."""
     key = _count_key(plan, ds)
@@ -151,14 +152,14 @@ def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str | None:
     return value
 
 
-def count_records(plan: "Plan", ds: "DatasetConfig") -> int:
+def count_records(plan: Plan, ds: DatasetConfig) -> int:
     key = _count_key(plan, ds)
     if key is not None and key in _COUNTS:
         return _COUNTS[key]
     return sum(1 for _ in open_records(plan, ds))
 
 
-def open_records(plan: "Plan", ds: "DatasetConfig", skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
+def open_records(plan: Plan, ds: DatasetConfig, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
     """The dataset's records (up to `limit`), read as they are taken, None for those in `skip`;
     the file is opened, and its first record read, before this returns, so an unreadable file is
     a DatasetError here."""
@@ -172,7 +173,7 @@ def open_records(plan: "Plan", ds: "DatasetConfig", skip: Container[int] = ()) -
     return itertools.chain((first,), records)
 
 
-def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
+def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     """The records, held for the run: field names interned, as every record repeats them.
 
     json.loads gives each record its own copies of the names; 200,000 records of two fields
@@ -188,7 +189,7 @@ def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
     return records
 
 
-def templates_of(ds: "DatasetConfig") -> dict[str, str]:
+def templates_of(ds: DatasetConfig) -> dict[str, str]:
     """The dataset's templates by the plan field that holds each (`choices[1]` for the second choice)."""
     t = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
     t.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
@@ -210,7 +211,7 @@ def template_fields(template: str) -> set[str]:
     return fields
 
 
-def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
+def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     """Problems with a dataset's data: unreadable file, no records, or a record a template can't fill.
 
     Every record is rendered through every template, as the run will, so a format spec that
@@ -295,7 +296,7 @@ def _plain_fields(template: str) -> bool:
     )
 
 
-def render_sample(ds: "DatasetConfig", index: int, record: dict[str, Any]) -> Sample:
+def render_sample(ds: DatasetConfig, index: int, record: dict[str, Any]) -> Sample:
     return Sample(
         index=index,
         prompt=ds.prompt.format_map(record),

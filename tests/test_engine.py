@@ -354,7 +354,6 @@ def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_p
 
 
 def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypatch) -> None:
-    import pytest
 
     from evaltui.engine import checkpoint
     from evaltui.fsutil import atomic_write_json

@@ -11,8 +11,9 @@ import json
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import anyio
 import pytest

@@ -14,9 +14,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan

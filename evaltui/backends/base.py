@@ -12,9 +12,10 @@ import math
 import random
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aiohttp
 import anyio
@@ -104,7 +105,7 @@ class Backoff:
 
     def delay(self, retry_number: int, retry_after: float | None = None) -> float:
         rng = self.rng or random
-        d = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
+        d: float = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
         if retry_after is not None:
             d = max(d, min(retry_after, MAX_RETRY_AFTER))
         return d

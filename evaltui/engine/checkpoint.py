@@ -12,8 +12,9 @@ import asyncio
 import os
 import re
 from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from evaltui import fastjson
 from evaltui.fsutil import atomic_writer, json_bytes, read_json

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
 from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -244,7 +245,8 @@ class WorkerPool:
             kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             if isinstance(e, DatasetError):
                 kind, message = "dataset", f"record {index}: {e}"
-            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": {"type": kind, "status": None, "message": message, "attempts": 0}}
+            error = {"type": kind, "status": None, "message": message, "attempts": 0}
+            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": error}
         else:
             self.in_flight += 1
             try:
@@ -271,7 +273,9 @@ class WorkerPool:
             now = time.monotonic()
             if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
                 shard.last_write = now
-                self.statuses.write(m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version)
+                self.statuses.write(
+                    m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version
+                )
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
 

@@ -9,7 +9,7 @@ logs/failures.jsonl and the screen. So each one is cleaned of the model's key be
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from evaltui.plan import ModelConfig
 from evaltui.redaction import REDACTED

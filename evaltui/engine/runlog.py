@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus

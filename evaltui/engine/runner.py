@@ -17,10 +17,11 @@ import gc
 import os
 import time
 import weakref
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import tomli_w
@@ -30,8 +31,8 @@ from evaltui.engine import events as ev
 from evaltui.engine.bus import EventBus
 from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.runlog import RunLog
-from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.session import Session
+from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.state import RunState
 from evaltui.engine.watch import ScoreGate
 from evaltui.engine.workdir import StatusWriter, WorkDir, WorkDirBusy
@@ -99,7 +100,7 @@ class Runner:
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
-        self._sim_stopper: weakref.finalize | None = None
+        self._sim_stopper: weakref.finalize[[], Runner] | None = None
         self._totals: dict[str, int] = {}
         self._statuses: StatusWriter | None = None
         self._live: Session | None = None  # the session running now, which a retry joins

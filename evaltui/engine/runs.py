@@ -3,8 +3,9 @@ pool works through and the ending closes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import anyio
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from evaltui.engine import events as ev
 from evaltui.engine.delta import NOTHING, Delta

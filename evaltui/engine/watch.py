@@ -22,13 +22,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import shutil
 import os
+import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import anyio
 from anyio.abc import TaskGroup

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import ssl
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 from urllib.parse import parse_qsl, urlsplit
 
 from yarl import URL

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,7 +56,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise PlanError([f"{path}: cannot read plan file: {e.strerror or e}"]) from None
     try:
-        return tomllib.loads(raw_bytes.decode("utf-8"))
+        raw: dict[str, Any] = tomllib.loads(raw_bytes.decode("utf-8"))
+        return raw
     except UnicodeDecodeError as e:
         raise PlanError([f"{path.name}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
     except tomllib.TOMLDecodeError as e:

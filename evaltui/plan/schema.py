@@ -149,7 +149,8 @@ class Plan(_Strict):
             ds["path"] = str(self.dataset_path(self.dataset(ds["abbr"])).resolve())
         for m in data["models"]:
             m["headers"] = {k: REDACTED if SECRET_HEADER_RE.search(k) else v for k, v in m["headers"].items()}
-        return _drop_none(data)
+        snapshot: dict[str, Any] = _drop_none(data)
+        return snapshot
 
 
 def expand_home(path: str) -> Path:

@@ -21,7 +21,7 @@ The letter must be a capital; only the surrounding words are matched case-insens
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from .judgement import Judgement
 

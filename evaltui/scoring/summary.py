@@ -12,9 +12,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from evaltui.fsutil import atomic_write_text
 
@@ -23,7 +24,7 @@ from .score import main_metric
 from .version import dataset_version
 
 if TYPE_CHECKING:
-    from evaltui.plan import Plan
+    from evaltui.plan import DatasetConfig, Plan
 
 _GAP = "  "
 
@@ -113,11 +114,11 @@ class RunSummary:
         The version hashes each dataset as the resolved plan records it (`<work_dir>/plan.toml`),
         so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
         if self._rows is None:
-            self._rows = tuple(
-                DatasetRow(d.abbr, dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())}), main_metric(d.evaluator.type), d.mode)
-                for d in self.plan.datasets
-            )
+            self._rows = tuple(DatasetRow(d.abbr, self._version(d), main_metric(d.evaluator.type), d.mode) for d in self.plan.datasets)
         return self._rows
+
+    def _version(self, d: DatasetConfig) -> str:
+        return dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())})
 
     def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
         return build_leaderboard(self.rows(), self.models, scores)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import re
+import sys
 import zlib
 from decimal import Decimal
 from functools import lru_cache
@@ -157,7 +157,7 @@ class AnswerKey:
         choices, right = self._ppl[prompt]
         return prompt, choices, idx, right
 
-    def load_jsonl(self, path: str | os.PathLike) -> int:
+    def load_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Add every line of a JSONL key file ("-": standard input); returns how many were read.
 
         Standard input lets the evaltui runner hand the key over without a file on disk, where
@@ -181,7 +181,7 @@ class AnswerKey:
                 count += 1
         return count
 
-    def dump_jsonl(self, path: str | os.PathLike) -> None:
+    def dump_jsonl(self, path: str | os.PathLike[str]) -> None:
         with open(path, "w", encoding="utf-8") as fh:
             for prompt, answer in self._gen.items():
                 fh.write(json.dumps({"prompt": prompt, "answer": answer}, ensure_ascii=False) + "\n")

@@ -7,7 +7,8 @@ latency in between, the same for every dialect.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from collections.abc import Callable
+from typing import Any
 
 from evaltui import fastjson
 from evaltui.sim.config import SimConfig
@@ -15,7 +16,7 @@ from evaltui.sim.http import Reply
 
 #: A dialect's builder: (call, body) -> (prompt length in characters, accuracy -> success Reply).
 #: It validates the body (BadRequest if it is wrong) and fills call.prompt and call.params.
-Builder = Callable[["Call", Dict[str, Any]], Tuple[int, Callable[[float], Reply]]]
+Builder = Callable[["Call", dict[str, Any]], tuple[int, Callable[[float], Reply]]]
 
 _dumps = fastjson.dumps
 

@@ -6,7 +6,8 @@ token ids and log-probabilities, which ppl-mode datasets are ranked by.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from evaltui.sim import answers
 from evaltui.sim.call import BadRequest, Call, json_reply, max_tokens

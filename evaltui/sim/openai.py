@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from evaltui import fastjson
 from evaltui.sim import answers
@@ -134,7 +135,7 @@ class OpenAIDialect:
                     offsets: list[int] = []
                     offset = 0
                     if echo:
-                        for i, (piece, lp) in enumerate(zip(pieces, lps)):
+                        for i, (piece, lp) in enumerate(zip(pieces, lps, strict=False)):
                             tokens.append(piece)
                             token_lps.append(None if i == 0 else lp)
                             offsets.append(offset)
@@ -148,7 +149,7 @@ class OpenAIDialect:
                         "tokens": tokens,
                         "token_logprobs": token_lps,
                         "top_logprobs": [None if lp is None else {t: lp}
-                                         for t, lp in zip(tokens, token_lps)],
+                                         for t, lp in zip(tokens, token_lps, strict=False)],
                         "text_offset": offsets,
                     }
                 choices.append({"index": index, "text": (p + gen) if echo else gen,

@@ -63,10 +63,10 @@ class SimApp:
 
     # --- plumbing ---------------------------------------------------------
 
-    def _json(self, obj: Any, status: int = 200, headers: tuple = ()) -> Reply:
+    def _json(self, obj: Any, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
         return json_reply(self.config, obj, status, headers)
 
-    def _error(self, status: int, message: str, headers: tuple = (), type_: str | None = None) -> Reply:
+    def _error(self, status: int, message: str, headers: tuple[tuple[str, str], ...] = (), type_: str | None = None) -> Reply:
         ctype = None if self.config.omit_content_type else "application/json"
         return Reply(status, error_body(status, message, type_), ctype, headers)
 
@@ -224,7 +224,7 @@ class SimServer:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
-    async def start(self) -> "SimServer":
+    async def start(self) -> SimServer:
         # A short shutdown_timeout (0 would mean none): stopping cuts requests still waiting out
         # their latency at once.
         runner = web.AppRunner(make_app(self._app), access_log=None, logger=QUIET, handler_cancellation=True, shutdown_timeout=0.05)
@@ -249,7 +249,7 @@ class SimServer:
             pass
         await asyncio.sleep(0)  # let cancelled requests settle the stats
 
-    async def __aenter__(self) -> "SimServer":
+    async def __aenter__(self) -> SimServer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

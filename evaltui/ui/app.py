@@ -9,8 +9,9 @@ calls into the engine per event, and the engine never waits on the app.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Callable, ClassVar, Iterable
+from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -120,7 +121,7 @@ class EvalApp(App[int]):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {BAR_EMPTY: "$panel-lighten-2"}
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Textual's own, less its Quit: ours (EvalCommands) says what quitting keeps."""
         return (c for c in super().get_system_commands(screen) if c.title != "Quit")
 

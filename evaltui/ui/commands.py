@@ -4,8 +4,9 @@ They run where the run screen's keys do: its own actions (retry, details) and th
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Awaitable, Callable, Iterator, cast
+from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
