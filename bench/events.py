@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import SampleError

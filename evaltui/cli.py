@@ -6,8 +6,8 @@ Only the interactive path may import textual; this module and the headless path 
 
 from __future__ import annotations
 
-import contextlib
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path

@@ -13,17 +13,18 @@ import hashlib
 import io
 import itertools
 import json
+import re
 import string
 import sys
 import zlib
+from collections.abc import Container, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Container, Iterator
+from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
-from evaltui.plan import template_fields
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # only read here: the plan is above the datasets (it checks them)
     from evaltui.plan import DatasetConfig, Plan
 
 
@@ -54,52 +55,65 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
     name = path.name
     try:
         if name.endswith((".jsonl", ".jsonl.gz")):
-            index = -1
-            with _open_text(path) as f:
-                for lineno, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    index += 1
-                    if index in skip:
-                        yield None
-                        continue
-                    try:
-                        rec = fastjson.loads_exact(line)
-                    except ValueError as e:
-                        raise DatasetError(f"{name} line {lineno}: not valid JSON ({e})") from None
-                    if not isinstance(rec, dict):
-                        raise DatasetError(f"{name} line {lineno}: expected a JSON object, got {type(rec).__name__}")
-                    yield rec
+            yield from _jsonl_records(path, skip)
         elif name.endswith(".json"):
-            with _open_text(path) as f:
-                try:
-                    data = json.load(f)
-                except ValueError as e:
-                    raise DatasetError(f"{name}: not valid JSON ({e})") from None
-            if not isinstance(data, list):
-                raise DatasetError(f"{name}: expected a JSON array of objects, got {type(data).__name__}")
-            for i, rec in enumerate(data):
-                if not isinstance(rec, dict):
-                    raise DatasetError(f"{name} item {i}: expected a JSON object, got {type(rec).__name__}")
-                yield rec
+            yield from _json_records(path)
         elif name.endswith(".csv"):
-            with _open_text(path) as f:
-                reader = csv.reader(f)
-                header = list(columns) if columns else next(reader, None)
-                if header is None:
-                    return
-                for rowno, row in enumerate(reader, 1 if columns else 2):
-                    if not row or (rowno == 1 and row == header):
-                        continue  # blank, or a header row that names exactly the given columns
-                    if len(row) != len(header):
-                        raise DatasetError(
-                            f"{name} row {rowno}: {len(row)} values but {len(header)} columns ({', '.join(header)})"
-                        )
-                    yield dict(zip(header, row))
+            yield from _csv_records(path, columns)
         else:
             raise DatasetError(f"{name}: unsupported file type")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, RecursionError) as e:
         raise DatasetError(f"{name}: cannot read: {e}") from None
+
+
+def _jsonl_records(path: Path, skip: Container[int]) -> Iterator[dict[str, Any] | None]:
+    name = path.name
+    index = -1
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            index += 1
+            if index in skip:
+                yield None
+                continue
+            try:
+                rec = fastjson.loads_exact(line)
+            except ValueError as e:
+                raise DatasetError(f"{name} line {lineno}: not valid JSON ({e})") from None
+            if not isinstance(rec, dict):
+                raise DatasetError(f"{name} line {lineno}: expected a JSON object, got {type(rec).__name__}")
+            yield rec
+
+
+def _json_records(path: Path) -> Iterator[dict[str, Any]]:
+    name = path.name
+    with _open_text(path) as f:
+        try:
+            data = json.load(f)
+        except ValueError as e:
+            raise DatasetError(f"{name}: not valid JSON ({e})") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{name}: expected a JSON array of objects, got {type(data).__name__}")
+    for i, rec in enumerate(data):
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{name} item {i}: expected a JSON object, got {type(rec).__name__}")
+        yield rec
+
+
+def _csv_records(path: Path, columns: list[str] | None) -> Iterator[dict[str, Any]]:
+    name = path.name
+    with _open_text(path) as f:
+        reader = csv.reader(f)
+        header = list(columns) if columns else next(reader, None)
+        if header is None:
+            return
+        for rowno, row in enumerate(reader, 1 if columns else 2):
+            if not row or (rowno == 1 and row == header):
+                continue  # blank, or a header row that names exactly the given columns
+            if len(row) != len(header):
+                raise DatasetError(f"{name} row {rowno}: {len(row)} values but {len(header)} columns ({', '.join(header)})")
+            yield dict(zip(header, row, strict=False))
 
 
 # Record counts seen while validating, keyed by the file's identity, so a run does not parse a
@@ -107,7 +121,7 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
 _COUNTS: dict[tuple[Any, ...], int] = {}
 
 
-def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
+def _count_key(plan: Plan, ds: DatasetConfig) -> tuple[Any, ...] | None:
     path = plan.dataset_path(ds)
     try:
         st = path.stat()
@@ -119,7 +133,7 @@ def _count_key(plan: "Plan", ds: "DatasetConfig") -> tuple[Any, ...] | None:
 _FINGERPRINTS: dict[tuple[Any, ...], str] = {}
 
 
-def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str | None:
+def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
     """sha256 of the data file's bytes (None when unreadable): an edited file makes earlier
     predictions stale."""
     key = _count_key(plan, ds)
@@ -138,14 +152,14 @@ def file_fingerprint(plan: "Plan", ds: "DatasetConfig") -> str | None:
     return value
 
 
-def count_records(plan: "Plan", ds: "DatasetConfig") -> int:
+def count_records(plan: Plan, ds: DatasetConfig) -> int:
     key = _count_key(plan, ds)
     if key is not None and key in _COUNTS:
         return _COUNTS[key]
     return sum(1 for _ in open_records(plan, ds))
 
 
-def open_records(plan: "Plan", ds: "DatasetConfig", skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
+def open_records(plan: Plan, ds: DatasetConfig, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
     """The dataset's records (up to `limit`), read as they are taken, None for those in `skip`;
     the file is opened, and its first record read, before this returns, so an unreadable file is
     a DatasetError here."""
@@ -159,7 +173,7 @@ def open_records(plan: "Plan", ds: "DatasetConfig", skip: Container[int] = ()) -
     return itertools.chain((first,), records)
 
 
-def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
+def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     """The records, held for the run: field names interned, as every record repeats them.
 
     json.loads gives each record its own copies of the names; 200,000 records of two fields
@@ -175,51 +189,41 @@ def load_records(plan: "Plan", ds: "DatasetConfig") -> list[dict[str, Any]]:
     return records
 
 
-def _templates(ds: "DatasetConfig") -> dict[str, str]:
+def templates_of(ds: DatasetConfig) -> dict[str, str]:
+    """The dataset's templates by the plan field that holds each (`choices[1]` for the second choice)."""
     t = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
     t.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
     return t
 
 
-def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
+def template_fields(template: str) -> set[str]:
+    """The record fields a str.format template reads; ValueError for a malformed template."""
+    fields: set[str] = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        if root == "" or root.isdigit():
+            raise ValueError(f"'{{{name}}}' must name a record field, e.g. '{{question}}' (write '{{{{' for a literal brace)")
+        fields.add(root)
+        if spec:
+            fields |= template_fields(spec)
+    return fields
+
+
+def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     """Problems with a dataset's data: unreadable file, no records, or a record a template can't fill.
 
     Every record is rendered through every template, as the run will, so a format spec that
     does not fit a value (`{n:d}` on a string) or a nested key one record lacks is reported
     now, with the record's index, instead of failing that sample hours into the run.
     """
-    templates = _templates(ds)
+    templates = templates_of(ds)
     needs = {name: template_fields(tpl) for name, tpl in templates.items()}
     checks = {name: tpl for name, tpl in templates.items() if needs[name]}  # no field: nothing to fail
-    quick = _quick_fields(checks, needs)
-    problems: list[str] = []
-    count = 0
+    records = iter_records(plan.dataset_path(ds), ds.columns or None)
     try:
-        for index, rec in enumerate(iter_records(plan.dataset_path(ds), ds.columns or None)):
-            if ds.limit and index >= ds.limit:
-                break
-            assert rec is not None  # nothing skipped
-            count += 1
-            if quick is not None:  # the usual record: every field there, every value a string
-                for f in quick:
-                    if type(rec.get(f)) is not str:
-                        break
-                else:
-                    continue
-            for name, tpl in list(checks.items()):
-                if needs[name] <= rec.keys():
-                    try:
-                        tpl.format_map(rec)
-                        continue
-                    except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
-                        problem = f"record {index} cannot fill this template: {type(e).__name__}: {e}"
-                else:
-                    missing = sorted(needs[name] - rec.keys())
-                    have = ", ".join(sorted(rec)) or "none"
-                    problem = f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
-                problems.append(f"{name}: {problem}")
-                del checks[name]  # one report per template is enough
-                quick = _quick_fields(checks, needs)
+        count, problems = _check_records(records, ds.limit, checks, needs)
     except DatasetError as e:
         return [f"path: {e}"]
     key = _count_key(plan, ds)
@@ -231,6 +235,47 @@ def check_dataset(plan: "Plan", ds: "DatasetConfig") -> list[str]:
             hint = " (its first row was read as the header; a CSV without one needs `columns`)"
         problems.append(f"path: {plan.dataset_path(ds).name} has no records{hint}")
     return problems
+
+
+def _check_records(
+    records: Iterator[dict[str, Any] | None], limit: int, checks: dict[str, str], needs: dict[str, set[str]]
+) -> tuple[int, list[str]]:
+    """(how many records, up to `limit` if set; the first problem of each template): a template
+    that failed once is not tried again. `checks` is consumed."""
+    quick = _quick_fields(checks, needs)
+    problems: list[str] = []
+    count = 0
+    for index, rec in enumerate(records):
+        if limit and index >= limit:
+            break
+        assert rec is not None  # nothing skipped
+        count += 1
+        if quick is not None:  # the usual record: every field there, every value a string
+            for f in quick:
+                if type(rec.get(f)) is not str:
+                    break
+            else:
+                continue
+        failed = [(name, p) for name, tpl in checks.items() if (p := _fill_problem(index, rec, tpl, needs[name]))]
+        for name, problem in failed:
+            problems.append(f"{name}: {problem}")
+            del checks[name]  # one report per template is enough
+        if failed:
+            quick = _quick_fields(checks, needs)
+    return count, problems
+
+
+def _fill_problem(index: int, rec: dict[str, Any], template: str, fields: set[str]) -> str | None:
+    """Why the record cannot fill the template (which reads `fields`), or None when it can."""
+    if not fields <= rec.keys():
+        missing = sorted(fields - rec.keys())
+        have = ", ".join(sorted(rec)) or "none"
+        return f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
+    try:
+        template.format_map(rec)
+    except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
+        return f"record {index} cannot fill this template: {type(e).__name__}: {e}"
+    return None
 
 
 def _quick_fields(checks: dict[str, str], needs: dict[str, set[str]]) -> tuple[str, ...] | None:
@@ -251,7 +296,7 @@ def _plain_fields(template: str) -> bool:
     )
 
 
-def render_sample(ds: "DatasetConfig", index: int, record: dict[str, Any]) -> Sample:
+def render_sample(ds: DatasetConfig, index: int, record: dict[str, Any]) -> Sample:
     return Sample(
         index=index,
         prompt=ds.prompt.format_map(record),

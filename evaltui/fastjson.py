@@ -8,7 +8,7 @@ still takes, so no input that worked before fails now: NaN and Infinity, a byte-
 lone surrogates (half an emoji a model cut off), integers orjson cannot write; a user's integers
 beyond 64 bits stay exact through `loads_exact`.
 
-Written JSON is compact (`{"a":1}`). Readers of our own files (`workdir.scan_checkpoint`,
+Written JSON is compact (`{"a":1}`). Readers of our own files (`checkpoint.scan_checkpoint`,
 `iter_predictions`) accept both this and the spaced layout older evaltui versions wrote.
 Non-finite floats are written as `null` (as JSON has no NaN), where `json` wrote `NaN`, which
 other tools cannot read.

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 import anyio
 
 from evaltui.engine import events as ev
+from evaltui.engine.events import PairStatus
 from evaltui.engine.runlog import FirstFailures, event_line
 from evaltui.engine.runner import Runner
-from evaltui.engine.events import PairStatus
 from evaltui.engine.state import RunState
 
 if TYPE_CHECKING:

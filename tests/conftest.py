@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from evaltui.engine.state import Failure, RunState
 from evaltui.sim import SimConfig, SimThread
 
 REPO = Path(__file__).resolve().parents[1]
@@ -16,6 +16,11 @@ SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 requires_shared = pytest.mark.skipif(
     not SHARED_DATASETS.is_dir(), reason=f"the shared datasets folder {SHARED_DATASETS} is absent on this machine"
 )
+
+
+def failures_of(state: RunState, model: str, dataset: str) -> list[Failure]:
+    """The failures a RunState keeps of one model×dataset, oldest first."""
+    return [f for f in state.failures if f.model == model and f.dataset == dataset]
 
 
 @pytest.fixture

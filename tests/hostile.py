@@ -13,7 +13,7 @@ import contextlib
 import ssl
 import threading
 from collections import Counter
-from typing import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from aiohttp import web
 

@@ -104,7 +104,7 @@ def test_ppl_follows_the_lightllm_layout_exactly(sim_factory) -> None:
     raw = httpx.post(f"{sim.url}/generate", json={"inputs": "17 + 25 = 42", "parameters": {"max_new_tokens": 1}}).json()
     ids = raw["prompt_token_ids"][1:]
     lps = [item[1] for item in raw["prompt_logprobs"]]
-    logprobs = [lp[str(t)] for t, lp in zip(ids, lps)]
+    logprobs = [lp[str(t)] for t, lp in zip(ids, lps, strict=False)]
     expected = -sum(logprobs) / len(logprobs)
     got = run(model_cfg(url_for(sim, "lightllm")), lambda b: b.ppl("17 + 25 = 42"))
     assert got == pytest.approx(expected)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.engine.workdir import Checkpoint
+from evaltui.engine.checkpoint import Checkpoint
 
 
 def lines(path: Path) -> list[dict]:
@@ -61,7 +61,7 @@ def test_answers_of_workers_that_finish_in_one_turn_share_a_write(tmp_path: Path
         go = asyncio.Event()
         on_disk: list[int] = []
 
-        async def worker(i: int) -> None:  # as ModelInference._sample: append, then wait for the disk
+        async def worker(i: int) -> None:  # as WorkerPool._sample: append, then wait for the disk
             await go.wait()
             cp.append(entry(i))
             await cp.written()
@@ -102,7 +102,7 @@ def test_a_write_that_fails_at_the_end_of_a_turn_stops_every_worker_whose_answer
         full["disk"] = True
         outcomes: list[str] = []
 
-        async def worker(i: int) -> None:  # as ModelInference._sample
+        async def worker(i: int) -> None:  # as WorkerPool._sample
             cp.append(entry(i))
             try:
                 await cp.written()

@@ -101,7 +101,7 @@ def test_hostile_completions_are_contained_and_the_run_goes_on(tmp_path: Path, s
     assert proc.returncode == 0, proc.stdout + proc.stderr  # evaltui lived to score every sample
     assert f"m/code: scored, pass@1 = {100 / len(ATTACKS):.2f}" in proc.stdout
     details = json.loads((tmp_path / "out" / "results" / "m" / "code.json").read_text())["details"]
-    results = {name: d["result"] for name, d in zip(ATTACKS, details)}
+    results = {name: d["result"] for name, d in zip(ATTACKS, details, strict=True)}
     print("\n".join(f"{name}: {result}" for name, result in results.items()))
     for name, (_, expected) in ATTACKS.items():
         assert results[name].startswith(expected), (name, results[name])

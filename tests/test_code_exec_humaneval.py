@@ -34,7 +34,7 @@ def records() -> list[dict]:
 def as_predictions(records: list[dict], answers: list[str]) -> list[dict]:
     return [
         {"index": i, "origin_prompt": r["prompt"], "prediction": a, "gold": ""}
-        for i, (r, a) in enumerate(zip(records, answers))
+        for i, (r, a) in enumerate(zip(records, answers, strict=False))
     ]
 
 

@@ -19,8 +19,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
@@ -226,16 +227,20 @@ def test_sigkill_at_random_moments_then_rerun_matches_an_uninterrupted_run(tmp_p
             hold: dict[str, Any] | None = None
             if kind == "time":
                 at = time.monotonic() + rng.uniform(0.0, span)
-                ready: Callable[[], bool] = lambda at=at: time.monotonic() >= at  # type: ignore[misc]
+                def ready(at=at) -> bool:
+                    return time.monotonic() >= at  # type: ignore[misc]
             elif kind == "lines":
                 n = rng.randrange(1, total)
-                ready = lambda n=n, wd=wd: lines_written(wd) >= n  # type: ignore[misc]
+                def ready(n=n, wd=wd):
+                    return lines_written(wd) >= n  # type: ignore[misc]
             elif kind == "tear":
                 hold = {"tear_line": rng.randrange(2, total + 1)}  # line 1 is the version header of the first checkpoint
-                ready = lambda wd=wd: any(p.stat().st_size and not p.read_bytes().endswith(b"\n") for p in checkpoints(wd))  # type: ignore[misc]
+                def ready(wd=wd):
+                    return any(p.stat().st_size and not p.read_bytes().endswith(b"\n") for p in checkpoints(wd))  # type: ignore[misc]
             else:
                 hold = {"replace": kind}
-                ready = lambda wd=wd, kind=kind: any((wd / kind).rglob(".*.tmp"))  # type: ignore[misc]
+                def ready(wd=wd, kind=kind):
+                    return any((wd / kind).rglob(".*.tmp"))  # type: ignore[misc]
             started = time.monotonic()
             fs.start(plan, wd, hold)
             if kill_when(fs, ready):

@@ -206,7 +206,7 @@ def test_loaded_records_share_their_field_names(tmp_path: Path) -> None:
     plan, ds = plan_for(tmp_path, path="d.jsonl")
     recs = load_records(plan, ds)
     assert recs == [{"question": f"q{i}", "answer": i} for i in range(3)]
-    assert all(a is b for r in recs[1:] for a, b in zip(r, recs[0]))
+    assert all(a is b for r in recs[1:] for a, b in zip(r, recs[0], strict=False))
 
 
 def test_check_dataset_reports_missing_fields_with_the_record_index(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from planmaker import gsm_dataset, key_for, lightllm, write_jsonl, write_plan

@@ -9,7 +9,8 @@ import pytest
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
-from evaltui.engine.workdir import WorkDir, scan_checkpoint
+from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.workdir import WorkDir
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, answers_correctly
 
 
@@ -326,7 +327,7 @@ def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path,
 
 
 def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_path: Path) -> None:
-    from evaltui.engine.workdir import Checkpoint, merge_checkpoints, scan_checkpoint
+    from evaltui.engine.checkpoint import Checkpoint, merge_checkpoints, scan_checkpoint
 
     cps = [Checkpoint(tmp_path / f"tmp_d_{k}.jsonl") for k in range(2)]
     for cp in cps:
@@ -353,9 +354,8 @@ def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_p
 
 
 def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypatch) -> None:
-    import pytest
 
-    from evaltui.engine import workdir
+    from evaltui.engine import checkpoint
     from evaltui.fsutil import atomic_write_json
 
     entries = {str(i): {"origin_prompt": f"p{i}\n", "prediction": f"a {i}", "gold": "" if i == 3 else str(i)} for i in range(600)}
@@ -363,14 +363,14 @@ def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypat
     atomic_write_json(ours, entries)  # one entry per line
     foreign.write_text(json.dumps(entries, indent=2))  # another tool's layout
     expected = [{"index": i, **entries[str(i)]} for i in range(600)]
-    for threshold in (0, workdir.STREAM_ABOVE):
-        monkeypatch.setattr(workdir, "STREAM_ABOVE", threshold)
-        assert list(workdir.iter_predictions(ours)) == expected
-        assert list(workdir.iter_predictions(foreign)) == expected
-    monkeypatch.setattr(workdir, "STREAM_ABOVE", 0)
+    for threshold in (0, checkpoint.STREAM_ABOVE):
+        monkeypatch.setattr(checkpoint, "STREAM_ABOVE", threshold)
+        assert list(checkpoint.iter_predictions(ours)) == expected
+        assert list(checkpoint.iter_predictions(foreign)) == expected
+    monkeypatch.setattr(checkpoint, "STREAM_ABOVE", 0)
     ours.write_bytes(ours.read_bytes()[:-3])  # cut short
     with pytest.raises(ValueError):
-        list(workdir.iter_predictions(ours))
+        list(checkpoint.iter_predictions(ours))
 
 
 def test_a_run_keeps_the_garbage_collector_out_of_the_request_loop(tmp_path: Path) -> None:

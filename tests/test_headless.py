@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,8 @@ from pathlib import Path
 
 from planmaker import arithmetic, chat, gsm_dataset, lightllm, write_jsonl, write_plan
 
-from evaltui.engine.workdir import WorkDir, scan_checkpoint
+from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.workdir import WorkDir
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,9 +14,10 @@ import functools
 import json
 import ssl
 import zlib
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import trustme

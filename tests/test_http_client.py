@@ -13,8 +13,9 @@ import contextlib
 import gzip
 import json
 import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import pytest

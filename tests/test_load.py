@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan

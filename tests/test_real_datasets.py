@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from conftest import REPO, SHARED_DATASETS, requires_shared
 from planmaker import chat, lightllm, of_type, run_plan, write_plan
 

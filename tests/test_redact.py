@@ -11,7 +11,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from evaltui.engine.redact import MASK, redact
+from evaltui.redaction import REDACTED as MASK
+from evaltui.redaction import redact
 
 KEY = "sk-Tq8+Zr/Wm=Kp\"Hd\\Ux" + "".join(random.Random(3).choices(string.ascii_letters + string.digits, k=30))
 FORMS = {

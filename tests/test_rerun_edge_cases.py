@@ -268,11 +268,11 @@ def test_leftovers_of_a_killed_run_are_cleared(tmp_path: Path, sim_factory) -> N
 def test_a_full_disk_stops_the_run_with_a_message_and_keeps_the_work(tmp_path: Path, sim_factory, monkeypatch) -> None:
     import errno
 
-    from evaltui.engine import workdir as workdir_module
+    from evaltui.engine import checkpoint as checkpoint_module
 
     _, sim, data = setup(tmp_path, sim_factory, default=ModelProfile(latency=0.005))
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=2)], datasets=[gsm_dataset("d", data)])
-    real_write = workdir_module.Checkpoint._write
+    real_write = checkpoint_module.Checkpoint._write
     lines = {"n": 0}
 
     def fill_up(self, data: bytes) -> None:  # type: ignore[no-untyped-def]
@@ -283,12 +283,12 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_the_work(tmp_path: P
         lines["n"] += data.count(b"\n")
         real_write(self, data)
 
-    monkeypatch.setattr(workdir_module.Checkpoint, "_write", fill_up)
+    monkeypatch.setattr(checkpoint_module.Checkpoint, "_write", fill_up)
     code, events, runner = run_plan(plan)
     assert code == 1
     assert any("No space left on device" in e.message and e.level == "error" for e in of_type(events, ev.Notice))
     assert of_type(events, ev.RunFinished)
-    monkeypatch.setattr(workdir_module.Checkpoint, "_write", real_write)  # space freed
+    monkeypatch.setattr(checkpoint_module.Checkpoint, "_write", real_write)  # space freed
     sim.reset_stats()
     assert run_plan(plan)[0] == 0
     kept = lines["n"] - 1

@@ -34,14 +34,14 @@ def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_f
 
     import anyio
 
-    from evaltui.engine import infer
+    from evaltui.engine import ending
     from evaltui.engine.runner import Runner
     from evaltui.plan import load_plan
 
     _, sim, data = setup(tmp_path, sim_factory)
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=2)])
     runner = Runner(load_plan(plan))
-    write_predictions = infer.ModelInference._write_predictions
+    write_predictions = ending.PairEnding._write_predictions
     merges = []
 
     async def cancelled_merge(self, run):  # type: ignore[no-untyped-def]
@@ -49,7 +49,7 @@ def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_f
         runner.cancel()  # Ctrl-C as the checkpoints are about to be merged
         await write_predictions(self, run)
 
-    monkeypatch.setattr(infer.ModelInference, "_write_predictions", cancelled_merge)
+    monkeypatch.setattr(ending.PairEnding, "_write_predictions", cancelled_merge)
 
     async def main() -> int:
         with anyio.fail_after(60):
@@ -59,7 +59,7 @@ def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_f
     assert len(merges) == 1
     statuses = [json.loads(p.read_text())["status"] for p in runner.workdir.status_files("m", "d")]
     assert len(statuses) == 2 and "running" not in statuses
-    monkeypatch.setattr(infer.ModelInference, "_write_predictions", write_predictions)
+    monkeypatch.setattr(ending.PairEnding, "_write_predictions", write_predictions)
     sim.reset_stats()
     code, _, runner = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 0

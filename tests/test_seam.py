@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from conftest import failures_of
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
@@ -84,7 +85,7 @@ def test_run_state_never_raises_on_pairs_it_has_not_seen() -> None:
         RunState().apply(e)  # a late subscriber's first events: no KeyError
     s = RunState()
     s.apply(ev.SampleFailed("x", "y", 0, 4, err))
-    assert s.pairs[("x", "y")].failed == 1 and s.failures_of("x", "y") == [Failure("x", "y", 4, err)]
+    assert s.pairs[("x", "y")].failed == 1 and failures_of(s, "x", "y") == [Failure("x", "y", 4, err)]
     assert s.models == ["x"] and s.datasets == ["y"]
 
 
@@ -130,10 +131,10 @@ def test_retried_pair_loses_its_old_failures_and_counts_agree() -> None:
         for e in [ev.DatasetPlanned("m", "d", 10, 1), *(ev.SampleFailed("m", "d", 0, i, err) for i in range(3)), ev.DatasetInferred("m", "d", PairStatus.FAIL, 7, 3)]:
             t.apply(e)
         t.apply(retried_by)
-        assert t.pairs[("m", "d")].failed == 0 and t.failures_of("m", "d") == [], retried_by
+        assert t.pairs[("m", "d")].failed == 0 and failures_of(t, "m", "d") == [], retried_by
         assert t.failed_pairs() == []
     s.apply(ev.RetryStarted((("m", "d"),)))
-    assert s.failures_of("m", "d") == [] and len(s.failures_of("m", "e")) == 3
+    assert failures_of(s, "m", "d") == [] and len(failures_of(s, "m", "e")) == 3
     assert s.pairs[("m", "d")].status == PairStatus.PENDING and s.failed_pairs() == [("m", "e")]
 
 
@@ -211,7 +212,7 @@ def test_a_late_subscriber_sees_the_current_state_then_the_live_stream(tmp_path:
     # The late subscriber ends where the runner does: same pairs, counters, statuses, failures.
     assert state_view(replayed) == state_view(runner.state)
     assert replayed.pairs[("m", "d")].status == PairStatus.FAIL and replayed.pairs[("m", "e")].status == PairStatus.SCORED
-    assert len(replayed.failures_of("m", "d")) == replayed.pairs[("m", "d")].failed > 0
+    assert len(failures_of(replayed, "m", "d")) == replayed.pairs[("m", "d")].failed > 0
     # And what it was sent first rebuilt the state of that moment.
     first = RunState()
     for e in late[: mid_state["replayed"]]:

@@ -11,11 +11,13 @@ import json
 import threading
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import anyio
 import pytest
+from conftest import failures_of
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
@@ -89,7 +91,7 @@ def test_retry_while_running_joins_the_run_and_reruns_only_the_failed_samples(tm
             await until(lambda: runner.state.pairs.get(("m", "d")) is not None and runner.state.pairs[("m", "d")].status == PairStatus.FAIL, "m/d failed")
             assert runner.state.finished is None  # the run is still going
             assert ("m", "d") in runner.failed_pairs()
-            failed_before = len(runner.state.failures_of("m", "d"))
+            failed_before = len(failures_of(runner.state, "m", "d"))
             assert failed_before == len(long_prompts(rows))
             sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))  # the server is fixed
             sim.reset_stats()
@@ -100,7 +102,7 @@ def test_retry_while_running_joins_the_run_and_reruns_only_the_failed_samples(tm
             tg.start_soon(retry)
             await until(lambda: runner.state.pairs[("m", "d")].status == PairStatus.SCORED, "m/d scored")
             outcome["sent"] = [r.prompt for r in sim.stats.log if r.model == "m"]
-            outcome["state"] = (runner.state.pairs[("m", "d")].failed, runner.state.failures_of("m", "d"), runner.state.finished)
+            outcome["state"] = (runner.state.pairs[("m", "d")].failed, failures_of(runner.state, "m", "d"), runner.state.finished)
             sim.call(lambda s: s.config.models.__setitem__("slow", ModelProfile(latency=0.0)))  # let the run end
 
     anyio.run(main)
@@ -170,7 +172,7 @@ def test_retry_after_the_run_reuses_the_simulator_and_clears_old_failures(tmp_pa
     async def main() -> tuple[int, int, dict[str, Any]]:
         with anyio.fail_after(90):
             first = await runner.run()
-            assert runner.state.failures_of("m", "d") and runner.failed_pairs() == [("m", "d")]
+            assert failures_of(runner.state, "m", "d") and runner.failed_pairs() == [("m", "d")]
             sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
             second = await runner.retry(runner.failed_pairs())
             (started,) = of_type(events, ev.SimulatorStarted)
@@ -184,7 +186,7 @@ def test_retry_after_the_run_reuses_the_simulator_and_clears_old_failures(tmp_pa
     assert (first, second) == (1, 0)
     assert len(of_type(events, ev.SimulatorStarted)) == 1  # not restarted for the retry
     assert served["requests_total"] == 40  # what s asked during the run: the same process
-    assert runner.state.failures_of("m", "d") == [] and runner.state.pairs[("m", "d")].failed == 0
+    assert failures_of(runner.state, "m", "d") == [] and runner.state.pairs[("m", "d")].failed == 0
     assert runner.state.pairs[("m", "d")].status == PairStatus.SCORED and runner.failed_pairs() == []
     assert [f.exit_code for f in of_type(events, ev.RunFinished)] == [1, 0]
     runner.close()  # idempotent
@@ -294,7 +296,7 @@ def test_a_scoring_abandoned_by_a_retry_never_overwrites_the_new_result(tmp_path
 
 
 def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    import evaltui.engine.infer as infer
+    import evaltui.engine.resume as resume
 
     rows = arithmetic(60)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
@@ -305,7 +307,7 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
     # come and the wait would run out.
     ticks = [0]
     scans: list[tuple[bool, bool]] = []
-    real_scan = infer.scan_checkpoint
+    real_scan = resume.scan_checkpoint
 
     def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
         start = ticks[0]
@@ -315,7 +317,7 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
         scans.append((threading.current_thread() is threading.main_thread(), ticks[0] >= start + 3))
         return real_scan(path)
 
-    monkeypatch.setattr(infer, "scan_checkpoint", scan_checkpoint)
+    monkeypatch.setattr(resume, "scan_checkpoint", scan_checkpoint)
     runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])))
 
     async def main() -> int:
@@ -369,7 +371,7 @@ def test_retry_while_running_restarts_a_model_whose_pool_had_ended(tmp_path: Pat
     run_code, retry_code = codes["run"], codes["retry"]
     assert sorted(sent) == sorted(long_prompts(rows))
     assert run_code == retry_code and len(of_type(events, ev.RunFinished)) == 1
-    assert runner.state.pairs[("m", "d")].score == 100.0 and runner.state.failures_of("m", "d") == []
+    assert runner.state.pairs[("m", "d")].score == 100.0 and failures_of(runner.state, "m", "d") == []
 
 
 def test_a_retry_of_a_pair_still_being_inferred_leaves_it_to_finish(tmp_path: Path, sim_factory) -> None:
@@ -420,12 +422,12 @@ def test_a_retry_after_the_checkpoints_were_deleted_resends_only_the_failed_samp
 def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path: Path, sim_factory, monkeypatch) -> None:
     import errno
 
-    import evaltui.engine.infer as infer
+    import evaltui.engine.ending as ending
 
     def disk_full(*_: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(infer, "merge_checkpoints", disk_full)
+    monkeypatch.setattr(ending, "merge_checkpoints", disk_full)
     rows = arithmetic(10)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])

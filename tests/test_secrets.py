@@ -16,9 +16,9 @@ import string
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from planmaker import arithmetic, chat, gsm_dataset, write_jsonl, write_plan

@@ -60,7 +60,7 @@ def opencompass_ppl(resp: dict) -> float:
     """OpenCompass's LightLLM client code, verbatim, then the mean NLL it ranks by."""
     ids = resp["prompt_token_ids"][1:]
     lps = [item[1] for item in resp["prompt_logprobs"]]
-    lp = [lp[str(t)] for t, lp in zip(ids, lps)]
+    lp = [lp[str(t)] for t, lp in zip(ids, lps, strict=False)]
     return -sum(lp) / len(lp)
 
 
@@ -211,7 +211,7 @@ def test_completions_echo_logprobs(http, max_tokens):
     assert "".join(lp["tokens"]) == choice["text"]
     assert lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
     assert all(isinstance(x, float) for x in lp["token_logprobs"][1:])
-    for tok, off in zip(lp["tokens"], lp["text_offset"]):
+    for tok, off in zip(lp["tokens"], lp["text_offset"], strict=False):
         assert choice["text"][off:off + len(tok)] == tok
     if max_tokens == 0:
         assert choice["text"] == prompt and choice["finish_reason"] == "length"
@@ -227,7 +227,7 @@ def test_completions_echo_ranks_like_lightllm(http):
                 "model": model, "prompt": text, "max_tokens": 1, "echo": True, "logprobs": 0,
             }).json()["choices"][0]["logprobs"]
             # Keep the prompt's tokens only (max_tokens=1 adds a generated one).
-            vals = [v for v, off in zip(lp["token_logprobs"], lp["text_offset"])
+            vals = [v for v, off in zip(lp["token_logprobs"], lp["text_offset"], strict=False)
                     if off < len(text) and v is not None]
             scores.append(-sum(vals) / len(vals))
         assert MCQ_CHOICES[scores.index(min(scores))] == expected

@@ -14,15 +14,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 
 from evaltui.cli import main
-from evaltui.engine.workdir import WorkDir, scan_checkpoint
+from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.workdir import WorkDir
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
 pytestmark = pytest.mark.reliability

@@ -4,10 +4,12 @@ simulator: failures shown, `r` re-runs only the failed samples, quit mid-run kee
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
+from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
 from textual.pilot import Pilot
 
 from evaltui.engine import events as ev
@@ -19,7 +21,6 @@ from evaltui.sim.config import Faults
 from evaltui.ui.app import EvalApp
 from evaltui.ui.widgets.panes import FailuresLog
 from evaltui.ui.widgets.progress import ProgressTable
-from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
 
 WAIT = 60.0  # seconds: the most any step may take on a loaded machine
 
@@ -253,9 +254,9 @@ def test_R_retries_every_failed_dataset_and_only_their_failed_samples(tmp_path: 
 
 def test_question_mark_shows_the_keys(tmp_path: Path) -> None:
     from textual.widgets import Static
+    from ui_script import Clock, feed, planned, scripted_app
 
     from evaltui.ui.screens.modals import HelpScreen
-    from ui_script import Clock, feed, planned, scripted_app
 
     async def scenario() -> None:
         app = scripted_app(tmp_path, Clock())

@@ -7,8 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from evaltui.engine import events as ev
 from ui_script import Clock, feed, planned, scripted_app
+
+from evaltui.engine import events as ev
 
 
 def feed_failures(app: Any, err: ev.SampleError, n: int) -> None:
@@ -74,10 +75,11 @@ def test_the_help_fits_80x24(tmp_path: Path) -> None:
 
 def two_models_app(tmp_path: Path, names: list[str]) -> Any:
     """An idle app (start=False, a scripted clock) over a plan of models alpha and beta on `names`."""
+    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+
     from evaltui.engine.runner import Runner
     from evaltui.plan import load_plan
     from evaltui.ui.app import EvalApp
-    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
     data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
     plan = write_plan(
@@ -227,9 +229,10 @@ def test_the_failures_pane_keeps_following_the_newest_across_a_resize(tmp_path: 
 def test_t_recolours_the_cells_already_on_screen(tmp_path: Path) -> None:
     # rich's Text equality ignores a Text's own style, so a cell whose words stay the same (a
     # status, a score) kept the old theme's colour after `t` until its text changed.
+    from ui_script import alpha_gsm_failed, finished, running
+
     from evaltui.ui.widgets.panes import LeaderboardTable
     from evaltui.ui.widgets.progress import ProgressTable
-    from ui_script import alpha_gsm_failed, finished, running
 
     clock = Clock()
 

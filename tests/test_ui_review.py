@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from evaltui.engine import events as ev
 from ui_script import Clock, feed, planned, scripted_app
+
+from evaltui.engine import events as ev
 
 
 def test_a_notice_with_markup_like_text_is_shown_as_it_is(tmp_path: Path) -> None:
@@ -80,8 +81,9 @@ def test_the_leaderboard_is_built_from_the_apps_own_state(tmp_path: Path) -> Non
 
 
 def test_resizing_keeps_the_highlighted_dataset(tmp_path: Path) -> None:
-    from evaltui.ui.widgets.progress import ProgressTable
     from ui_script import alpha_gsm_failed, running
+
+    from evaltui.ui.widgets.progress import ProgressTable
 
     clock = Clock()
 
@@ -137,8 +139,9 @@ def test_the_theme_memory_follows_t_back_and_remembers_an_asked_theme(tmp_path: 
 def test_quitting_just_after_the_run_ended_exits_with_the_runs_code(tmp_path: Path) -> None:
     from concurrent.futures import Future
 
-    from evaltui.ui.screens.modals import ConfirmQuit
     from ui_script import finished, running
+
+    from evaltui.ui.screens.modals import ConfirmQuit
 
     clock = Clock()
 
@@ -173,8 +176,9 @@ def test_quitting_just_after_the_run_ended_exits_with_the_runs_code(tmp_path: Pa
 def test_a_second_q_while_stopping_leaves_at_once(tmp_path: Path) -> None:
     from concurrent.futures import Future
 
-    from evaltui.ui.screens.modals import ConfirmQuit
     from ui_script import running
+
+    from evaltui.ui.screens.modals import ConfirmQuit
 
     clock = Clock()
 
@@ -251,12 +255,13 @@ def test_a_retry_ending_frees_only_its_own_datasets(tmp_path: Path) -> None:
 
 
 def test_the_final_leaderboard_shows_every_row_at_80x24(tmp_path: Path) -> None:
+    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+
     from evaltui.engine.runner import Runner
     from evaltui.plan import load_plan
     from evaltui.scoring.leaderboard import build_leaderboard
     from evaltui.ui.app import EvalApp
     from evaltui.ui.widgets.panes import LeaderboardTable
-    from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
     names = ["d1", "d2", "d3", "d4", "d5"]
     data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))

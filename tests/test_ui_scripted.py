@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from ui_script import HEARTBEAT_TIMEOUT, Clock, alpha_gsm_failed, feed, finished, planned, running, scripted_app
+
 from evaltui.engine import events as ev
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable
-from ui_script import HEARTBEAT_TIMEOUT, Clock, alpha_gsm_failed, feed, finished, planned, running, scripted_app
 
 
 def footer_keys(app) -> set[str]:  # type: ignore[no-untyped-def]

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evaltui.ui.app import EvalApp
 from ui_script import Clock, alpha_gsm_failed, feed, finished, planned, running, scripted_app
+
+from evaltui.ui.app import EvalApp
 
 
 def _scene(tmp_path: Path, theme: str, *parts: str) -> tuple[EvalApp, Any]:

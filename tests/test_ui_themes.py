@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from ui_script import Clock, feed, planned, scripted_app
 
 from evaltui import cli
 from evaltui.ui.themes import config_dir, load_themes, remembered_theme
-from ui_script import Clock, feed, planned, scripted_app
 
 BUNDLED = {"evaltui-dark", "evaltui-light", "evaltui-high-contrast"}
 

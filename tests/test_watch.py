@@ -14,7 +14,7 @@ from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 from evaltui.engine import events as ev
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.watch import WatchScorer
-from evaltui.engine.workdir import StatusBoard, WorkDir, parse_iso
+from evaltui.engine.workdir import StatusWriter, WorkDir, parse_iso
 from evaltui.fsutil import atomic_write_json, atomic_write_text
 from evaltui.plan import load_plan
 
@@ -27,14 +27,14 @@ def setup(tmp_path: Path, *, shards: int = 1, **run):  # type: ignore[no-untyped
     plan = load_plan(write_plan(tmp_path, models=[model], datasets=[gsm_dataset("a", data, shards=shards), gsm_dataset("b", data)], run=run))
     wd = WorkDir(tmp_path / "out")
     wd.prepare()
-    return plan, wd, StatusBoard(wd)
+    return plan, wd, StatusWriter(wd)
 
 
 def write_predictions(path: Path, entries: list[dict]) -> None:
     atomic_write_json(path, {str(e["index"]): {k: v for k, v in e.items() if k != "index"} for e in entries})
 
 
-def finish(wd: WorkDir, board: StatusBoard, dataset: str, shards: int = 1) -> None:
+def finish(wd: WorkDir, board: StatusWriter, dataset: str, shards: int = 1) -> None:
     entries = [{"index": i, "origin_prompt": r["question"], "prediction": r["answer"], "gold": r["answer"]} for i, r in enumerate(ROWS)]
     write_predictions(wd.predictions_file("m", dataset), entries)
     for k in range(shards):
@@ -135,7 +135,7 @@ def test_pairs_with_results_are_not_scored_again_but_error_results_are(tmp_path:
 
 def test_status_never_moves_back_from_done_or_fail(tmp_path: Path) -> None:
     wd = WorkDir(tmp_path)
-    board = StatusBoard(wd)
+    board = StatusWriter(wd)
     board.write("m", "d", 0, 1, "running", total=3, completed=1, failed=0)
     board.write("m", "d", 0, 1, "done", total=3, completed=3, failed=0)
     assert board.write("m", "d", 0, 1, "running", total=3, completed=2, failed=0) is False  # a late progress write
@@ -305,7 +305,7 @@ def test_an_evaluator_that_raises_gives_an_error_result_and_the_rest_are_scored(
     plan = load_plan(write_plan(tmp_path, models=[model], datasets=datasets, run={"watch_interval": 0.05}))
     wd = WorkDir(tmp_path / "out")
     wd.prepare()
-    board = StatusBoard(wd)
+    board = StatusWriter(wd)
     wd.beat()
     for d in ("a", "b", "c"):
         finish(wd, board, d)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+
 from evaltui.engine import events as ev
 from evaltui.engine.runner import Runner
 from evaltui.plan import load_plan
 from evaltui.scoring.leaderboard import build_leaderboard
 from evaltui.ui.app import EvalApp
-from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
 HEARTBEAT_TIMEOUT = 30.0
 

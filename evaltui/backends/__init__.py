@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from evaltui.backends.base import Backend, BackendError, Backoff, TokenBucket
 from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
-from evaltui.plan import ModelConfig
+
+if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
 
 BACKENDS: dict[str, type[Backend]] = {
     "lightllm": LightLLMBackend,
@@ -18,7 +21,7 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 
 
-def make_backend(cfg: ModelConfig, client: ModelClient, *, url: str | None = None, **kwargs) -> Backend:
+def make_backend(cfg: ModelConfig, client: ModelClient, *, url: str | None = None, **kwargs: Any) -> Backend:
     """The backend for `cfg.type`; the API key is read from the environment here and only here."""
     api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
     return BACKENDS[cfg.type](cfg, client, api_key=api_key, url=url, **kwargs)

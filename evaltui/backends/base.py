@@ -12,9 +12,10 @@ import math
 import random
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aiohttp
 import anyio
@@ -22,8 +23,10 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
-from evaltui.engine.redact import redact
-from evaltui.plan import ModelConfig
+from evaltui.redaction import redact
+
+if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
 
@@ -102,7 +105,7 @@ class Backoff:
 
     def delay(self, retry_number: int, retry_after: float | None = None) -> float:
         rng = self.rng or random
-        d = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
+        d: float = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
         if retry_after is not None:
             d = max(d, min(retry_after, MAX_RETRY_AFTER))
         return d
@@ -185,6 +188,10 @@ def unparseable(reply: Reply, error: Exception, secrets: tuple[str, ...]) -> str
 
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
+
+    #: Whether `ppl` works: the protocol gives the prompt's log-probabilities. The plan asks it
+    #: of every model a ppl-mode dataset is sent to.
+    computes_ppl: ClassVar[bool] = False
 
     def __init__(
         self,

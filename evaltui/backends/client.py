@@ -18,6 +18,7 @@ import ipaddress
 import ssl
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp.helpers import (
@@ -29,7 +30,8 @@ from aiohttp.helpers import (
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from evaltui.plan import ModelConfig
+if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
 
 KEEPALIVE = 4.0
 TLS_HINT = "to trust a private CA, set the model's ca_file (or SSL_CERT_FILE) to its PEM bundle"

@@ -32,10 +32,12 @@ def _prompt_logprobs(data: Any) -> float:
         raise BackendError("config", PPL_FLAG_HINT)
     ids = data["prompt_token_ids"][1:]
     items = [item[1] for item in data["prompt_logprobs"]]
-    return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items)])
+    return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items, strict=False)])
 
 
 class LightLLMBackend(Backend):
+    computes_ppl = True
+
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._url = URL(self.url)

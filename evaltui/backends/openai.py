@@ -80,6 +80,7 @@ class OpenAIChatBackend(_OpenAIBackend):
 
 class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
+    computes_ppl = True
 
     async def generate(self, prompt: str, system: str = "") -> str:
         text = f"{system}\n\n{prompt}" if system else prompt
@@ -101,7 +102,7 @@ class OpenAICompletionsBackend(_OpenAIBackend):
             if isinstance(offsets, list) and len(offsets) == len(values):
                 # Offsets tell prompt tokens from the one generated token that follows them.
                 start = offsets[0] if offsets else 0
-                values = [v for v, off in zip(values, offsets) if off - start < len(text)]
+                values = [v for v, off in zip(values, offsets, strict=False) if off - start < len(text)]
             elif len(choice.get("text", "")) > len(text):
                 values = values[:-1]
             return ppl_from_logprobs([float(v) for v in values if v is not None])

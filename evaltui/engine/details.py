@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
+from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.state import Failure
-from evaltui.engine.workdir import WorkDir, iter_predictions, scan_checkpoint
+from evaltui.engine.workdir import WorkDir
 
 
 class PredictionSample(NamedTuple):

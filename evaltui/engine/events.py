@@ -12,9 +12,10 @@ tuple method (`index`, `count`), and no default is mutable.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from enum import Enum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -182,23 +183,23 @@ class RunFinished(NamedTuple):
     elapsed: float = 0.0
 
 
-Event = Union[
-    RunStarted,
-    SimulatorStarted,
-    DatasetPlanned,
-    DatasetStarted,
-    SampleFinished,
-    SampleFailed,
-    ShardStatusChanged,
-    DatasetInferred,
-    ModelLoad,
-    Heartbeat,
-    DatasetScoring,
-    DatasetScored,
-    WatchSkipped,
-    RetryStarted,
-    Notice,
-    RunFinished,
-]
+Event = (
+    RunStarted
+    | SimulatorStarted
+    | DatasetPlanned
+    | DatasetStarted
+    | SampleFinished
+    | SampleFailed
+    | ShardStatusChanged
+    | DatasetInferred
+    | ModelLoad
+    | Heartbeat
+    | DatasetScoring
+    | DatasetScored
+    | WatchSkipped
+    | RetryStarted
+    | Notice
+    | RunFinished
+)
 
 Sink = Callable[[Event], None]

@@ -33,7 +33,7 @@ class HeartbeatThread:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "HeartbeatThread":
+    def __enter__(self) -> HeartbeatThread:
         self.start()
         return self
 

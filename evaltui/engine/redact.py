@@ -1,28 +1,15 @@
-"""Keep API keys out of everything a run writes or prints, whole or in part.
-
-A server, a proxy or an HTTP library may repeat a request back in an error message (OpenAI's
-"Incorrect API key provided: sk-abc*****wxyz", a proxy's dump of the headers or the URL it got, a
-client library's "invalid header value b'Bearer …'"), and failure messages go to checkpoints,
-results, logs/failures.jsonl and the screen. So each one is cleaned before it is kept: every run
-of 8 or more characters of a key — a prefix, a suffix, a middle — as sent, URL-encoded or
-JSON-escaped, becomes `[redacted]`; a key shorter than 8 characters is masked where it stands
-alone. Only failure text is cleaned, never a successful reply: the cost is paid per failure.
-"""
+"""The secrets of one model a run must keep out of everything it writes or prints (masked by
+`evaltui.redaction.redact`: whole or any 8 characters of them, in any form they are echoed in)."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from functools import lru_cache
-from typing import Iterable, Mapping
-from urllib.parse import quote, quote_plus
+from collections.abc import Mapping
 
 from evaltui.plan import ModelConfig
+from evaltui.redaction import redact
 
-MASK = "[redacted]"
-#: The shortest piece of a key that counts as a leak (the promise of README/RELIABILITY.md).
-RUN = 8
+__all__ = ["model_secrets", "redact"]
 
 
 def model_secrets(model: ModelConfig, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -30,56 +17,3 @@ def model_secrets(model: ModelConfig, env: Mapping[str, str] | None = None) -> t
     env = os.environ if env is None else env
     key = env.get(model.api_key_env) if model.api_key_env else None
     return tuple(s for s in ([key] if key else []) + list(model.secret_header_values()) if s)
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    """`text` with every run of ≥ 8 characters of any secret (in any form it is echoed in) masked."""
-    if not secrets or not text:
-        return text
-    return _redactor(secrets).clean(text)
-
-
-def _forms(secret: str) -> set[str]:
-    """The ways a secret comes back: as sent and trimmed, Python- and JSON-escaped, URL-encoded
-    (with upper- or lower-case hex, `+` or `%20` for a space)."""
-    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
-    for encoded in (quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)):
-        forms |= {encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)}
-    return {f for f in forms if f}
-
-
-class _Redactor:
-    """The 8-character windows of every form of the secrets, in one set: a text position starts
-    a leak when the 8 characters there are one of them, and overlapping windows merge."""
-
-    def __init__(self, secrets: Iterable[str]):
-        forms = {f for s in secrets for f in _forms(s)}
-        self.grams = frozenset(f[i : i + RUN] for f in forms if len(f) >= RUN for i in range(len(f) - RUN + 1))
-        short = sorted((f for f in forms if len(f) < RUN), key=len, reverse=True)
-        # A short secret (a 5-character token) is masked where it stands alone, not inside "500".
-        self.short = re.compile("|".join(rf"(?<![A-Za-z0-9]){re.escape(f)}(?![A-Za-z0-9])" for f in short)) if short else None
-
-    def clean(self, text: str) -> str:
-        spans: list[list[int]] = []
-        grams = self.grams
-        for i in range(len(text) - RUN + 1):
-            if text[i : i + RUN] in grams:
-                if spans and spans[-1][1] >= i:
-                    spans[-1][1] = i + RUN
-                else:
-                    spans.append([i, i + RUN])
-        if spans:
-            pieces, at = [], 0
-            for start, end in spans:
-                pieces += [text[at:start], MASK]
-                at = end
-            text = "".join(pieces) + text[at:]
-        if self.short is not None:
-            text = self.short.sub(MASK, text)
-        return text
-
-
-@lru_cache(maxsize=64)
-def _redactor(secrets: tuple[str, ...]) -> _Redactor:
-    """Built once per model's secrets (a few hundred windows), used for each of its failures."""
-    return _Redactor(secrets)

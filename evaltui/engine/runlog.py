@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
@@ -21,44 +23,88 @@ def _score(metric: str, score: float | None) -> str:
 
 
 def event_line(e: ev.Event) -> str | None:
-    """One human line for an event that changes what a user would want to know; None otherwise."""
-    match e:
-        case ev.DatasetStarted():
-            kept = e.total - e.remaining
-            resumed = f" (resuming: {kept} kept)" if kept else ""
-            return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
-        case ev.DatasetInferred(status=PairStatus.DONE):
-            extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
-            return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
-        case ev.DatasetInferred():
-            why = f" ({e.error})" if e.error else ""
-            return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
-        case ev.DatasetScored(error=error) if error:
-            return f"{e.model}/{e.dataset}: scoring FAILED: {error}"
-        case ev.DatasetScored():
-            return f"{e.model}/{e.dataset}: scored, {_score(e.metric, e.score)}"
-        case ev.WatchSkipped():
-            names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
-            return f"watcher: not scored ({e.reason}): {names} — run the plan again to finish and score them"
-        case ev.RetryStarted():
-            return "retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in e.pairs)
-        case ev.DatasetPlanned(status=PairStatus.SCORED):
-            score = f": {_score(e.metric, e.score)}" if e.metric else ""
-            return f"{e.model}/{e.dataset}: already scored in an earlier run (kept){score}"
-        case ev.DatasetPlanned(status=PairStatus.DONE):
-            return f"{e.model}/{e.dataset}: already inferred in an earlier run (kept); scoring"
-        case ev.ShardStatusChanged(status=PairStatus.FAIL) if e.shards > 1:
-            return f"{e.model}/{e.dataset} shard {e.shard}: fail: {e.error}"
-        case ev.SimulatorStarted():
-            return f"simulator: listening on {e.url}"
-        case ev.Notice():
-            return f"{e.level}: {e.message}" if e.level != "info" else e.message
-        case ev.RunStarted():
-            return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
-        case ev.RunFinished():
-            state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
-            return f"run finished in {e.elapsed:.1f} s: {state}"
+    """One human line for an event that changes what a user would want to know; None otherwise
+    (one formatter per kind of event, `_LINES`; a kind without one never says anything)."""
+    line = _LINES.get(type(e))
+    return None if line is None else line(e)
+
+
+def _started(e: ev.DatasetStarted) -> str:
+    kept = e.total - e.remaining
+    resumed = f" (resuming: {kept} kept)" if kept else ""
+    return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
+
+
+def _inferred(e: ev.DatasetInferred) -> str:
+    if e.status == PairStatus.DONE:
+        extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
+        return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
+    why = f" ({e.error})" if e.error else ""
+    return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+
+
+def _scored(e: ev.DatasetScored) -> str:
+    if e.error:
+        return f"{e.model}/{e.dataset}: scoring FAILED: {e.error}"
+    return f"{e.model}/{e.dataset}: scored, {_score(e.metric, e.score)}"
+
+
+def _skipped(e: ev.WatchSkipped) -> str:
+    names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
+    return f"watcher: not scored ({e.reason}): {names} — run the plan again to finish and score them"
+
+
+def _retrying(e: ev.RetryStarted) -> str:
+    return "retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in e.pairs)
+
+
+def _planned(e: ev.DatasetPlanned) -> str | None:
+    """Only a pair kept from an earlier run says so; one still to run says it when it starts."""
+    if e.status == PairStatus.SCORED:
+        score = f": {_score(e.metric, e.score)}" if e.metric else ""
+        return f"{e.model}/{e.dataset}: already scored in an earlier run (kept){score}"
+    if e.status == PairStatus.DONE:
+        return f"{e.model}/{e.dataset}: already inferred in an earlier run (kept); scoring"
     return None
+
+
+def _shard_failed(e: ev.ShardStatusChanged) -> str | None:
+    """A failed shard of a split pair (an unsplit one says it with the pair's DatasetInferred)."""
+    if e.status == PairStatus.FAIL and e.shards > 1:
+        return f"{e.model}/{e.dataset} shard {e.shard}: fail: {e.error}"
+    return None
+
+
+def _simulator(e: ev.SimulatorStarted) -> str:
+    return f"simulator: listening on {e.url}"
+
+
+def _notice(e: ev.Notice) -> str:
+    return f"{e.level}: {e.message}" if e.level != "info" else e.message
+
+
+def _run_started(e: ev.RunStarted) -> str:
+    return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
+
+
+def _run_finished(e: ev.RunFinished) -> str:
+    state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
+    return f"run finished in {e.elapsed:.1f} s: {state}"
+
+
+_LINES: dict[type, Callable[[Any], str | None]] = {
+    ev.DatasetStarted: _started,
+    ev.DatasetInferred: _inferred,
+    ev.DatasetScored: _scored,
+    ev.WatchSkipped: _skipped,
+    ev.RetryStarted: _retrying,
+    ev.DatasetPlanned: _planned,
+    ev.ShardStatusChanged: _shard_failed,
+    ev.SimulatorStarted: _simulator,
+    ev.Notice: _notice,
+    ev.RunStarted: _run_started,
+    ev.RunFinished: _run_finished,
+}
 
 
 class FirstFailures:

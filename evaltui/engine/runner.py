@@ -6,40 +6,43 @@
     runner.cancel()
 
 It owns the run-wide pieces — work directory, plan snapshot, simulator, heartbeat thread, one
-HTTP client per model, the watch-scorer — and reports only through the event stream, which it
-also folds into `runner.state` so a front end can ask where things stand at any time.
+HTTP client per model, the watch-scorer — and reports only through the event stream (its
+EventBus), which folds every event into `runner.state` so a front end can ask where things stand
+at any time.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import threading
 import time
 import weakref
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import tomli_w
 
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine import events as ev
+from evaltui.engine.bus import EventBus
 from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.runlog import RunLog
-from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.session import Session
+from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.state import RunState
 from evaltui.engine.watch import ScoreGate
-from evaltui.engine.workdir import StatusBoard, WorkDir, WorkDirBusy
+from evaltui.engine.workdir import StatusWriter, WorkDir, WorkDirBusy
 from evaltui.engine.workdir_guard import mark, refusal
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import Plan
 
 if TYPE_CHECKING:
-    from evaltui.scoring.leaderboard import DatasetRow, Leaderboard
+    from evaltui.scoring.leaderboard import Leaderboard
+    from evaltui.scoring.summary import RunSummary
 
 Pair = tuple[str, str]
 
@@ -90,61 +93,34 @@ class Runner:
         self.fresh = fresh
         self.code_workers = code_workers
         self.state = RunState()  # the runner's own fold of its events, always current
-        self._sinks: tuple[ev.Sink, ...] = (sink,) if sink else ()  # replaced, never mutated: emit iterates it
-        self._failed_sinks: set[int] = set()  # ids of sinks whose failure was reported
-        self._emit_lock = threading.RLock()  # subscribe() may come from the UI's thread
-        self._rows: tuple[DatasetRow, ...] | None = None
+        self.bus = EventBus(self.state, sink)
+        # the bus's own methods rather than wrappers: emit runs once per sample
+        self.subscribe = self.bus.subscribe  # a consumer that comes late is sent the state first
+        self.emit = self.bus.emit
+        self._summary: RunSummary | None = None
         self._cancel_scope: anyio.CancelScope | None = None
         self._urls: dict[str, str] = {}
         self._sim: SimulatorProcess | None = None
-        self._sim_stopper: weakref.finalize | None = None
+        self._sim_stopper: weakref.finalize[[], Runner] | None = None
         self._totals: dict[str, int] = {}
-        self._board: StatusBoard | None = None
+        self._statuses: StatusWriter | None = None
         self._live: Session | None = None  # the session running now, which a retry joins
         self._gate = ScoreGate()  # runner-wide: a scoring abandoned by one session never writes in a later one
         self.interrupted = False
         self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
 
-    # ------------------------------------------------------------------ events
-    def subscribe(self, sink: ev.Sink) -> None:
-        """Add a consumer of the event stream, at any time and from any thread.
-
-        One that comes late (after `run()` began) is first sent events that rebuild the current
-        state (RunState.replay), then the live stream, with nothing lost or doubled between.
-        """
-        with self._emit_lock:
-            for event in self.state.replay():
-                self._deliver(sink, event)
-            self._sinks = (*self._sinks, sink)
-
-    def emit(self, event: ev.Event) -> None:
-        with self._emit_lock:
-            self.state.apply(event)
-            for sink in self._sinks:
-                self._deliver(sink, event)
-
-    def _deliver(self, sink: ev.Sink, event: ev.Event) -> None:
-        try:
-            sink(event)
-        except Exception as e:  # a broken consumer must not stop the evaluation
-            if id(sink) not in self._failed_sinks:  # said once, not once per event
-                self._failed_sinks.add(id(sink))
-                self.emit(ev.Notice(f"an event consumer failed on {type(event).__name__}: {type(e).__name__}: {e}", "error"))
-
     # ------------------------------------------------------------------ queries
     def failed_pairs(self) -> list[Pair]:
         """The pairs whose inference or scoring failed: what a retry-all re-runs."""
-        with self._emit_lock:  # the engine's thread adds pairs to the state as it plans them
+        with self.bus.lock:  # the engine's thread adds pairs to the state as it plans them
             failed = self.state.failed_pairs()
         return [p for p in failed if p in self.pairs]
 
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
-        from evaltui.scoring import build_leaderboard
-
-        with self._emit_lock:  # called from a front end's thread while the engine's adds pairs
+        with self.bus.lock:  # called from a front end's thread while the engine's adds pairs
             scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
-        return build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
+        return self._run_summary().leaderboard(scores)
 
     def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
         """A pair's failed samples with their errors and a few predictions next to their gold.
@@ -181,11 +157,12 @@ class Runner:
             return 2
         try:
             with self._run_log():
-                self._board = StatusBoard(wd)
+                self._statuses = StatusWriter(wd)
                 try:
                     self._write_snapshot()
                 except OSError as e:  # a full disk, before anything of the run's own
-                    self.emit(ev.Notice(f"cannot use the work dir {wd.root}: cannot write {wd.plan_file.name}: {e.strerror or e} — fix this and run again", "error"))
+                    why = f"cannot write {wd.plan_file.name}: {e.strerror or e}"
+                    self.emit(ev.Notice(f"cannot use the work dir {wd.root}: {why} — fix this and run again", "error"))
                     return 2
                 self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
                 if self.fresh:
@@ -210,7 +187,7 @@ class Runner:
         unknown = [f"{m}/{d}" for m, d in wanted if (m, d) not in self.pairs]
         if unknown:
             raise ValueError(f"not in this plan: {', '.join(unknown)}")
-        if self._board is None and self._live is None:
+        if self._statuses is None and self._live is None:
             raise RuntimeError("retry() needs a runner that has run")
         if not wanted:
             return self._exit_code(self.pairs)
@@ -252,19 +229,17 @@ class Runner:
     def _run_log(self) -> Iterator[None]:
         """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
         runlog = RunLog(self.workdir)
-        with self._emit_lock:
-            self._sinks = (*self._sinks, runlog)
+        self.bus.subscribe(runlog, replay=False)  # what happened before is in the log already
         try:
             yield
         finally:
-            with self._emit_lock:
-                self._sinks = tuple(s for s in self._sinks if s is not runlog)
+            self.bus.unsubscribe(runlog)
             runlog.close()
 
     async def _session(self, pairs: list[Pair], *, retry: bool) -> int:
         """Infer and score `pairs` (and what joins meanwhile), then write the summary and report RunFinished."""
-        assert self._board is not None
-        session = self._live = Session(self.plan, self.workdir, self._board, self.emit, code_workers=self.code_workers, gate=self._gate)
+        assert self._statuses is not None
+        session = self._live = Session(self.plan, self.workdir, self._statuses, self.emit, code_workers=self.code_workers, gate=self._gate)
         started = time.monotonic()
         exit_code = 1
         try:
@@ -289,8 +264,9 @@ class Runner:
                 session.close_intake()  # run() may never have begun: a retry waiting to join goes on
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
-                scores = self._scores()
-                table = self.table(scores)
+                summary = self._run_summary()
+                scores = summary.result_scores(self.workdir.read_result)
+                table = summary.leaderboard(scores)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)
@@ -346,39 +322,12 @@ class Runner:
             self._sim_stopper = None
         self._sim = None
 
-    def _scores(self) -> dict[tuple[str, str], float | None]:
-        from evaltui import scoring  # imported when first needed: not on the path to the first request
+    def _run_summary(self) -> RunSummary:
+        if self._summary is None:
+            from evaltui.scoring.summary import RunSummary  # when first needed: not on the path to the first request
 
-        scores: dict[tuple[str, str], float | None] = {}
-        for m in self.plan.models:
-            for d in self.plan.datasets:
-                try:
-                    result = self.workdir.read_result(m.abbr, d.abbr)
-                except OSError:
-                    result = None
-                metric = scoring.main_metric(d.evaluator.type)
-                value = result.get(metric) if result and "error" not in result else None
-                scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
-        return scores
-
-    def table(self, scores: dict[tuple[str, str], float | None]) -> Leaderboard:
-        from evaltui import scoring
-
-        return scoring.build_leaderboard(self._dataset_rows(), [m.abbr for m in self.plan.models], scores)
-
-    def _dataset_rows(self) -> tuple[DatasetRow, ...]:
-        """The leaderboard's rows (abbr, version, metric, mode), computed once: the plan is fixed.
-
-        The version hashes each dataset as the resolved plan records it (`<work_dir>/plan.toml`),
-        so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
-        if self._rows is None:
-            from evaltui.scoring import DatasetRow, dataset_version, main_metric
-
-            self._rows = tuple(
-                DatasetRow(d.abbr, dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())}), main_metric(d.evaluator.type), d.mode)
-                for d in self.plan.datasets
-            )
-        return self._rows
+            self._summary = RunSummary(self.plan)
+        return self._summary
 
     def _write_summary(self, table: Leaderboard) -> dict[str, str]:
         from evaltui import scoring

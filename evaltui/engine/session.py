@@ -19,9 +19,11 @@ from anyio.abc import TaskGroup
 from evaltui.backends import make_backend, make_client
 from evaltui.engine import events as ev
 from evaltui.engine.heartbeat import HeartbeatThread
-from evaltui.engine.infer import DatasetRun, ModelInference
+from evaltui.engine.infer import WorkerPool
+from evaltui.engine.resume import plan_pairs
+from evaltui.engine.runs import DatasetRun
 from evaltui.engine.watch import ScoreGate, WatchScorer
-from evaltui.engine.workdir import StatusBoard, WorkDir
+from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.plan import DatasetConfig, Plan
 
 Pair = tuple[str, str]
@@ -32,7 +34,7 @@ class Session:
         self,
         plan: Plan,
         workdir: WorkDir,
-        board: StatusBoard,
+        statuses: StatusWriter,
         emit: ev.Sink,
         *,
         code_workers: int,
@@ -40,7 +42,7 @@ class Session:
     ):
         self.plan = plan
         self.workdir = workdir
-        self.board = board
+        self.statuses = statuses
         self.emit = emit
         self.urls: dict[str, str] = {}
         self.totals: dict[str, int] = {}
@@ -50,7 +52,7 @@ class Session:
         self._opened = anyio.Event()
         self._work: TaskGroup | None = None  # while it takes work
         self._stack: AsyncExitStack | None = None
-        self._inferences: dict[str, ModelInference] = {}
+        self._pools: dict[str, WorkerPool] = {}
         self._running: set[str] = set()  # models whose pool runs or waits for the limiter
         self._planning: set[Pair] = set()
         self._clients = anyio.Lock()
@@ -98,23 +100,23 @@ class Session:
             for pair in pairs:
                 self.watcher.forget(pair)  # before its files go: a scoring in flight must not write
         self._planning.update(pairs)
-        planned: list[tuple[ModelInference, list[DatasetRun], list[Pair]]] = []
+        planned: list[tuple[WorkerPool, list[DatasetRun], list[Pair]]] = []
         try:
             for model in dict.fromkeys(m for m, _ in pairs):
-                inf = await self._inference(model)
+                pool = await self._pool(model)
                 datasets = [d for d in self.plan.datasets if (model, d.abbr) in pairs]
                 events: list[ev.Event] = []
-                runs, pending = await anyio.to_thread.run_sync(self._plan, inf, datasets, retry, events.append)
+                runs, pending = await anyio.to_thread.run_sync(self._plan, pool, datasets, retry, events.append)
                 for e in events:
                     self.emit(e)
-                planned.append((inf, runs, pending))
+                planned.append((pool, runs, pending))
         finally:
             self._planning.difference_update(pairs)
-        for inf, runs, pending in planned:
-            inf.add_runs(runs, first=retry)
+        for pool, runs, pending in planned:
+            pool.add_runs(runs, first=retry)
             self.watcher.add(pending)
             if runs:
-                self._start(inf)
+                self._start(pool)
         assert self._work is not None  # this task is one of its tasks
         if self.watcher.pending and not self.watcher.running:
             self.watcher.running = True
@@ -129,54 +131,54 @@ class Session:
 
     def _retryable(self, pairs: list[Pair]) -> list[Pair]:
         """The pairs not being planned or inferred right now (those are already on their way)."""
-        busy = [p for p in pairs if p in self._planning or (p[0] in self._inferences and self._inferences[p[0]].busy(p[1]))]
+        busy = [p for p in pairs if p in self._planning or (p[0] in self._pools and self._pools[p[0]].busy(p[1]))]
         if busy:
             names = ", ".join(f"{m}/{d}" for m, d in busy)
             self.emit(ev.Notice(f"not retried, still running: {names}", "warning"))
         return [p for p in pairs if p not in busy]
 
-    def _plan(self, inf: ModelInference, datasets: list[DatasetConfig], retry: bool, emit: ev.Sink) -> tuple[list[DatasetRun], list[Pair]]:
+    def _plan(self, pool: WorkerPool, datasets: list[DatasetConfig], retry: bool, emit: ev.Sink) -> tuple[list[DatasetRun], list[Pair]]:
         """In a worker thread: what is left of each pair, and which of them await scoring."""
-        m, wd = inf.model.abbr, self.workdir
+        m, wd = pool.model.abbr, self.workdir
         if retry:
             for d in datasets:
                 # Scored again. The final predictions stay: they may be the only copy of the answers
                 # (checkpoints deleted after the merge); planning resumes the pair from them, and a
                 # pair with failures (even those fail_on_error tolerated) is never kept whole.
                 wd.result_file(m, d.abbr).unlink(missing_ok=True)
-        runs = inf.plan_pairs(self.totals, datasets, emit)
+        runs = plan_pairs(self.plan, pool.model, wd, self.statuses, self.totals, datasets, emit)
         return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]
 
-    async def _inference(self, model: str) -> ModelInference:
+    async def _pool(self, model: str) -> WorkerPool:
         """The model's pool, with its HTTP client, made the first time the model has work."""
         async with self._clients:
-            inf = self._inferences.get(model)
-            if inf is None:
+            pool = self._pools.get(model)
+            if pool is None:
                 assert self._stack is not None
                 cfg = next(m for m in self.plan.models if m.abbr == model)
                 url = self.urls.get(model, cfg.url)
                 client = await self._stack.enter_async_context(make_client(cfg, url))
                 backend = make_backend(cfg, client, url=url)
-                inf = ModelInference(self.plan, cfg, backend, self.workdir, self.board, self.emit, on_inferred=lambda *_: self.watcher.wake())
-                self._inferences[model] = inf
-            return inf
+                pool = WorkerPool(self.plan, cfg, backend, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
+                self._pools[model] = pool
+            return pool
 
-    def _start(self, inf: ModelInference) -> None:
-        m = inf.model.abbr
+    def _start(self, pool: WorkerPool) -> None:
+        m = pool.model.abbr
         if m in self._running:
             return  # its pool takes the new runs itself (or runs again when it ends)
         self._running.add(m)
         self.watcher.inference_restarted()
         assert self._work is not None
-        self._work.start_soon(self._infer, inf)
+        self._work.start_soon(self._infer, pool)
 
-    async def _infer(self, inf: ModelInference) -> None:
+    async def _infer(self, pool: WorkerPool) -> None:
         try:
             async with self._limiter:
-                while inf.has_work():
-                    await inf.run()
+                while pool.has_work():
+                    await pool.run()
         finally:
-            self._running.discard(inf.model.abbr)
+            self._running.discard(pool.model.abbr)
             self._maybe_finished()
 
     # ------------------------------------------------------------------ around the work

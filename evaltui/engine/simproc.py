@@ -17,7 +17,8 @@ import threading
 from typing import IO, Any
 
 from evaltui.datasets import load_records, render_sample
-from evaltui.plan import Plan, sim_options
+from evaltui.plan import Plan
+from evaltui.sim.url import sim_options
 
 START_TIMEOUT = 30.0
 

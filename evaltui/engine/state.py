@@ -1,20 +1,25 @@
 """RunState: what both renderers show, folded from the event stream.
 
 `apply` is the only way state changes, so the headless lines, the Textual panes and the tests
-all read one truth. It only moves counters (the failures it keeps are bounded), so folding
-thousands of events a second costs next to nothing, and it never raises: a consumer that
-subscribed late, or an event for a pair it has not heard of, just creates the pair. The clocks
-are injected so snapshot tests see fixed ages and rates.
+all read one truth, and the only place that knows what an event means: it returns a Delta
+saying what changed, in the terms a renderer repaints in, so no renderer matches on events
+again. It only moves counters (the failures it keeps are bounded), so folding thousands of
+events a second costs next to nothing, and it never raises: a consumer that subscribed late,
+or an event for a pair it has not heard of, just creates the pair. The clocks are injected so
+snapshot tests see fixed ages and rates.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Any, NamedTuple
 
 from evaltui.engine import events as ev
+from evaltui.engine.delta import NOTHING, Delta
 from evaltui.engine.events import PairStatus
 
 Clock = Callable[[], float]
@@ -32,6 +37,13 @@ class Failure(NamedTuple):
     sample_index: int
     error: ev.SampleError
     shard: int = 0
+
+
+# What the events about the whole run change, the same every time
+_EVERY_PAIR = Delta(every_pair=True, statuses=True)
+_PLANNED = Delta(every_pair=True, statuses=True, failures_reset=True)
+_RUN_STARTED = Delta(every_pair=True, statuses=True, scores=True, live=True)
+_RUN_FINISHED = Delta(every_pair=True, statuses=True, scores=True, live=False)
 
 
 @dataclass
@@ -52,6 +64,13 @@ class PairState:
     finished_at: float | None = None
     done_this_run: int = 0  # samples finished since started_at, for throughput and ETA
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
+    # the deltas of the events that come by the thousand, shared: only this pair's counters moved
+    counted: Delta = field(init=False, repr=False, compare=False)
+    failed_one: Delta = field(init=False, repr=False, compare=False)  # and a failure was kept
+
+    def __post_init__(self) -> None:
+        self.counted = Delta(frozenset({(self.model, self.dataset)}))
+        self.failed_one = Delta(self.counted.pairs, failures=1)
 
     @property
     def remaining(self) -> int:
@@ -86,11 +105,11 @@ class RunState:
         self.sim_url = ""
         self.heartbeat_at: float | None = None
         self.failures: deque[Failure] = deque(maxlen=max_failures)
-        self.failure_count = 0  # every failure seen, also those the bounded list let go
         self.load: dict[str, ev.ModelLoad] = {}
         self.skipped: list[tuple[str, str]] = []
         self.notices: list[ev.Notice] = []
         self.finished: ev.RunFinished | None = None
+        self.live = False  # between RunStarted (or RetryStarted) and RunFinished
         self.started_at = clock()
         self._ended_at: float | None = None
         self._samples_started_at: float | None = None
@@ -107,104 +126,132 @@ class RunState:
                 self.datasets.append(dataset)
         return p
 
-    def apply(self, e: ev.Event) -> None:
-        match e:
-            case ev.SampleFinished():
-                p = self.pair(e.model, e.dataset)
-                p.completed += 1
-                self._sample_done(p)
-            case ev.SampleFailed():
-                p = self.pair(e.model, e.dataset)
-                p.failed += 1
-                self._sample_done(p)
-                self.failure_count += 1
-                self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard))
-            case ev.ModelLoad():
-                self.load[e.model] = e
-            case ev.Heartbeat():
-                self.heartbeat_at = e.at
-            case ev.ShardStatusChanged():
-                p = self.pair(e.model, e.dataset)
-                p.shards = max(p.shards, e.shards)
-                p.shard_status[e.shard] = e.status
-                p.shard_events[e.shard] = e
-                self._set_inference_status(p, _combine(p.shard_status, p.shards))
-                if e.error and e.status == PairStatus.FAIL:
-                    p.error = e.error
-            case ev.DatasetStarted():
-                p = self.pair(e.model, e.dataset)
-                p.total = e.total
-                p.started_at = self.clock()
-                p.finished_at = None
-                p.done_this_run = 0
-                self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
-                p.completed = e.total - e.remaining
-                p.status = PairStatus.RUNNING
-            case ev.DatasetInferred():
-                p = self.pair(e.model, e.dataset)
-                p.finished_at = self.clock()
-                p.completed, p.failed = e.completed, e.failed
-                if e.error:
-                    p.error = e.error
-                self._set_inference_status(p, e.status)
-            case ev.DatasetScoring():
-                p = self.pair(e.model, e.dataset)
-                p.status = PairStatus.SCORING
-            case ev.DatasetScored():
-                p = self.pair(e.model, e.dataset)
-                p.metric = e.metric
-                p.score = e.score
-                p.error = e.error
-                p.status = PairStatus.ERROR if e.error else PairStatus.SCORED
-            case ev.DatasetPlanned():
-                p = self.pair(e.model, e.dataset)
-                self._forget_failures(p)
-                p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
-                p.status = e.status
-                p.shard_status = {}
-                p.shard_events = {}
-                p.error = ""
-                p.metric, p.score = e.metric, e.score
-            case ev.RetryStarted():
-                if self.finished is not None:  # a new session: rates count from now
-                    self._samples_started_at, self._samples_done = None, 0
-                    self.started_at = self.clock()
-                self.finished = None
-                self._ended_at = None
-                for model, dataset in e.pairs:
-                    p = self.pair(model, dataset)
-                    self._forget_failures(p)
-                    p.status = PairStatus.PENDING
-                    p.score = None
-                    p.error = ""
-                    if (model, dataset) in self.skipped:
-                        self.skipped.remove((model, dataset))
-            case ev.WatchSkipped():
-                for model, dataset in e.pairs:
-                    if (model, dataset) not in self.skipped:
-                        self.skipped.append((model, dataset))
-                    p = self.pair(model, dataset)
-                    if p.status in (PairStatus.DONE, PairStatus.PENDING):  # one still running says so until it ends
-                        p.status = PairStatus.SKIPPED
-            case ev.RunStarted():
-                self.work_dir, self.title = e.work_dir, e.title
-                self.models = list(dict.fromkeys([*e.models, *self.models]))
-                self.datasets = list(dict.fromkeys([*e.datasets, *self.datasets]))
-                self.started_at = self.clock()
-                self._ended_at = None
-            case ev.SimulatorStarted():
-                self.sim_url = e.url
-            case ev.Notice():
-                self.notices.append(e)
-            case ev.RunFinished():
-                self.finished = e
-                self._ended_at = self.clock()
-                # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
-                for p in self.pairs.values():
-                    if p.status == PairStatus.RUNNING:
-                        p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
-                    elif p.status == PairStatus.SCORING:
-                        p.status = PairStatus.DONE  # inferred; the next run scores it
+    def apply(self, e: ev.Event) -> Delta:
+        """Fold one event in and say what it changed (NOTHING for an event it has no use for)."""
+        fold = _FOLDS.get(type(e))
+        return NOTHING if fold is None else fold(self, e)
+
+    # -- one fold per event type; each returns what a renderer must repaint
+    def _sample_finished(self, e: ev.SampleFinished) -> Delta:
+        """The hot path, once per answer: a shared Delta, nothing allocated."""
+        p = self.pair(e.model, e.dataset)
+        p.completed += 1
+        self._sample_done(p)
+        return p.counted
+
+    def _sample_failed(self, e: ev.SampleFailed) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        p.failed += 1
+        self._sample_done(p)
+        self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard))
+        return p.failed_one
+
+    def _model_load(self, e: ev.ModelLoad) -> Delta:
+        self.load[e.model] = e
+        return NOTHING  # the engine strip shows it, repainted by the clock
+
+    def _heartbeat(self, e: ev.Heartbeat) -> Delta:
+        self.heartbeat_at = e.at
+        return NOTHING  # as for the load: the strip shows its age
+
+    def _shard_status_changed(self, e: ev.ShardStatusChanged) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        before = p.status
+        p.shards = max(p.shards, e.shards)
+        p.shard_status[e.shard] = e.status
+        p.shard_events[e.shard] = e
+        self._set_inference_status(p, _combine(p.shard_status, p.shards))
+        if e.error and e.status == PairStatus.FAIL:
+            p.error = e.error
+        return _changed(p, before)
+
+    def _dataset_started(self, e: ev.DatasetStarted) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        before = p.status
+        p.total, p.started_at, p.finished_at, p.done_this_run = e.total, self.clock(), None, 0
+        self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
+        p.completed = e.total - e.remaining
+        p.status = PairStatus.RUNNING
+        return _changed(p, before, failures_reset=True)
+
+    def _dataset_inferred(self, e: ev.DatasetInferred) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        before = p.status
+        p.finished_at = self.clock()
+        p.completed, p.failed = e.completed, e.failed
+        if e.error:
+            p.error = e.error
+        self._set_inference_status(p, e.status)
+        return _changed(p, before, settled=e.status == PairStatus.FAIL)
+
+    def _dataset_scoring(self, e: ev.DatasetScoring) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        before = p.status
+        p.status = PairStatus.SCORING
+        return _changed(p, before)
+
+    def _dataset_scored(self, e: ev.DatasetScored) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        before = p.status
+        p.metric, p.score, p.error = e.metric, e.score, e.error
+        p.status = PairStatus.ERROR if e.error else PairStatus.SCORED
+        return _changed(p, before, scores=True, settled=True)
+
+    def _dataset_planned(self, e: ev.DatasetPlanned) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        self._forget_failures(p)
+        p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
+        p.status = e.status
+        p.shard_status, p.shard_events, p.error = {}, {}, ""
+        p.metric, p.score = e.metric, e.score
+        return _PLANNED
+
+    def _retry_started(self, e: ev.RetryStarted) -> Delta:
+        if self.finished is not None:  # a new session: rates count from now
+            self._samples_started_at, self._samples_done = None, 0
+            self.started_at = self.clock()
+        self.finished, self._ended_at, self.live = None, None, True
+        for model, dataset in e.pairs:
+            p = self.pair(model, dataset)
+            self._forget_failures(p)
+            p.status, p.score, p.error = PairStatus.PENDING, None, ""
+            if (model, dataset) in self.skipped:
+                self.skipped.remove((model, dataset))
+        return Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
+
+    def _watch_skipped(self, e: ev.WatchSkipped) -> Delta:
+        for model, dataset in e.pairs:
+            if (model, dataset) not in self.skipped:
+                self.skipped.append((model, dataset))
+            p = self.pair(model, dataset)
+            if p.status in (PairStatus.DONE, PairStatus.PENDING):  # one still running says so until it ends
+                p.status = PairStatus.SKIPPED
+        return _EVERY_PAIR
+
+    def _run_started(self, e: ev.RunStarted) -> Delta:
+        self.work_dir, self.title = e.work_dir, e.title
+        self.models = list(dict.fromkeys([*e.models, *self.models]))
+        self.datasets = list(dict.fromkeys([*e.datasets, *self.datasets]))
+        self.started_at, self._ended_at, self.live = self.clock(), None, True
+        return _RUN_STARTED
+
+    def _simulator_started(self, e: ev.SimulatorStarted) -> Delta:
+        self.sim_url = e.url
+        return NOTHING
+
+    def _notice(self, e: ev.Notice) -> Delta:
+        self.notices.append(e)
+        return Delta(notices=(e,))
+
+    def _run_finished(self, e: ev.RunFinished) -> Delta:
+        self.finished, self._ended_at, self.live = e, self.clock(), False
+        # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
+        for p in self.pairs.values():
+            if p.status == PairStatus.RUNNING:
+                p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
+            elif p.status == PairStatus.SCORING:
+                p.status = PairStatus.DONE  # inferred; the next run scores it
+        return _RUN_FINISHED
 
     def _set_inference_status(self, p: PairState, status: PairStatus) -> None:
         """What inference says of the pair, unless scoring has taken over. A pair the watcher gave
@@ -266,8 +313,11 @@ class RunState:
         return out
 
     # -- queries for renderers
-    def failures_of(self, model: str, dataset: str) -> list[Failure]:
-        return [f for f in self.failures if f.model == model and f.dataset == dataset]
+    def newest_failures(self, n: int) -> list[Failure]:
+        """The last `n` failures kept (what `Delta.failures` counted); fewer when the bounded
+        list let go of some."""
+        kept = len(self.failures)
+        return list(itertools.islice(self.failures, max(0, kept - n), kept))
 
     def failed_pairs(self) -> list[tuple[str, str]]:
         """The pairs a retry-all would re-run: inference failed, or scoring did, or the watcher
@@ -304,6 +354,36 @@ class RunState:
         end = self._ended_at if self._ended_at is not None else self.clock()
         span = end - self._samples_started_at
         return self._samples_done / span if span >= RATE_MIN_SPAN else None
+
+
+_FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
+    ev.SampleFinished: RunState._sample_finished,
+    ev.SampleFailed: RunState._sample_failed,
+    ev.ModelLoad: RunState._model_load,
+    ev.Heartbeat: RunState._heartbeat,
+    ev.ShardStatusChanged: RunState._shard_status_changed,
+    ev.DatasetStarted: RunState._dataset_started,
+    ev.DatasetInferred: RunState._dataset_inferred,
+    ev.DatasetScoring: RunState._dataset_scoring,
+    ev.DatasetScored: RunState._dataset_scored,
+    ev.DatasetPlanned: RunState._dataset_planned,
+    ev.RetryStarted: RunState._retry_started,
+    ev.WatchSkipped: RunState._watch_skipped,
+    ev.RunStarted: RunState._run_started,
+    ev.SimulatorStarted: RunState._simulator_started,
+    ev.Notice: RunState._notice,
+    ev.RunFinished: RunState._run_finished,
+}
+
+
+def _changed(p: PairState, before: PairStatus, *, scores: bool = False, failures_reset: bool = False, settled: bool = False) -> Delta:
+    """The delta of an event about one pair whose status was `before` (the shared one when
+    only its counters moved)."""
+    statuses = p.status != before
+    if not (statuses or scores or failures_reset or settled):
+        return p.counted
+    pair = p.counted.pairs
+    return Delta(pair, statuses=statuses, scores=scores, failures_reset=failures_reset, settled=pair if settled else frozenset())
 
 
 def _combine(shard_status: dict[int, PairStatus], shards: int) -> PairStatus:

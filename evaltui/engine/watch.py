@@ -22,21 +22,22 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import shutil
 import os
+import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
+from evaltui.engine.checkpoint import iter_predictions, read_predictions
 from evaltui.engine.versions import evaluator_version
-from evaltui.engine.workdir import WorkDir, iter_predictions, read_predictions
+from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import Plan
 

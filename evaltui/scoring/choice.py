@@ -21,6 +21,7 @@ The letter must be a capital; only the surrounding words are matched case-insens
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from .judgement import Judgement
 
@@ -66,38 +67,74 @@ def _as_word(text: str, match: re.Match[str]) -> str:
     return letter
 
 
-def extract_choice(text: str) -> str | None:
-    text = _MARKUP_RE.sub("", text)
+def _boxed(text: str) -> str | None:
     boxed = _BOXED_RE.search(text)
-    if boxed:
-        return boxed.group("letter")
-    fallback = None
-    for match in _EXPLICIT_RE.finditer(text):
-        word = _as_word(text, match)
-        if not word:
-            return match.group("letter")
-        if word == "A":
-            fallback = fallback or word
+    return boxed.group("letter") if boxed else None
+
+
+def _explicit(text: str) -> str | None:
+    """The first explicit statement whose letter is not a pronoun or article."""
+    return next((m.group("letter") for m in _EXPLICIT_RE.finditer(text) if not _as_word(text, m)), None)
+
+
+def _declared(text: str) -> str | None:
     declared = _IS_CORRECT_RE.search(text)
-    if declared:
-        return declared.group("letter")
-    for regex in (_ONLY_RE, _LEADING_RE):
+    return declared.group("letter") if declared else None
+
+
+def _whole(regex: re.Pattern[str]) -> Callable[[str], str | None]:
+    """A rule for a reply `regex` matches as a whole (the letter is in whichever group took part)."""
+
+    def rule(text: str) -> str | None:
         whole = regex.search(text)
-        if whole:
-            return next(group for group in whole.groups() if group)
+        return next(group for group in whole.groups() if group) if whole else None
+
+    return rule
+
+
+def _last_named(text: str) -> str | None:
+    """The last letter named as a pick or standing alone (an unbracketed "I" is the pronoun)."""
     found: tuple[int, str] | None = None
     for match in _PICK_RE.finditer(text):
-        word = _as_word(text, match)
-        if not word:
+        if not _as_word(text, match):
             found = max(found or (-1, ""), (match.start("letter"), match.group("letter")))
-        elif word == "A":
-            fallback = fallback or word
     for match in _STANDALONE_RE.finditer(text):
         letter, start = match.group(1), match.start(1)
         if letter == "I" and not (start > 0 and text[start - 1] in "(["):
             continue
         found = max(found or (-1, ""), (start, letter))
-    return found[1] if found else fallback
+    return found[1] if found else None
+
+
+def _article(text: str) -> str | None:
+    """"A" when a statement or pick gave it but it may be the article: taken only as the last resort."""
+    if "A" not in text:  # the usual reply by now: no need to run the two regexes again
+        return None
+    for regex in (_EXPLICIT_RE, _PICK_RE):
+        if any(_as_word(text, m) == "A" for m in regex.finditer(text)):
+            return "A"
+    return None
+
+
+# The precedence of the module's docstring: the first rule that finds a letter wins.
+_RULES: tuple[Callable[[str], str | None], ...] = (
+    _boxed,
+    _explicit,
+    _declared,
+    _whole(_ONLY_RE),
+    _whole(_LEADING_RE),
+    _last_named,
+    _article,
+)
+
+
+def extract_choice(text: str) -> str | None:
+    text = _MARKUP_RE.sub("", text)
+    for rule in _RULES:
+        letter = rule(text)
+        if letter:
+            return letter
+    return None
 
 
 def gold_letter(gold: str) -> str | None:

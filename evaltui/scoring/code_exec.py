@@ -6,8 +6,9 @@ processes; a thread pool is enough to keep `workers` of them running.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 from .completion import build_program, clean_completion
 from .sandbox import PASSED, run_program

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from typing import Any
 
 _FENCE_RE = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _INDENT = "    "
@@ -57,12 +58,6 @@ def clean_completion(prediction: str, entry_point: str) -> str:
     return _indent_body(code)
 
 
-def build_program(record: dict, completion: str) -> str:
-    return (
-        record["prompt"]
-        + completion
-        + "\n\n"
-        + record["test"]
-        + "\n\n"
-        + f"check({record['entry_point']})\n"
-    )
+def build_program(record: dict[str, Any], completion: str) -> str:
+    prompt, test, entry_point = str(record["prompt"]), str(record["test"]), record["entry_point"]
+    return prompt + completion + "\n\n" + test + "\n\n" + f"check({entry_point})\n"

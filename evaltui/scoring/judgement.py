@@ -6,7 +6,8 @@ A shared small type keeps the evaluators interchangeable for `score()`: each one
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 
 class Judgement(NamedTuple):

@@ -10,8 +10,9 @@ partial mean, together with how many datasets it covers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple
+from typing import NamedTuple
 
 MISSING = "-"
 AVERAGE_ROW = ("Average", MISSING, "naive_average", MISSING)

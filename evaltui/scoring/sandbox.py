@@ -173,7 +173,7 @@ def _tail(f: IO[bytes]) -> str:
     return f.read().decode("utf-8", errors="replace")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
 

@@ -7,7 +7,8 @@ inference (it has an `"error"`) is never judged: it scores 0 and its detail keep
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from .choice import judge_choice
 from .code_exec import is_pass, run_code_samples
@@ -53,7 +54,7 @@ def percent(correct: int, total: int) -> float:
     return round(100.0 * correct / total, 2) if total else 0.0
 
 
-def _detail(position: int, sample: dict, extracted: str | None, correct: bool) -> dict:
+def _detail(position: int, sample: dict[str, Any], extracted: str | None, correct: bool) -> dict[str, Any]:
     detail = {
         "index": sample.get("index", position),
         "prediction": _as_text(sample.get("prediction")),
@@ -66,11 +67,11 @@ def _detail(position: int, sample: dict, extracted: str | None, correct: bool) -
     return detail
 
 
-def _failed_at_inference(sample: dict) -> bool:
+def _failed_at_inference(sample: dict[str, Any]) -> bool:
     return sample.get("error") is not None
 
 
-def _judge_text(judge: Judge, predictions: Iterable[dict]) -> Iterator[dict]:
+def _judge_text(judge: Judge, predictions: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for position, sample in enumerate(predictions):
         if _failed_at_inference(sample):
             yield _detail(position, sample, None, False)
@@ -79,7 +80,7 @@ def _judge_text(judge: Judge, predictions: Iterable[dict]) -> Iterator[dict]:
         yield _detail(position, sample, verdict.extracted, verdict.correct)
 
 
-def iter_details(evaluator: Any, predictions: Iterable[dict]) -> Iterator[dict]:
+def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """One detail per sample, lazily, for every evaluator but code_exec.
 
     Lets the watch-scorer stream a dataset of millions of predictions from file to result file
@@ -98,7 +99,7 @@ def _inference_failure(error: Any) -> str:
     return f"failed: inference failed ({kind or 'error'})"
 
 
-def _record_for(position: int, sample: dict, records: Sequence[Any]) -> Any:
+def _record_for(position: int, sample: dict[str, Any], records: Sequence[Any]) -> Any:
     index = sample.get("index", position)
     if isinstance(index, str) and index.isdigit():
         index = int(index)
@@ -107,7 +108,9 @@ def _record_for(position: int, sample: dict, records: Sequence[Any]) -> Any:
     return None
 
 
-def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None, workers: int, tmp_root: str | None) -> list[dict]:
+def _judge_code(
+    evaluator: Any, predictions: Sequence[dict[str, Any]], records: Sequence[Any] | None, workers: int, tmp_root: str | None
+) -> list[dict[str, Any]]:
     if records is None:
         raise ValueError("evaluator type 'code_exec' needs the dataset records (prompt, test, entry_point)")
     runnable = [
@@ -120,7 +123,7 @@ def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[A
         workers=workers,
         tmp_root=tmp_root,
     )
-    by_position = dict(zip((position for position, _ in runnable), results))
+    by_position = dict(zip((position for position, _ in runnable), results, strict=False))
     details = []
     for position, sample in enumerate(predictions):
         if position in by_position:
@@ -135,8 +138,8 @@ def _judge_code(evaluator: Any, predictions: Sequence[dict], records: Sequence[A
 
 
 def score(
-    evaluator: Any, predictions: Sequence[dict], records: Sequence[Any] | None = None, *, workers: int = 2, tmp_root: str | None = None
-) -> dict:
+    evaluator: Any, predictions: Sequence[dict[str, Any]], records: Sequence[Any] | None = None, *, workers: int = 2, tmp_root: str | None = None
+) -> dict[str, Any]:
     """`{<main metric>: percent rounded to 2 decimals, "details": [one per sample]}`.
 
     `tmp_root`: where code_exec puts each program's temporary directory."""

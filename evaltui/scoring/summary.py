@@ -1,9 +1,10 @@
-"""The leaderboard as files: plain text, CSV and markdown, written under `summary/`.
+"""A plan's leaderboard, and the leaderboard as files: plain text, CSV and markdown, under `summary/`.
 
 Three formats because they have three readers: people at a terminal (`.txt`, aligned like
 tabulate's default), spreadsheets and scripts (`.csv`), and reports or pull requests (`.md`).
 None of them carries colour codes.  The files are written atomically, so a reader never sees
-half a table.
+half a table.  `RunSummary` is the runner's: the rows of its plan and, once a run ends, the
+scores its result files hold.
 """
 
 from __future__ import annotations
@@ -11,12 +12,19 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from evaltui.fsutil import atomic_write_text
 
-from .leaderboard import HEADER_FIXED, Leaderboard
+from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
+from .score import main_metric
+from .version import dataset_version
+
+if TYPE_CHECKING:
+    from evaltui.plan import DatasetConfig, Plan
 
 _GAP = "  "
 
@@ -90,3 +98,42 @@ def write_summary(work_dir: str | os.PathLike[str], table: Leaderboard, now: dat
         atomic_write_text(path, render(table))
         paths[ext] = path
     return paths
+
+
+class RunSummary:
+    """The leaderboard of one plan: its rows, computed once (the plan is fixed), with any scores."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.models = [m.abbr for m in plan.models]
+        self._rows: tuple[DatasetRow, ...] | None = None
+
+    def rows(self) -> tuple[DatasetRow, ...]:
+        """The leaderboard's rows (abbr, version, metric, mode).
+
+        The version hashes each dataset as the resolved plan records it (`<work_dir>/plan.toml`),
+        so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
+        if self._rows is None:
+            self._rows = tuple(DatasetRow(d.abbr, self._version(d), main_metric(d.evaluator.type), d.mode) for d in self.plan.datasets)
+        return self._rows
+
+    def _version(self, d: DatasetConfig) -> str:
+        return dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())})
+
+    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
+        return build_leaderboard(self.rows(), self.models, scores)
+
+    def result_scores(self, read_result: Callable[[str, str], Mapping[str, Any] | None]) -> dict[tuple[str, str], float | None]:
+        """Every pair's main metric as its result file holds it (`read_result(model, dataset)`);
+        None for a pair not scored, failed, or whose file cannot be read."""
+        scores: dict[tuple[str, str], float | None] = {}
+        for m in self.plan.models:
+            for d in self.plan.datasets:
+                try:
+                    result = read_result(m.abbr, d.abbr)
+                except OSError:
+                    result = None
+                metric = main_metric(d.evaluator.type)
+                value = result.get(metric) if result and "error" not in result else None
+                scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
+        return scores

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import re
+import sys
 import zlib
 from decimal import Decimal
 from functools import lru_cache
@@ -148,9 +148,6 @@ class AnswerKey:
     def gen_answer(self, prompt: str) -> str | None:
         return self._gen.get(prompt)
 
-    def ppl_entry(self, prompt: str) -> tuple[list[str], int] | None:
-        return self._ppl.get(prompt)
-
     def match_ppl(self, text: str) -> tuple[str, list[str], int, int] | None:
         """(prompt, choices, choice index of `text`, right index) if text = prompt + choice."""
         hit = self._ppl_texts.get(text)
@@ -160,7 +157,7 @@ class AnswerKey:
         choices, right = self._ppl[prompt]
         return prompt, choices, idx, right
 
-    def load_jsonl(self, path: str | os.PathLike) -> int:
+    def load_jsonl(self, path: str | os.PathLike[str]) -> int:
         """Add every line of a JSONL key file ("-": standard input); returns how many were read.
 
         Standard input lets the evaltui runner hand the key over without a file on disk, where
@@ -184,7 +181,7 @@ class AnswerKey:
                 count += 1
         return count
 
-    def dump_jsonl(self, path: str | os.PathLike) -> None:
+    def dump_jsonl(self, path: str | os.PathLike[str]) -> None:
         with open(path, "w", encoding="utf-8") as fh:
             for prompt, answer in self._gen.items():
                 fh.write(json.dumps({"prompt": prompt, "answer": answer}, ensure_ascii=False) + "\n")

@@ -15,7 +15,8 @@ import math
 import os
 import signal
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from evaltui.sim.answers import AnswerKey
 from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_kind
@@ -160,7 +161,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         except OSError as exc:
             raise ValueError(f"cannot read answer key {path}: {exc.strerror or exc}") from None
     faults = Faults(
-        rate_429=getattr(args, "sim_rate_429"), rate_500=getattr(args, "sim_rate_500"),
+        rate_429=args.sim_rate_429, rate_500=args.sim_rate_500,
         rate_malformed=args.sim_rate_malformed, rate_drop=args.sim_rate_drop,
         rate_slow=args.sim_rate_slow, rate_400=args.sim_rate_400, slow_seconds=args.sim_slow_seconds,
         retry_after=args.sim_retry_after, fail_first=args.sim_fail_first,

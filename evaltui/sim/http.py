@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from aiohttp import web
 

@@ -64,7 +64,7 @@ class SimStats:
         self.last_done = now = time.monotonic()
         self.log.append(LogRecord(t_received, now, model, endpoint, prompt, params))
 
-    def snapshot(self) -> "SimStats":
+    def snapshot(self) -> SimStats:
         """An independent copy, safe to read while the server keeps counting."""
         snap = SimStats.__new__(SimStats)
         snap._log_size = self._log_size

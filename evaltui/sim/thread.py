@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from evaltui.sim.config import SimConfig
 from evaltui.sim.server import SimServer
@@ -39,7 +40,7 @@ class SimThread:
     def url(self) -> str:
         return self.server.url
 
-    def start(self) -> "SimThread":
+    def start(self) -> SimThread:
         if self._thread is not None:
             raise RuntimeError("SimThread already started")
         self._thread = threading.Thread(target=self._run, name="evaltui-sim", daemon=True)
@@ -101,7 +102,7 @@ class SimThread:
     def reset_stats(self) -> None:
         self.call(lambda s: s.stats.reset())
 
-    def __enter__(self) -> "SimThread":
+    def __enter__(self) -> SimThread:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

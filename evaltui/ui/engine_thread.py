@@ -10,9 +10,9 @@ the thread that started it.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
-from typing import Sequence
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 

@@ -7,7 +7,7 @@ plain string as markup, and error messages and dataset names may contain bracket
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from rich.text import Text
 

@@ -4,7 +4,7 @@ worker while the screen shows a loading indicator; the event loop never touches 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import work
@@ -62,7 +62,8 @@ class DetailsScreen(Screen[None]):
         failures.add_columns("sample", "error", "HTTP", "attempts", "message")
         for f in d.failures:
             e = f.error
-            failures.add_row(Text(str(f.sample_index)), Text(e.type), Text("-" if e.status is None else str(e.status)), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
+            status = "-" if e.status is None else str(e.status)
+            failures.add_row(Text(str(f.sample_index)), Text(e.type), Text(status), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
         if not d.failures:
             failures.add_row(Text("none"), Text(""), Text(""), Text(""), Text(""))
         preds = self.query_one("#details-predictions", DataTable)

@@ -128,13 +128,13 @@ class LeaderboardTable(DataTable[Text]):
         labels = [Text("dataset"), Text("metric")] + [Text(f"{rank}. {r.model}" if r.average is not None else r.model) for rank, r in enumerate(ranked, 1)]
         rows = self._cells(board, ranked, palette)
         layout = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(rows))
-        widths = [max(cell.cell_len for cell in column) for column in zip(labels, *rows.values())]
+        widths = [max(cell.cell_len for cell in column) for column in zip(labels, *rows.values(), strict=False)]
         if layout == self._layout and widths == self._widths:  # else columns as wide as their cells
             self._update(rows)
             return
         self._layout, self._widths, self._rows = layout, widths, rows
         self.clear(columns=True)
-        for label, key in zip(labels, ["dataset", "metric", *(r.model for r in ranked)]):
+        for label, key in zip(labels, ["dataset", "metric", *(r.model for r in ranked)], strict=False):
             self.add_column(label, key=key)
         for key, cells in rows.items():
             self.add_row(*cells, key=key)
@@ -144,7 +144,7 @@ class LeaderboardTable(DataTable[Text]):
         columns = list(self.columns)
         for key, cells in rows.items():
             old = self._rows[key]
-            changed = [(column, after) for column, before, after in zip(columns, old, cells) if not fmt.same(before, after)]
+            changed = [(column, after) for column, before, after in zip(columns, old, cells, strict=False) if not fmt.same(before, after)]
             if not changed:
                 continue
             row = RowKey(key)

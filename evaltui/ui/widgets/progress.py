@@ -111,7 +111,7 @@ class ProgressTable(DataTable[Text]):
         self._add_columns()
 
     def _add_columns(self) -> None:
-        for name, width in zip(COLUMNS, WIDTHS):
+        for name, width in zip(COLUMNS, WIDTHS, strict=False):
             if name == "progress":
                 label = name if self._bar_width >= len(name) else "bar"
                 self.add_column(label, key=name, width=self._bar_width)
@@ -202,7 +202,7 @@ class ProgressTable(DataTable[Text]):
             self._pair_of_row[key] = pair
             return
         changed = False
-        for name, before, after in zip(COLUMNS, old, cells):
+        for name, before, after in zip(COLUMNS, old, cells, strict=False):
             if not fmt.same(before, after):
                 self._data[RowKey(key)][ColumnKey(name)] = after
                 changed = True

@@ -1,0 +1,115 @@
+"""Resume planning: what each pair keeps from earlier runs, and what is left for this one.
+
+Work done under other settings (a changed data file, prompt or model) is set aside, never
+deleted; a pair an earlier run finished as this plan wants it is announced and not run again;
+any other pair resumes from its checkpoints, whatever shard layout wrote them. Planning reads
+every checkpoint line and hashes the data file, so the session runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+from evaltui.datasets import file_fingerprint
+from evaltui.engine import events as ev
+from evaltui.engine.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.events import PairStatus
+from evaltui.engine.runs import DatasetRun, ShardRun, shard_ranges
+from evaltui.engine.versions import evaluator_version, pair_version
+from evaltui.engine.workdir import StatusWriter, WorkDir
+from evaltui.fsutil import read_json
+from evaltui.plan import DatasetConfig, ModelConfig, Plan
+
+
+def plan_pairs(
+    plan: Plan,
+    model: ModelConfig,
+    wd: WorkDir,
+    statuses: StatusWriter,
+    totals: dict[str, int],
+    datasets: list[DatasetConfig],
+    emit: ev.Sink,
+) -> list[DatasetRun]:
+    """Decide per dataset what is left from earlier runs; write `pending` statuses.
+
+    Its events (DatasetPlanned, notices) go to `emit`, which the caller replays on the loop.
+    The runs returned are handed to the model's pool (`WorkerPool.add_runs`).
+    """
+    m = model.abbr
+    runs = []
+    for ds in datasets:
+        total = totals[ds.abbr]
+        version = _drop_stale_work(plan, model, wd, ds, emit)
+        if _kept_whole(m, wd, ds, total, emit):
+            continue
+        if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
+            # Checkpoints deleted after the merge (as OpenCompass users do): the final file
+            # holds the same samples, so it becomes the checkpoint to resume from.
+            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), wd.checkpoint_file(m, ds.abbr, 0, 1))
+        # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
+        wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
+        wd.result_file(m, ds.abbr).unlink(missing_ok=True)
+        done: set[int] = set()
+        for path in wd.checkpoint_files(m, ds.abbr):
+            for index, ok, _ in scan_checkpoint(path):
+                if ok and 0 <= index < total:
+                    done.add(index)
+        n = ds.shards
+        shards = []
+        for k, r in enumerate(shard_ranges(total, n)):
+            cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
+            completed = sum(1 for i in r if i in done)
+            shards.append(ShardRun(k, r, cp, completed=completed))
+            statuses.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
+        runs.append(DatasetRun(ds, total, version, shards, done, remaining=total - len(done)))
+        emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+    return runs
+
+
+def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> str:
+    """Forget what earlier runs did under other settings; the pair's version for this run."""
+    m = model.abbr
+    data = file_fingerprint(plan, ds)
+    version = pair_version(model, ds, data or "")
+    current = {wd.status_file(m, ds.abbr, k, ds.shards) for k in range(ds.shards)}
+    statuses = [read_json(p) for p in wd.status_files(m, ds.abbr)]
+    seen = {s.get("version") for s in statuses if isinstance(s, dict)}
+    seen |= {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
+    # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
+    # dataset fails when it is loaded, and the next run carries on.
+    if data is not None and seen - {version, ""}:
+        folder = wd.set_aside_pair(m, ds.abbr)
+        # A status without a version was not written by evaltui (OpenCompass writes that layout).
+        why = ("was written by another tool (no evaltui version in its status files)" if None in seen
+               else "the data file, the dataset's prompts or the model's settings changed since the last run")
+        emit(ev.Notice(f"{m}/{ds.abbr}: {why}; starting it over (the earlier work is in {folder})", "warning"))
+    for stale in set(wd.status_files(m, ds.abbr)) - current:
+        stale.unlink()  # another shard layout: its samples are read back from its checkpoints
+    result = wd.read_result(m, ds.abbr)
+    if result is not None and result.get("scored_with") != evaluator_version(ds):
+        wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
+    return version
+
+
+def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
+    """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
+    n = ds.shards
+    statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
+    if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
+        return False
+    if sum(s.get("total", -1) for s in statuses) != total:  # another limit
+        return False
+    if any(s.get("failed", 0) for s in statuses):
+        # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
+        # the pair resumes from its checkpoints, where only they are left to do.
+        return False
+    completed = sum(s.get("completed", 0) for s in statuses)
+    result = wd.read_result(m, ds.abbr)
+    if result is None or "error" in result:
+        emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
+        return True
+    from evaltui.scoring import main_metric  # only when an earlier score is kept
+
+    metric = main_metric(ds.evaluator.type)
+    value = result.get(metric)
+    score = float(value) if isinstance(value, (int, float)) else None
+    emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
+    return True

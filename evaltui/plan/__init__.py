@@ -1,0 +1,44 @@
+"""The TOML plan (SPEC §3): its schema, the loader, and the checks that make a typo one line.
+
+    schema   pydantic models of the plan, strict and frozen, defaults filled in
+    load     load_plan (read, validate, check, report every problem) and select (--models/--datasets)
+    errors   PlanError, and TOML and pydantic errors as `field.path: message` lines
+    checks   what fields must agree on: abbrs, URLs, headers, CA files, templates, modes
+
+The plan sits above the backends (a model's `type` is a backend's name) and the datasets (their
+files are checked against the templates), so neither imports it but for type checking.
+"""
+
+from evaltui.datasets import template_fields
+from evaltui.plan.errors import PlanError
+from evaltui.plan.load import load_plan, select
+from evaltui.plan.schema import (
+    ABBR_RE,
+    MAX_WORKERS,
+    DatasetConfig,
+    EvaluatorConfig,
+    ModelConfig,
+    Plan,
+    RunConfig,
+    default_max_workers,
+    expand_home,
+)
+from evaltui.redaction import REDACTED, SECRET_HEADER_RE
+
+__all__ = [
+    "ABBR_RE",
+    "MAX_WORKERS",
+    "REDACTED",
+    "SECRET_HEADER_RE",
+    "DatasetConfig",
+    "EvaluatorConfig",
+    "ModelConfig",
+    "Plan",
+    "PlanError",
+    "RunConfig",
+    "default_max_workers",
+    "expand_home",
+    "load_plan",
+    "select",
+    "template_fields",
+]

@@ -1,0 +1,257 @@
+"""What the plan's fields must agree on, beyond what each may hold (the schema says that).
+
+Unique, file-safe abbrs; URLs both the checker and the HTTP client accept, without credentials
+in them; headers that cannot inject others; templates that parse; evaluators that fit the
+dataset's mode. Each problem is `field.path: message`, relative to the plan's top level.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+from yarl import URL
+
+from evaltui.backends import BACKENDS
+from evaltui.datasets import template_fields, templates_of
+from evaltui.plan.schema import ABBR_RE, DatasetConfig, EvaluatorConfig, ModelConfig, Plan, RunConfig, expand_home
+from evaltui.sim.url import sim_options
+
+DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv")
+
+
+def check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
+    """Every problem of the validated plan, but for its data files' records (`check_dataset`)."""
+    problems = _check_abbrs(plan) + _check_run(plan.run)
+    for i, m in enumerate(plan.models):
+        problems += [f"models[{i}].{p}" for p in _check_model(m, env)]
+    for i, ds in enumerate(plan.datasets):
+        problems += [f"datasets[{i}].{p}" for p in _check_dataset_config(plan, ds)]
+    return problems
+
+
+def _check_abbrs(plan: Plan) -> list[str]:
+    """Each abbr becomes a file name: safe, unique in its group, and not another dataset's shard."""
+    problems: list[str] = []
+    groups: tuple[tuple[str, Sequence[ModelConfig | DatasetConfig]], ...] = (("models", plan.models), ("datasets", plan.datasets))
+    for group, items in groups:
+        seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            if not ABBR_RE.match(item.abbr):
+                problems.append(
+                    f"{group}[{i}].abbr: {item.abbr!r} is not a safe name: use at most 100 letters, digits, '.', '_' "
+                    "and '-', starting with a letter or digit (it becomes a file name)"
+                )
+            elif item.abbr in seen:
+                problems.append(f"{group}[{i}].abbr: duplicate abbr {item.abbr!r} (also {group}[{seen[item.abbr]}])")
+            else:
+                seen[item.abbr] = i
+    abbrs = {d.abbr for d in plan.datasets}
+    for i, ds in enumerate(plan.datasets):
+        stem, _, suffix = ds.abbr.rpartition("_")
+        if suffix.isdigit() and stem in abbrs:
+            problems.append(
+                f"datasets[{i}].abbr: {ds.abbr!r} would share files with the shards of dataset {stem!r} "
+                f"({stem}_0, {stem}_1, …); choose another name"
+            )
+    return problems
+
+
+def _check_run(run: RunConfig) -> list[str]:
+    problems: list[str] = []
+    if run.work_dir is not None and "\x00" in run.work_dir:
+        problems.append(f"run.work_dir: {_NUL} (got {run.work_dir!r})")
+    elif run.work_dir is not None:
+        try:
+            expand_home(run.work_dir)
+        except ValueError as e:
+            problems.append(f"run.work_dir: {e}")
+    if run.heartbeat_timeout < 2 * run.heartbeat_interval:
+        problems.append(
+            f"run.heartbeat_timeout: must be at least twice heartbeat_interval ({run.heartbeat_interval:g} s), "
+            f"or the watch-scorer gives up on a live run (got {run.heartbeat_timeout:g})"
+        )
+    return problems
+
+
+def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
+    problems = _check_url(m.url)
+    if m.type != "lightllm" and not m.model and not m.is_sim:
+        problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
+    if m.api_key_env is not None:
+        problems += _check_api_key_env(m.api_key_env, env)
+    mnt = m.generation_kwargs.get("max_new_tokens", 1024)
+    if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
+        problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
+    if m.generation_kwargs.get("stream"):
+        problems.append("generation_kwargs.stream: evaltui reads each reply whole and does not speak streamed (SSE) replies; remove stream")
+    for k, v in m.headers.items():
+        problems += _check_header(k, v)
+    if m.ca_file is not None:
+        problems += [f"ca_file: {p}" for p in _check_ca_file(m.ca_file)]
+    return problems
+
+
+def _check_api_key_env(name: str, env: Mapping[str, str]) -> list[str]:
+    if not name:
+        return ["api_key_env: must name an environment variable"]
+    if not env.get(name):
+        return [f"api_key_env: environment variable {name} is not set (export it before running)"]
+    if _BAD_VALUE_RE.search(env[name]):  # the key itself is never shown
+        return [
+            f"api_key_env: the value of environment variable {name} contains a line break or another "
+            "control character (CR, LF, NUL, ...); it would corrupt the Authorization header — set it to the key alone"
+        ]
+    return []
+
+
+def _check_header(name: str, value: str) -> list[str]:
+    if not _TOKEN_RE.match(name):
+        shown = name.encode("unicode_escape").decode("ascii")
+        return [f"headers.{shown}: not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"]
+    if name.lower() == "authorization":
+        return [f"headers.{name}: do not put secrets in the plan; name the key's environment variable in api_key_env"]
+    if _BAD_VALUE_RE.search(value):
+        return [f"headers.{name}: header values must be one line, without CR, LF or other control characters"]
+    return []
+
+
+def _check_url(url: str) -> list[str]:
+    """Parsed as both urlsplit (here) and yarl (the HTTP client) do, so a URL either refuses is a plan problem."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        return [f"url: invalid URL ({e}) (got {url!r})"]
+    if parts.scheme == "sim":
+        try:
+            sim_options(url)
+        except ValueError as e:
+            return [f"url: {e}"]
+        return []
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return [f"url: expected an http://, https:// or sim:// URL (got {url!r})"]
+    if parts.username is not None or parts.password is not None:  # the URL itself is not shown: it holds a secret
+        return [
+            "url: holds credentials (user:password@host); the plan is copied into the work dir, so name the key's "
+            "environment variable in api_key_env instead"
+        ]
+    secret = next((name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAM_RE.match(name)), None)
+    if secret is not None:  # the value is not shown: it is the secret
+        return [
+            f"url: the query parameter {secret!r} holds a credential; the plan is copied into the work dir, so name "
+            "the key's environment variable in api_key_env instead"
+        ]
+    try:
+        port = parts.port  # parsing it is the check: out of range or not a number
+    except ValueError as e:
+        return [f"url: invalid port: {e} (got {url!r})"]
+    if port == 0:  # "any free port" to a server binding one; nothing can be reached there
+        return [f"url: invalid port: port 0 cannot be connected to (got {url!r})"]
+    # urlsplit drops tabs and newlines before parsing: look at the authority as written
+    authority = url.split("://", 1)[-1].split("/", 1)[0].split("?", 1)[0]
+    if re.search(r"\s", authority):
+        return [f"url: invalid URL (the host contains whitespace) (got {url!r})"]
+    try:
+        URL(url)
+    except ValueError as e:
+        return [f"url: invalid URL ({e}) (got {url!r})"]
+    return []
+
+
+# Query parameters that carry a credential (Google's `?key=`, signed URLs' `sig`, `access_token`).
+_SECRET_PARAM_RE = re.compile(
+    r"^(?:key|api[-_]?key|(?:access|auth|id|bearer)?[-_]?token|auth|authorization|password|passwd|secret|client[-_]secret|sig|signature)$",
+    re.IGNORECASE,
+)
+
+# RFC 9110 field names are tokens; values may hold tabs but no other control character. A CR or
+# LF in a value would end the header early and let the rest inject headers of its own.
+_NUL = "contains a NUL byte, which no file name can hold"
+_TOKEN_RE = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_BAD_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _check_ca_file(path: str) -> list[str]:
+    if "\x00" in path:
+        return [f"{_NUL} (got {path!r})"]
+    try:
+        ssl.create_default_context(cafile=path)
+    except FileNotFoundError:
+        return [f"CA bundle {path} not found"]
+    except ssl.SSLError as e:  # an OSError too: caught first
+        return [f"{path} is not a PEM bundle of CA certificates ({e.reason or e})"]
+    except OSError as e:
+        return [f"cannot read CA bundle {path}: {e.strerror or e}"]
+    return []
+
+
+def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
+    if "\x00" in ds.path:
+        return [f"path: {_NUL} (got {ds.path!r})"]
+    try:
+        path = plan.dataset_path(ds)
+    except ValueError as e:
+        return [f"path: {e}"]
+    return _check_data_file(path, ds.columns) + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator)
+
+
+def _check_data_file(path: Path, columns: list[str]) -> list[str]:
+    problems: list[str] = []
+    if not str(path).endswith(DATA_SUFFIXES):
+        problems.append(f"path: unsupported file type {path.name!r} (use {', '.join(DATA_SUFFIXES)})")
+    elif not path.is_file():
+        problems.append(f"path: file not found: {path}")
+    if columns and not str(path).endswith(".csv"):
+        problems.append("columns: only used for .csv files without a header row")
+    if len(set(columns)) != len(columns):
+        problems.append("columns: names must be unique")
+    return problems
+
+
+def _check_templates(ds: DatasetConfig) -> list[str]:
+    problems: list[str] = []
+    for name, tpl in templates_of(ds).items():
+        try:
+            template_fields(tpl)
+        except ValueError as e:
+            problems.append(f"{name}: invalid template: {e}")
+    return problems
+
+
+def _check_mode(plan: Plan, ds: DatasetConfig) -> list[str]:
+    """A ppl-mode dataset ranks its choices by the log-probabilities only some backends give and
+    is scored by the ppl evaluator; a gen-mode dataset uses neither."""
+    problems: list[str] = []
+    if ds.mode != "ppl":
+        if ds.choices:
+            problems.append("choices: only used when mode = 'ppl'")
+        if ds.evaluator.type == "ppl":
+            problems.append("evaluator.type: 'ppl' scores mode = 'ppl' datasets only")
+        return problems
+    if len(ds.choices) < 2:
+        problems.append("choices: ppl mode needs at least two candidate continuations")
+    bad = [m.abbr for m in plan.models if not BACKENDS[m.type].computes_ppl]
+    if bad:
+        able = [name for name, backend in BACKENDS.items() if backend.computes_ppl]
+        problems.append(
+            f"mode: 'ppl' needs prompt log-probabilities, which only types {', '.join(able)} give "
+            f"(models {', '.join(bad)} cannot)"
+        )
+    if ds.evaluator.type != "ppl":
+        problems.append(f"evaluator.type: ppl mode is scored by the 'ppl' evaluator (got {ds.evaluator.type!r})")
+    return problems
+
+
+def _check_pattern(ev: EvaluatorConfig) -> list[str]:
+    if ev.type != "regex":
+        return [] if ev.pattern is None else [f"evaluator.pattern: only used by the regex evaluator (type is {ev.type!r})"]
+    if not ev.pattern:
+        return ["evaluator.pattern: required for the regex evaluator"]
+    try:
+        re.compile(ev.pattern)
+    except re.error as e:
+        return [f"evaluator.pattern: invalid regular expression: {e}"]
+    return []

@@ -1,0 +1,232 @@
+"""The run as it goes: the engine strip, progress, leaderboard and failures, and the keys that
+act on a model×dataset (retry it, retry every failed one, open its details).
+
+Data flow, one way each: the engine (on its own thread) reports events to `sink`, which only
+appends to a deque. Every tick `fold_pending` drains the deque, folds each event into this
+screen's own RunState, merges the deltas it returns and repaints, inside one `batch_update`,
+only what they name. What an event means is the fold's to say (engine/state.py); this screen
+only follows the deltas, and keeps to itself which retries it asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer
+
+from evaltui.engine import events as ev
+from evaltui.engine.delta import Changes, Delta
+from evaltui.engine.runner import Runner
+from evaltui.engine.state import Clock, RunState
+from evaltui.scoring.leaderboard import Leaderboard
+from evaltui.ui import fmt
+from evaltui.ui.engine_thread import EngineThread
+from evaltui.ui.screens.details import DetailsScreen
+from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
+from evaltui.ui.widgets.progress import ProgressTable, ShardFold
+
+SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs, the strip
+_PAIR_ACTIONS = ("retry", "retry_all", "details")
+_SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
+
+Pair = tuple[str, str]
+
+
+class RunScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "retry", "Retry", id="retry"),
+        Binding("R", "retry_all", "Retry all", id="retry-all"),
+        Binding("enter", "details", "Details", id="details"),
+    ]
+
+    def __init__(self, runner: Runner, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
+        super().__init__()
+        self.runner = runner
+        self.engine = engine
+        self.state = RunState(clock=clock, wall_clock=wall_clock)
+        self.shards = ShardFold()
+        self._inbox: deque[ev.Event] = deque()
+        self._last_slow = -SLOW_TICK
+        self._keys_shown: tuple[bool, ...] = ()
+        self._retrying: set[Pair] = set()  # asked for; not offered again until over
+        self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
+        self._retry_jobs: dict[int, tuple[Pair, ...]] = {}  # retry job -> its pairs
+        self._heartbeat_timeout = runner.plan.run.heartbeat_timeout
+        self._max_workers = {m.abbr: m.max_workers for m in runner.plan.models}
+        # the panes, kept at hand: the tick repaints them without a query, even while closing
+        self.strip = EngineStrip(id="strip")
+        self.progress = ProgressTable(id="progress")
+        self.board = LeaderboardTable(id="leaderboard")
+        self.failures = FailuresLog(id="failures", max_lines=1000, auto_scroll=True)
+        self.main = Horizontal(id="main")
+        # the plan's rows, models and versions, taken now, before the engine's thread starts: later
+        # the runner's state is that thread's to change, and the scores come from this screen's own fold
+        self._empty_board = dataclasses.replace(runner.leaderboard(), scores={})
+        self._plan_pairs = frozenset(runner.pairs)
+
+    def compose(self) -> ComposeResult:
+        yield self.strip
+        with self.main:
+            yield self.progress
+            with Vertical(id="side"):
+                yield self.board
+                yield self.failures
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.progress.border_title = "progress"
+        self.board.border_title = "leaderboard"
+        self.failures.border_title = "failures"
+        self.progress.focus()
+
+    # ------------------------------------------------------------------ events in
+    def sink(self, event: ev.Event) -> None:
+        """Called on the engine's thread for every event: an O(1) append, nothing else."""
+        self._inbox.append(event)
+
+    def fold_pending(self, palette: fmt.Palette, *, all_rows: bool = False) -> Changes:
+        """Drain the inbox, fold it into the state, repaint what changed; say what did."""
+        inbox, apply, shards = self._inbox, self.state.apply, self.shards
+        changes = Changes(everything=all_rows)
+        while inbox:
+            e = inbox.popleft()
+            delta = apply(e)
+            shards.apply(e)
+            changes.add(delta)
+            if (delta.retried or delta.settled) and self._follow_retries(delta):
+                changes.statuses = True
+        for notice in changes.notices:
+            self.notify(notice.message, severity=_SEVERITY.get(notice.level, "information"), markup=False)
+        if changes.live is not None:
+            self.main.set_class(not changes.live, "-finished")  # the final leaderboard gets the room it needs
+        self._repaint(changes, palette)
+        return changes
+
+    def _follow_retries(self, delta: Delta) -> bool:
+        """Which asked-for retries the engine took up, and which are over: a retry joined to a
+        live run ends with that run, but each pair's part in it ends on its own. True when one ended."""
+        self._retry_started.update(delta.retried)
+        over = self._retry_started & delta.settled
+        self._retry_started -= over
+        self._retrying -= over
+        return bool(over)
+
+    def _repaint(self, changes: Changes, palette: fmt.Palette) -> None:
+        state = self.state
+        dirty = changes.pairs
+        if dirty is not None:
+            dirty.update(k for k, p in state.pairs.items() if p.status == ev.PairStatus.RUNNING)
+        # Every repaint takes the interpreter from the engine's thread for a while: what changes
+        # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
+        now = state.clock()
+        slow = changes.statuses or now - self._last_slow >= SLOW_TICK
+        if slow:
+            self._last_slow = now
+        with self.app.batch_update():
+            self.progress.sync(state, self.shards, dirty, palette, rates=slow)
+            if slow:
+                self.strip.show(
+                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
+                    title=self.app.title, live=state.live, palette=palette,
+                )
+            if changes.failures_reset:
+                self.failures.show_all(list(state.failures))
+            else:
+                self.failures.add(state.newest_failures(changes.failures))
+            if changes.scores:
+                self.board.show(self.leaderboard(), palette)
+
+    def job_ended(self, job: Future[int]) -> bool:
+        """A run or retry job ended: its pairs may be offered again. True if it was a retry."""
+        pairs = self._retry_jobs.get(id(job), ())
+        self._retrying.difference_update(pairs)  # others still run
+        self._retry_started.difference_update(pairs)
+        return id(job) in self._retry_jobs
+
+    def leaderboard(self) -> Leaderboard | None:
+        """The plan's table with the scores this screen has seen; the engine's final one at the end."""
+        finished = self.state.finished
+        if finished is not None and finished.leaderboard is not None and not self.state.live:
+            return finished.leaderboard
+        seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None and k in self._plan_pairs}
+        return dataclasses.replace(self._empty_board, scores=seen)
+
+    # ------------------------------------------------------------------ actions
+    def highlighted(self) -> Pair | None:
+        return self.progress.highlighted_pair()
+
+    def retryable(self) -> list[Pair]:
+        return [p for p in self.state.failed_pairs() if p not in self._retrying]
+
+    def action_applies(self, action: str) -> bool:
+        """Whether `action` means something now (the footer and the command palette ask)."""
+        if action == "retry":
+            return self.highlighted() in self.retryable()
+        if action == "retry_all":
+            return bool(self.retryable())
+        if action == "details":
+            return self.highlighted() is not None
+        return True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in _PAIR_ACTIONS:
+            if len(self.app.screen_stack) > 1:
+                return False  # behind a details or help screen these keys mean nothing
+            return self.action_applies(action)
+        return True
+
+    def refresh_keys(self) -> None:
+        """Refresh the footer when the keys that apply changed: it rebuilds itself each time,
+        which is costly enough to slow the engine if done every tick."""
+        keys = tuple(self.action_applies(a) for a in _PAIR_ACTIONS)
+        if keys != self._keys_shown:
+            self._keys_shown = keys
+            self.refresh_bindings()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "progress":
+            self.refresh_keys()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "progress":
+            self.action_details()
+
+    def action_retry(self) -> None:
+        pair = self.highlighted()
+        if pair is not None and pair in self.retryable():
+            self._retry([pair])
+
+    def action_retry_all(self) -> None:
+        pairs = self.retryable()
+        if pairs:
+            self._retry(pairs)
+
+    def _retry(self, pairs: Sequence[Pair]) -> None:
+        self._retrying.update(pairs)
+        self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
+        # a skipped pair with nothing failed is only scored (the watcher gave up on it; its answers are kept)
+        skipped = [p for p in pairs if self.state.pairs[p].status == ev.PairStatus.SKIPPED and not self.state.pairs[p].failed]
+        failed = [p for p in pairs if p not in skipped]
+        said = []
+        if failed:
+            said.append("retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in failed))
+        if skipped:
+            said.append("scoring " + ", ".join(f"{m}/{d}" for m, d in skipped))
+        self.notify("; ".join(said), timeout=4, markup=False)
+        self.refresh_keys()
+
+    def action_details(self) -> None:
+        pair = self.highlighted()
+        if pair is None:
+            return
+        model, dataset = pair
+        self.app.push_screen(DetailsScreen(model, dataset, lambda: self.runner.pair_details(model, dataset)))

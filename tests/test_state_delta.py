@@ -1,0 +1,142 @@
+"""What `RunState.apply` says each event changed: all a renderer needs to know what to repaint.
+
+No Textual here: the deltas are the engine's word, and the app only merges and follows them.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from evaltui.engine import events as ev
+from evaltui.engine.delta import NOTHING, Changes, Delta
+from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.state import Failure, RunState
+
+ERR = SampleError("http", 500, "boom", 3)
+MD = frozenset({("m", "d")})
+
+
+def planned(*pairs: tuple[str, str], total: int = 10, shards: int = 1) -> RunState:
+    s = RunState()
+    s.apply(ev.RunStarted("/w", tuple(dict.fromkeys(m for m, _ in pairs)), tuple(dict.fromkeys(d for _, d in pairs))))
+    for m, d in pairs:
+        s.apply(ev.DatasetPlanned(m, d, total, shards))
+    return s
+
+
+def running(total: int = 10, shards: int = 1) -> RunState:
+    s = planned(("m", "d"), ("m", "e"), total=total, shards=shards)
+    s.apply(ev.DatasetStarted("m", "d", total, total))
+    return s
+
+
+def failed() -> RunState:
+    s = running()
+    s.apply(ev.SampleFailed("m", "d", 0, 1, ERR))
+    s.apply(ev.DatasetInferred("m", "d", PairStatus.FAIL, 9, 1))
+    return s
+
+
+def finished() -> RunState:
+    s = failed()
+    s.apply(ev.RunFinished(1, False))
+    return s
+
+
+# (a state, an event, what its delta must say); one row at least for every kind of event
+CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
+    ("a sample answered: its row", running(), ev.SampleFinished("m", "d", 0, 1), Delta(MD)),
+    ("a sample failed: its row and a line in the failures pane", running(), ev.SampleFailed("m", "d", 0, 1, ERR), Delta(MD, failures=1)),
+    ("the load: the strip shows it on its clock", running(), ev.ModelLoad("m", 3, 8, 1, 10), NOTHING),
+    ("a beat: the strip shows its age on its clock", running(), ev.Heartbeat(1.0), NOTHING),
+    ("the simulator's address: shown nowhere", running(), ev.SimulatorStarted("http://127.0.0.1:1"), NOTHING),
+    ("a first shard runs: the pair runs", planned(("m", "d"), shards=2), ev.ShardStatusChanged("m", "d", 0, 2, PairStatus.RUNNING, 5, 0, 0), Delta(MD, statuses=True)),
+    ("a second shard runs: its row only", running(shards=2), ev.ShardStatusChanged("m", "d", 1, 2, PairStatus.RUNNING, 5, 0, 0), Delta(MD)),
+    ("a pair starts: its row, its status, its earlier failures gone", failed(), ev.DatasetStarted("m", "d", 10, 1), Delta(MD, statuses=True, failures_reset=True)),
+    ("inference done: its row and status", running(), ev.DatasetInferred("m", "d", PairStatus.DONE, 10, 0), Delta(MD, statuses=True)),
+    ("inference failed: and its part in the session is over", running(), ev.DatasetInferred("m", "d", PairStatus.FAIL, 9, 1), Delta(MD, statuses=True, settled=MD)),
+    ("scoring", running(), ev.DatasetScoring("m", "d"), Delta(MD, statuses=True)),
+    ("scored: the leaderboard too, and its part is over", running(), ev.DatasetScored("m", "d", "accuracy", 50.0), Delta(MD, statuses=True, scores=True, settled=MD)),
+    ("scoring failed: the same", running(), ev.DatasetScored("m", "d", "accuracy", None, "boom"), Delta(MD, statuses=True, scores=True, settled=MD)),
+    ("a pair planned: every row, the failures anew", RunState(), ev.DatasetPlanned("m", "d", 10, 1), Delta(every_pair=True, statuses=True, failures_reset=True)),
+    (
+        "a retry: every row, the failures anew, live again, the pairs it took up",
+        finished(),
+        ev.RetryStarted((("m", "d"),)),
+        Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=MD),
+    ),
+    ("the watcher gave up: every row", running(), ev.WatchSkipped((("m", "e"),), "stale"), Delta(every_pair=True, statuses=True)),
+    ("the run began: every row, the leaderboard, live", RunState(), ev.RunStarted("/w", ("m",), ("d",)), Delta(every_pair=True, statuses=True, scores=True, live=True)),
+    ("a notice: said to the user", running(), ev.Notice("careful", "warning"), Delta(notices=(ev.Notice("careful", "warning"),))),
+    ("the run ended: every row, the final leaderboard, no longer live", failed(), ev.RunFinished(1, False), Delta(every_pair=True, statuses=True, scores=True, live=False)),
+]
+
+
+@pytest.mark.parametrize(("state", "event", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_event_says_what_a_repaint_needs(state: RunState, event: ev.Event, expected: Delta) -> None:
+    assert state.apply(event) == expected
+
+
+def test_every_kind_of_event_has_its_delta_said_above() -> None:
+    assert {type(c[2]) for c in CASES} == set(get_args(ev.Event))
+
+
+def test_the_events_that_come_by_the_thousand_share_one_delta_per_pair() -> None:
+    s = running()
+    s.apply(ev.DatasetStarted("m", "e", 10, 10))
+    d = [s.apply(ev.SampleFinished("m", "d", 0, i)) for i in range(3)]
+    assert d[0] is d[1] is d[2]
+    assert s.apply(ev.SampleFinished("m", "e", 0, 0)) == Delta(frozenset({("m", "e")}))
+    f = [s.apply(ev.SampleFailed("m", "d", 0, i, ERR)) for i in range(3, 5)]
+    assert f[0] is f[1] and f[0].failures == 1
+    assert s.pairs[("m", "d")].completed == 3 and s.pairs[("m", "d")].failed == 2  # counted all the same
+
+
+def test_live_goes_with_the_run_and_its_retries() -> None:
+    s = RunState()
+    assert not s.live
+    s.apply(ev.RunStarted("/w", ("m",), ("d",)))
+    assert s.live
+    s.apply(ev.RunFinished(1, False))
+    assert not s.live
+    s.apply(ev.RetryStarted((("m", "d"),)))
+    assert s.live
+
+
+def test_newest_failures_are_the_ones_a_batch_of_deltas_counted() -> None:
+    s = RunState(max_failures=3)
+    s.apply(ev.DatasetPlanned("m", "d", 10, 1))
+    s.apply(ev.SampleFailed("m", "d", 0, 0, ERR))
+    batch = Changes()
+    for i in (1, 2):
+        batch.add(s.apply(ev.SampleFailed("m", "d", 0, i, ERR)))
+    assert batch.failures == 2
+    assert s.newest_failures(batch.failures) == [Failure("m", "d", 1, ERR), Failure("m", "d", 2, ERR)]
+    for i in range(3, 8):
+        batch.add(s.apply(ev.SampleFailed("m", "d", 0, i, ERR)))
+    assert [f.sample_index for f in s.newest_failures(batch.failures)] == [5, 6, 7]  # the bounded list let go of the rest
+
+
+def test_changes_merge_a_batch_into_one_repaint() -> None:
+    s = running()
+    batch = Changes()
+    for e in [ev.SampleFinished("m", "d", 0, 1), ev.SampleFinished("m", "e", 0, 1), ev.Heartbeat(1.0), ev.Notice("one"), ev.Notice("two")]:
+        batch.add(s.apply(e))
+    assert batch.pairs == {("m", "d"), ("m", "e")}
+    assert not (batch.statuses or batch.scores or batch.failures_reset) and batch.live is None
+    assert [n.message for n in batch.notices] == ["one", "two"]
+    batch.add(s.apply(ev.DatasetScored("m", "d", "accuracy", 50.0)))
+    assert batch.statuses and batch.scores and batch.pairs == {("m", "d"), ("m", "e")}
+    for e in [ev.RunFinished(1, False), ev.RetryStarted((("m", "d"),)), ev.SampleFinished("m", "d", 0, 2)]:
+        batch.add(s.apply(e))
+    assert batch.pairs is None  # every row
+    assert batch.live is True and batch.failures_reset  # the last word on liveness is the retry's
+
+
+def test_changes_of_everything_repaint_it_all_whatever_the_batch() -> None:
+    batch = Changes(everything=True)
+    batch.add(running().apply(ev.SampleFinished("m", "d", 0, 1)))
+    assert batch.pairs is None and batch.statuses and batch.scores and batch.failures_reset
+    assert batch.live is None and batch.failures == 0 and batch.notices == []
