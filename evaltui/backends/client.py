@@ -21,12 +21,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 import aiohttp
-from aiohttp.helpers import (
-    basicauth_from_netrc,
-    get_env_proxy_for_url,
-    netrc_from_env,
-    strip_auth_from_url,
-)
+from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_from_env, strip_auth_from_url
 from multidict import CIMultiDictProxy
 from yarl import URL
 
