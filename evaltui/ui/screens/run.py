@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine import events as ev
 from evaltui.engine.delta import Changes, Delta
-from evaltui.engine.runner import Runner
+from evaltui.engine.source import RunSource
 from evaltui.engine.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
@@ -48,7 +48,7 @@ class RunScreen(Screen[None]):
         Binding("enter", "details", "Details", id="details"),
     ]
 
-    def __init__(self, runner: Runner, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
+    def __init__(self, runner: RunSource, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
         super().__init__()
         self.runner = runner
         self.engine = engine
@@ -60,8 +60,8 @@ class RunScreen(Screen[None]):
         self._retrying: set[Pair] = set()  # asked for; not offered again until over
         self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
         self._retry_jobs: dict[int, tuple[Pair, ...]] = {}  # retry job -> its pairs
-        self._heartbeat_timeout = runner.plan.run.heartbeat_timeout
-        self._max_workers = {m.abbr: m.max_workers for m in runner.plan.models}
+        self._heartbeat_timeout = runner.heartbeat_timeout
+        self._max_workers = runner.max_workers
         # the panes, kept at hand: the tick repaints them without a query, even while closing
         self.strip = EngineStrip(id="strip")
         self.progress = ProgressTable(id="progress")
