@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
     from evaltui.scoring.summary import RunSummary
 
-DEFAULT_HEARTBEAT_TIMEOUT = 60.0  # until the plan says (SPEC §3's default)
+DEFAULT_HEARTBEAT_TIMEOUT = 60.0  # until the plan says (SPEC §3's defaults)
+DEFAULT_LOG_INTERVAL = 30.0
 _STATUSES = {s.value: s for s in (PairStatus.PENDING, PairStatus.RUNNING, PairStatus.DONE, PairStatus.FAIL)}
 
 
@@ -86,6 +87,10 @@ class EvaltuiView:
     @property
     def heartbeat_timeout(self) -> float:
         return self.plan.run.heartbeat_timeout if self.plan is not None else DEFAULT_HEARTBEAT_TIMEOUT
+
+    @property
+    def log_interval(self) -> float:
+        return self.plan.run.log_interval if self.plan is not None else DEFAULT_LOG_INTERVAL
 
     @property
     def max_workers(self) -> dict[str, int]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -44,6 +45,34 @@ from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.source import RETRY_NEEDS_PLAN
 from evaltui.engine.state import RunState
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
+
+
+class NotAWorkDir(Exception):
+    """The folder is no work dir `evaltui watch` can read."""
+
+
+def open_view(root: Path) -> View:
+    """The view of `root`: an evaltui work dir (plan.toml, its lock, or an empty folder a run is
+    about to fill) or an OpenCompass one (infer_status/, predictions/, results/, summary/)."""
+    from evaltui.engine.evaltui_view import EvaltuiView
+    from evaltui.engine.opencompass import OpenCompassView, is_opencompass_dir
+
+    if not root.is_dir():
+        raise NotAWorkDir(f"{root}: no such folder")
+    if (root / "plan.toml").exists() or (root / ".evaltui.lock").exists():
+        return EvaltuiView(root)
+    if is_opencompass_dir(root):
+        return OpenCompassView(root)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as e:
+        raise NotAWorkDir(f"{root}: cannot list it: {e.strerror or e}") from None
+    if not entries:
+        return EvaltuiView(root)  # a run is about to begin there: wait for it
+    runs = [e.name for e in entries if e.is_dir() and is_opencompass_dir(Path(e.path))]
+    hint = f" (it holds OpenCompass runs: watch one of them, e.g. {root / runs[-1]})" if runs else ""
+    raise NotAWorkDir(f"{root}: not a work dir of evaltui (plan.toml) or OpenCompass (infer_status/, predictions/, results/){hint}")
+
 
 if TYPE_CHECKING:
     from evaltui.engine.details import PairDetails
@@ -283,6 +312,10 @@ class Follower:
     def max_workers(self) -> dict[str, int]:
         return self.view.max_workers
 
+    @property
+    def log_interval(self) -> float:
+        return self.view.log_interval
+
     def leaderboard(self) -> Leaderboard:
         with self.bus.lock:
             scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None}
@@ -304,7 +337,7 @@ class Follower:
                 self.look()
                 if self.until_over and self._live is False:
                     return self.exit_code
-                await anyio.sleep(self.interval if self._live else self.idle_interval)
+                await anyio.sleep(self.idle_interval if self._live is False else self.interval)
         return 130
 
     async def retry(self, pairs: Sequence[Pair]) -> int:
@@ -403,12 +436,12 @@ class Follower:
         left = [w for w in watches if any(s.status is not None and not s.final for s in w.shards)]
         if left:
             names = ", ".join(f"{m}/{d}" for m, d in (w.pair for w in left))
-            self.emit(ev.Notice(f"the run stopped with work left ({names}): running its plan again resumes it", "warning"))
+            self.emit(ev.Notice(f"the run stopped with work left ({names}): running it again resumes it", "warning"))
         taken = [w for w in watches if w.planned]
         scored = bool(taken) and all(w.score is not None and w.score.value is not None for w in taken)
         self.exit_code = 0 if scored else 1
         scores = {w.pair: w.score.value for w in watches if w.score is not None}
-        began, ended = self.view.began_at(), self.view.activity_at()
+        began, ended = self.view.began_at(), self.view.heartbeat_at() or self.view.activity_at()  # until its last beat
         elapsed = max(0.0, ended - began) if began is not None and ended is not None else 0.0
         self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), self.view.leaderboard(scores), elapsed))
 

@@ -27,7 +27,11 @@ RETRY_NEEDS_PLAN = "retry needs the plan: run `evaltui PLAN.toml` again — it r
 
 class RunSource(Protocol):
     watching: bool  # True: it follows a run another process drives (retry needs the plan; quitting interrupts nothing)
-    pairs: list[Pair]  # every model×dataset of the run, in plan order
+
+    @property
+    def pairs(self) -> list[Pair]:
+        """Every model×dataset of the run, in plan order (as far as it is known yet)."""
+        ...
 
     @property
     def title(self) -> str: ...

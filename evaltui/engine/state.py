@@ -248,6 +248,8 @@ class RunState:
 
     def _run_finished(self, e: ev.RunFinished) -> Delta:
         self.finished, self._ended_at, self.live = e, self.clock(), False
+        if self.began_at is not None and e.elapsed:  # followed: it ended when its files say, not now
+            self._ended_at = min(self._ended_at, self.started_at + e.elapsed)
         # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
         for p in self.pairs.values():
             if p.status == PairStatus.RUNNING:

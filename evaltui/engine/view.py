@@ -70,10 +70,25 @@ class PairSpec(NamedTuple):
 class View(Protocol):
     root: Path
     kind: str  # "evaltui" | "OpenCompass": said to the user
-    title: str
-    heartbeat_timeout: float
-    max_workers: dict[str, int]
-    problem: str  # why the files that define the pairs cannot be read, if they cannot
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def heartbeat_timeout(self) -> float: ...
+
+    @property
+    def log_interval(self) -> float:
+        """Seconds between the progress lines of `evaltui watch --no-ui`."""
+        ...
+
+    @property
+    def max_workers(self) -> dict[str, int]: ...
+
+    @property
+    def problem(self) -> str:
+        """Why the files that define the pairs cannot be read, if they cannot."""
+        ...
 
     def refresh(self) -> bool:
         """Look again at what defines the pairs (a plan, folder listings); True when they changed."""

@@ -79,7 +79,7 @@ class EvalApp(App[int]):
             self.register_theme(t)
         self._asked_theme = theme
         self.theme = self._pick_theme(theme)
-        self.title = runner.title or "evaltui"
+        self.title = ("watching: " if runner.watching else "") + (runner.title or "evaltui")
         runner.subscribe(self.run_screen.sink)
 
     # the run screen's, by the names the session has always had them
@@ -214,7 +214,9 @@ class EvalApp(App[int]):
     def _work_over(self) -> bool:
         """Nothing left to interrupt: nothing runs, or the last run (or retry) reported its end —
         its job's future completes a moment after RunFinished, while it lets go of the work dir —
-        and no retry was asked for since."""
+        and no retry was asked for since. Watching, there is never any: the run is another's."""
+        if self.runner.watching:
+            return True
         self.fold_pending()
         ended = self.state.finished is not None and not self.state.live and len(self.engine.jobs) == self._jobs_at_finish
         return not self.engine.busy or ended

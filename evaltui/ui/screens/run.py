@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine import events as ev
 from evaltui.engine.delta import Changes, Delta
-from evaltui.engine.source import RunSource
+from evaltui.engine.source import RETRY_NEEDS_PLAN, RunSource
 from evaltui.engine.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
@@ -157,6 +157,9 @@ class RunScreen(Screen[None]):
         finished = self.state.finished
         if finished is not None and finished.leaderboard is not None and not self.state.live:
             return finished.leaderboard
+        if not self._plan_pairs.issuperset(self.state.pairs):  # a followed run's pairs appear as it goes
+            self._empty_board = dataclasses.replace(self.runner.leaderboard(), scores={})
+            self._plan_pairs = frozenset(self.runner.pairs)
         seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None and k in self._plan_pairs}
         return dataclasses.replace(self._empty_board, scores=seen)
 
@@ -211,6 +214,9 @@ class RunScreen(Screen[None]):
             self._retry(pairs)
 
     def _retry(self, pairs: Sequence[Pair]) -> None:
+        if self.runner.watching:  # the followed run's plan and lock are its own process's
+            self.notify(RETRY_NEEDS_PLAN, title="watching", severity="warning", timeout=8, markup=False)
+            return
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
         # a skipped pair with nothing failed is only scored (the watcher gave up on it; its answers are kept)

@@ -55,9 +55,11 @@ class EngineStrip(Widget):
 
     @staticmethod
     def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:
-        if state.finished is not None and not live:
-            return Text("● run finished", style=fmt.colour(palette, "success"))
         age = state.heartbeat_age()
+        if state.finished is not None and not live:
+            if state.finished.interrupted and age is not None:  # stopped with work left (a killed run, when watched)
+                return Text(f"■ run stopped, last heartbeat {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
+            return Text("● run finished", style=fmt.colour(palette, "success"))
         if age is None:
             return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))
         if age > timeout:
