@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 Pair = tuple[str, str]
 
 #: What `r`/`R` say when the source only follows a run (`Follower.retry` raises it too).
-RETRY_NEEDS_PLAN = "retry needs the plan: run `evaltui PLAN.toml` again — it resumes, and only the failed samples run again"
+RETRY_NEEDS_PLAN = "retry needs the plan: `evaltui PLAN.toml` resumes the run and retries what failed"
 
 
 class RunSource(Protocol):

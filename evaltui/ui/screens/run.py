@@ -83,9 +83,10 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.progress.border_title = "progress"
+        self.progress.border_title = f"progress · {self.app.title}"  # the whole title, where it has the room
         self.board.border_title = "leaderboard"
         self.failures.border_title = "failures"
+        self.failures.display = False  # until a sample fails
         self.progress.focus()
 
     # ------------------------------------------------------------------ events in
@@ -105,11 +106,16 @@ class RunScreen(Screen[None]):
             if (delta.retried or delta.settled) and self._follow_retries(delta):
                 changes.statuses = True
         for notice in changes.notices:
-            self.notify(notice.message, severity=_SEVERITY.get(notice.level, "information"), markup=False)
+            self.notify(self._short(notice.message), severity=_SEVERITY.get(notice.level, "information"), markup=False)
         if changes.live is not None:
             self.main.set_class(not changes.live, "-finished")  # the final leaderboard gets the room it needs
         self._repaint(changes, palette)
         return changes
+
+    def _short(self, message: str) -> str:
+        """A notice's paths inside the work dir, relative to it: a toast has a few dozen columns."""
+        root = self.state.work_dir
+        return message.replace(root.rstrip("/") + "/", "") if root else message
 
     def _follow_retries(self, delta: Delta) -> bool:
         """Which asked-for retries the engine took up, and which are over: a retry joined to a
@@ -134,16 +140,23 @@ class RunScreen(Screen[None]):
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, palette, rates=slow)
             if slow:
-                self.strip.show(
-                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
-                    title=self.app.title, live=state.live, palette=palette,
-                )
+                self.strip.show(state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette)
             if changes.failures_reset:
                 self.failures.show_all(list(state.failures))
             else:
                 self.failures.add(state.newest_failures(changes.failures))
+            self._fit_failures()
             if changes.scores:
                 self.board.show(self.leaderboard(), palette)
+
+    def _fit_failures(self) -> None:
+        """The failures pane only once a sample failed: empty, it took the room of the datasets'
+        rows (at 80×24 the second model's) or half a wide screen."""
+        shown = self.failures.line_count > 0
+        if shown != self.failures.display:
+            if not shown and self.failures.has_focus:
+                self.progress.focus()
+            self.failures.display = shown
 
     def job_ended(self, job: Future[int]) -> bool:
         """A run or retry job ended: its pairs may be offered again. True if it was a retry."""
@@ -215,7 +228,7 @@ class RunScreen(Screen[None]):
 
     def _retry(self, pairs: Sequence[Pair]) -> None:
         if self.runner.watching:  # the followed run's plan and lock are its own process's
-            self.notify(RETRY_NEEDS_PLAN, title="watching", severity="warning", timeout=8, markup=False)
+            self.notify(RETRY_NEEDS_PLAN, severity="warning", timeout=8, markup=False)
             return
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
