@@ -178,6 +178,10 @@ def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
             offset += len(line)
             if not line.endswith(b"\n"):
                 break  # torn by a kill mid-write: that sample is simply not done
+            m = _ENTRY_HEAD.match(line)  # line_outcome's first case, inline: resume scans millions of lines
+            if m is not None:
+                yield int(m.group(1)), _ERROR_KEY.search(line) is None, start
+                continue
             outcome = line_outcome(line)
             if outcome is not None:
                 yield outcome[0], outcome[1], start
