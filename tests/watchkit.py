@@ -37,11 +37,11 @@ def tree(root: Path) -> dict[str, tuple[int, int, str]]:
     return out
 
 
-def watch_plan(folder: Path, sim_url: str, *, records: int = 60, datasets: int = 2, max_workers: int = 2, **run: Any) -> Path:
-    """One model over `datasets` arithmetic datasets, slow enough to be watched going."""
+def watch_plan(folder: Path, sim_url: str, *, records: tuple[int, ...] = (60, 60), max_workers: int = 2, **run: Any) -> Path:
+    """One model over arithmetic datasets `d0`, `d1`, … of these sizes, slow enough to be watched going."""
     sets = []
-    for k in range(datasets):
-        data = write_jsonl(folder / f"d{k}.jsonl", arithmetic(records, prefix=f"D{k}-"))
+    for k, n in enumerate(records):
+        data = write_jsonl(folder / f"d{k}.jsonl", arithmetic(n, prefix=f"D{k}-"))
         sets.append(gsm_dataset(f"d{k}", data, fail_on_error=0.5))
     return write_plan(folder, models=[lightllm("m", sim_url, max_workers=max_workers)], datasets=sets, run=run or None)
 

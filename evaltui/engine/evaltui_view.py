@@ -41,6 +41,17 @@ def newest_summary(folder: Path) -> dict[str, str]:
     return {n.rpartition(".")[2]: str(folder / n) for n in sorted(names) if n.rpartition(".")[0] == newest}
 
 
+def last_beat(workdir: WorkDir) -> float | None:
+    """When infer_heartbeat last beat (wall clock), as the watch-scorer reads it: ISO time, a
+    naive one (OpenCompass's) as local time, a garbled one dated by the file's mtime."""
+    now = time.time()
+    try:
+        age = workdir.heartbeat_age(now)
+    except OSError:
+        return None
+    return None if age is None else now - age
+
+
 class CheckpointTally:
     """A shard's checkpoint as it grows: one outcome per line, its error read only when it has one."""
 
@@ -165,12 +176,7 @@ class EvaltuiView:
         return stat_key(self.workdir.heartbeat_file)
 
     def heartbeat_at(self) -> float | None:
-        now = time.time()
-        try:
-            age = self.workdir.heartbeat_age(now)
-        except OSError:
-            return None
-        return None if age is None else now - age
+        return last_beat(self.workdir)
 
     def activity_at(self) -> float | None:
         return self.heartbeat_at()

@@ -46,6 +46,15 @@ from evaltui.engine.source import RETRY_NEEDS_PLAN
 from evaltui.engine.state import RunState
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
 
+if TYPE_CHECKING:
+    from evaltui.engine.details import PairDetails
+    from evaltui.scoring.leaderboard import Leaderboard
+
+FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
+IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
+_FINAL = (PairStatus.DONE, PairStatus.FAIL)
+Pair = tuple[str, str]
+
 
 class NotAWorkDir(Exception):
     """The folder is no work dir `evaltui watch` can read."""
@@ -72,16 +81,6 @@ def open_view(root: Path) -> View:
     runs = [e.name for e in entries if e.is_dir() and is_opencompass_dir(Path(e.path))]
     hint = f" (it holds OpenCompass runs: watch one of them, e.g. {root / runs[-1]})" if runs else ""
     raise NotAWorkDir(f"{root}: not a work dir of evaltui (plan.toml) or OpenCompass (infer_status/, predictions/, results/){hint}")
-
-
-if TYPE_CHECKING:
-    from evaltui.engine.details import PairDetails
-    from evaltui.scoring.leaderboard import Leaderboard
-
-FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
-IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
-_FINAL = (PairStatus.DONE, PairStatus.FAIL)
-Pair = tuple[str, str]
 
 
 class ShardWatch:
@@ -183,6 +182,11 @@ class PairWatch:
     def done(self) -> bool:
         return self.final and all(s.status is not None and s.status.status == PairStatus.DONE for s in self.shards)
 
+    @property
+    def unfinished(self) -> bool:
+        """A run took it up and did not see it through (killed, or stopped with Ctrl-C)."""
+        return any(s.status is not None and not s.final for s in self.shards)
+
     def attach(self) -> list[ev.Event]:
         """Everything the files say of the pair now, as the events that would have said it."""
         m, d, n = self.spec
@@ -199,8 +203,8 @@ class PairWatch:
             out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok)))
         for s in self.shards:
             failures = list(s.standing)
-            if s.running:  # a run in progress: its failures so far, not those it has yet to retry
-                failures = failures[max(0, len(failures) - (s.status.failed or 0)) :] if s.status else []
+            if s.running and s.status is not None:  # a run in progress: its own failures, not those it is yet to retry
+                failures = failures[len(failures) - min(len(failures), s.status.failed or 0) :]
             s.counted = dict.fromkeys(failures)
             out += [ev.SampleFailed(m, d, s.shard, i, s.standing[i]) for i in failures]
             if s.status is not None:
@@ -433,17 +437,18 @@ class Follower:
         unscored = tuple(w.pair for w in watches if w.done and w.score is None)
         if unscored:
             self.emit(ev.WatchSkipped(unscored, "the run ended before they were scored"))
-        left = [w for w in watches if any(s.status is not None and not s.final for s in w.shards)]
+        left = [f"{m}/{d}" for m, d in (w.pair for w in watches if w.unfinished)]
         if left:
-            names = ", ".join(f"{m}/{d}" for m, d in (w.pair for w in left))
-            self.emit(ev.Notice(f"the run stopped with work left ({names}): running it again resumes it", "warning"))
-        taken = [w for w in watches if w.planned]
-        scored = bool(taken) and all(w.score is not None and w.score.value is not None for w in taken)
-        self.exit_code = 0 if scored else 1
+            self.emit(ev.Notice(f"the run stopped with work left ({', '.join(left)}): running it again resumes it", "warning"))
+        taken = [w for w in watches if w.planned]  # a --models/--datasets run leaves the plan's other pairs untouched
+        self.exit_code = 0 if taken and all(w.score is not None and w.score.value is not None for w in taken) else 1
         scores = {w.pair: w.score.value for w in watches if w.score is not None}
-        began, ended = self.view.began_at(), self.view.heartbeat_at() or self.view.activity_at()  # until its last beat
-        elapsed = max(0.0, ended - began) if began is not None and ended is not None else 0.0
-        self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), self.view.leaderboard(scores), elapsed))
+        self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), self.view.leaderboard(scores), self._elapsed()))
+
+    def _elapsed(self) -> float:
+        """From the run's start to its last heartbeat (or the last file it wrote)."""
+        began, ended = self.view.began_at(), self.view.heartbeat_at() or self.view.activity_at()
+        return max(0.0, ended - began) if began is not None and ended is not None else 0.0
 
 
 def _mtime(path: str) -> float | None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
 from evaltui.engine.details import PairDetails, PredictionSample
-from evaltui.engine.evaltui_view import newest_summary
+from evaltui.engine.evaltui_view import last_beat, newest_summary
 from evaltui.engine.events import PairStatus
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, stat_key
@@ -296,12 +296,7 @@ class OpenCompassView:
         return key
 
     def heartbeat_at(self) -> float | None:
-        now = time.time()
-        try:
-            age = self._heartbeat.heartbeat_age(now)
-        except OSError:
-            return None
-        return None if age is None else now - age
+        return last_beat(self._heartbeat)
 
     def activity_at(self) -> float | None:
         beat = self.heartbeat_at()
