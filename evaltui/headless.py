@@ -1,4 +1,5 @@
 """The `--no-ui` renderer: plain lines for CI, SSH and cron, and the leaderboard at the end.
+The same lines follow a run another process drives (`evaltui watch --no-ui`).
 
 It consumes the same event stream as the interactive app: one line per state change (the same
 words as logs/run.log), a progress line every `log_interval`, then the table and the paths of
@@ -20,6 +21,7 @@ from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
 from evaltui.engine.runlog import FirstFailures, event_line
 from evaltui.engine.runner import Runner
+from evaltui.engine.source import RunSource
 from evaltui.engine.state import RunState
 
 if TYPE_CHECKING:
@@ -124,20 +126,25 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
 
 def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = None) -> int:
     """Run to the end printing lines; the exit code of SPEC §2."""
+    return follow_headless(runner, runner.plan.run.log_interval, as_json=as_json, out=out)
+
+
+def follow_headless(source: RunSource, log_interval: float, *, as_json: bool = False, out: TextIO | None = None) -> int:
+    """Drive a runner, or follow a run (`evaltui watch --no-ui`), to its end printing lines."""
     out = out or (sys.stderr if as_json else sys.stdout)
-    renderer = HeadlessRenderer(out, log_interval=runner.plan.run.log_interval)
-    runner.subscribe(renderer)
+    renderer = HeadlessRenderer(out, log_interval=log_interval)
+    source.subscribe(renderer)
 
     async def main() -> int:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, runner)
+            tg.start_soon(_cancel_on_signal, source)
             tg.start_soon(renderer.tick)
-            code = await runner.run()
+            code = await source.run()
             tg.cancel_scope.cancel()
         return code
 
     code = anyio.run(main)
-    runner.close()  # the simulator, if the plan has sim:// models
+    source.close()  # the simulator, if the plan has sim:// models
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:
         from evaltui.scoring import render_txt
@@ -150,12 +157,14 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
     return code
 
 
-async def _cancel_on_signal(runner: Runner) -> None:
+async def _cancel_on_signal(source: RunSource) -> None:
     """First Ctrl-C / SIGTERM / SIGHUP (the SSH session closed): stop gracefully, work kept,
     statuses saying so. A second one: leave at once."""
+    asked = False
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
-            if runner.interrupted:
+            if asked:
                 sys.stderr.write("interrupted twice: leaving now (finished samples are on disk)\n")
                 os._exit(130)
-            runner.cancel()
+            asked = True
+            source.cancel()

@@ -58,6 +58,7 @@ class RunStarted(NamedTuple):
     models: tuple[str, ...]
     datasets: tuple[str, ...]
     title: str = ""
+    began_at: float | None = None  # wall-clock time the run began, when that was before now (a follower's)
 
 
 class SimulatorStarted(NamedTuple):

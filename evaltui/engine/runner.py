@@ -75,6 +75,8 @@ _heap_settled = False
 
 
 class Runner:
+    watching = False  # it drives its run (see engine/source.py: the follower only follows one)
+
     def __init__(
         self,
         plan: Plan,
@@ -110,6 +112,18 @@ class Runner:
         self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
 
     # ------------------------------------------------------------------ queries
+    @property
+    def title(self) -> str:
+        return self.plan.title
+
+    @property
+    def heartbeat_timeout(self) -> float:
+        return self.plan.run.heartbeat_timeout
+
+    @property
+    def max_workers(self) -> dict[str, int]:
+        return {m.abbr: m.max_workers for m in self.plan.models}
+
     def failed_pairs(self) -> list[Pair]:
         """The pairs whose inference or scoring failed: what a retry-all re-runs."""
         with self.bus.lock:  # the engine's thread adds pairs to the state as it plans them

@@ -102,6 +102,7 @@ class RunState:
         self.datasets: list[str] = []
         self.work_dir = ""
         self.title = ""
+        self.began_at: float | None = None  # a followed run's start (RunStarted.began_at)
         self.sim_url = ""
         self.heartbeat_at: float | None = None
         self.failures: deque[Failure] = deque(maxlen=max_failures)
@@ -229,10 +230,12 @@ class RunState:
         return _EVERY_PAIR
 
     def _run_started(self, e: ev.RunStarted) -> Delta:
-        self.work_dir, self.title = e.work_dir, e.title
+        self.work_dir, self.title, self.began_at = e.work_dir, e.title, e.began_at
         self.models = list(dict.fromkeys([*e.models, *self.models]))
         self.datasets = list(dict.fromkeys([*e.datasets, *self.datasets]))
         self.started_at, self._ended_at, self.live = self.clock(), None, True
+        if e.began_at is not None:  # followed from its files: it began before we looked
+            self.started_at -= max(0.0, self.wall_clock() - e.began_at)
         return _RUN_STARTED
 
     def _simulator_started(self, e: ev.SimulatorStarted) -> Delta:
@@ -245,6 +248,8 @@ class RunState:
 
     def _run_finished(self, e: ev.RunFinished) -> Delta:
         self.finished, self._ended_at, self.live = e, self.clock(), False
+        if self.began_at is not None and e.elapsed:  # followed: it ended when its files say, not now
+            self._ended_at = min(self._ended_at, self.started_at + e.elapsed)
         # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
         for p in self.pairs.values():
             if p.status == PairStatus.RUNNING:
@@ -288,7 +293,7 @@ class RunState:
         """
         out: list[ev.Event] = []
         if self.work_dir or self.models:
-            out.append(ev.RunStarted(self.work_dir, tuple(self.models), tuple(self.datasets), self.title))
+            out.append(ev.RunStarted(self.work_dir, tuple(self.models), tuple(self.datasets), self.title, self.began_at))
         if self.sim_url:
             out.append(ev.SimulatorStarted(self.sim_url))
         kept: dict[tuple[str, str], int] = {}
