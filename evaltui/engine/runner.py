@@ -98,7 +98,7 @@ class Runner:
         self.emit = self.bus.emit
         self._summary: RunSummary | None = None
         self._cancel_scope: anyio.CancelScope | None = None
-        self._urls: dict[str, str] = {}
+        self._urls: dict[str, list[str]] = {}
         self._sim: SimulatorProcess | None = None
         self._sim_stopper: weakref.finalize[[], Runner] | None = None
         self._totals: dict[str, int] = {}
@@ -294,7 +294,7 @@ class Runner:
             return
         self._stop_simulator()
         for m in self.plan.models:
-            self._urls[m.abbr] = m.url
+            self._urls[m.abbr] = list(m.urls)
         if not any(m.is_sim for m in self.plan.models):
             return
         self._sim = SimulatorProcess(self.plan)
@@ -302,7 +302,7 @@ class Runner:
         base = self._sim.start()
         for m in self.plan.models:
             if m.is_sim:
-                self._urls[m.abbr] = sim_url_for(base, m.type, m.abbr)
+                self._urls[m.abbr] = [sim_url_for(base, m.type, m.abbr)]
         self.emit(ev.SimulatorStarted(base))
 
     def _stop_simulator(self) -> None:
