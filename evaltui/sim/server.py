@@ -185,7 +185,7 @@ class SimApp:
             self._end(call)
             return reply
         reply.delay = delay
-        reply.settle = lambda: self._end(call)
+        reply.settle = lambda sent: self._end(call, sent)
         return reply
 
     def _busy(self, call: Call) -> Reply:
@@ -204,8 +204,9 @@ class SimApp:
             self.on_die()
         return Reply(drop=True)
 
-    def _end(self, call: Call) -> None:
-        self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params, call.status, call.tokens)
+    def _end(self, call: Call, sent: bool = True) -> None:
+        status = call.status if sent else 0  # a reply never sent is logged as a dropped connection
+        self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params, status, call.tokens if sent else 0)
 
 
 #: aiohttp logs a traceback for every malformed request; the client already got a 400 that says
