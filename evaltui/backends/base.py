@@ -1,4 +1,4 @@
-"""What every backend shares: the retry policy, the token buckets and error classes.
+"""What every backend shares: the retry policy, the request and token budgets, error classes.
 
 The reference client retried some failures forever, dropped others on the floor, and let the
 rate limit be bypassed under concurrency. Here a single loop, `Backend._post`, owns every
@@ -27,6 +27,7 @@ from yarl import URL
 from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, RequestFailed
+from evaltui.backends.pacing import TokenBudget, estimate_tokens
 from evaltui.backends.replicas import NO_REPLY, TIMED_OUT, Replica, ReplicasDown, Router
 from evaltui.redaction import REDACTED
 
@@ -66,9 +67,7 @@ class Unparseable(Exception):
 
 
 class TokenBucket:
-    """`rate` units per second shared by every caller, no burst: a caller of `cost` units takes
-    cost/rate s of the schedule. Units are requests (`rate_per_worker`), or tokens
-    (`tokens_per_minute`, where `adjust` corrects a charge by what the server counted).
+    """`rate` requests per second shared by every caller: one token every 1/rate s, no burst.
 
     Each caller reserves its slot before it sleeps, and reservation has no await in it, so any
     number of concurrent callers together never exceed the rate. The clock and sleep are
@@ -92,33 +91,15 @@ class TokenBucket:
         """A 429 with Retry-After speaks for the server, not for one request: every caller waits."""
         self._held_until = max(self._held_until, self._clock() + seconds)
 
-    async def acquire(self, cost: float = 1.0, *, held: bool = True) -> None:
+    async def acquire(self, *, held: bool = True) -> None:
         """`held=False` for the request that already slept out the Retry-After it was given."""
         now = self._clock()
         at = max(now, self._held_until) if held else now
         if self.interval != 0.0:
             at = at if self._next is None else max(self._next, at)
-            self._next = at + self.interval * cost
+            self._next = at + self.interval
         if at > now:
             await self._sleep(at - now)
-
-    def adjust(self, units: float) -> None:
-        """The server counted `units` more than were charged (fewer, when negative): the schedule
-        moves by as much. Credit that would fall before now is lost, so there is still no burst."""
-        if self._next is not None:
-            self._next += units * self.interval
-
-
-def estimate_tokens(text: str) -> int:
-    """A prompt's tokens before the server has counted them: its UTF-8 bytes / 4, rounded up.
-
-    ~4 bytes a token is what BPE tokenizers give for English text and code; for CJK (3 bytes a
-    character, often 1-2 tokens) it undercounts, and a whitespace split would undercount worse
-    (code and CJK have few spaces). No tokenizer of the model is at hand, and none is needed:
-    the charge is corrected by the usage the reply reports, so the estimate only shapes the
-    first seconds and replies that report nothing.
-    """
-    return (len(text.encode("utf-8")) + 3) // 4
 
 
 @dataclass
@@ -208,7 +189,7 @@ class Backend(ABC):
         urls: Sequence[str] | None = None,
         backoff: Backoff | None = None,
         bucket: TokenBucket | None = None,
-        tokens: TokenBucket | None = None,
+        tokens: TokenBudget | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -220,7 +201,7 @@ class Backend(ABC):
         self.backoff = backoff or Backoff(base=cfg.backoff)
         self.bucket = bucket or TokenBucket(cfg.request_rate)
         if tokens is None and cfg.tokens_per_minute:
-            tokens = TokenBucket(cfg.tokens_per_minute / 60.0)
+            tokens = TokenBudget(cfg.tokens_per_minute)
         self.tokens = tokens  # tokens_per_minute, or None
         self._max_new_tokens = max_new_tokens(cfg.generation_kwargs)
         self._sleep = sleep
@@ -296,18 +277,22 @@ class Backend(ABC):
             await self.bucket.acquire(held=retry_after is None)
             if self.tokens is not None:
                 await self.tokens.acquire(cost)
+            used: int | None = None  # the tokens the server counted, once it answered
             try:
-                replica = await self.router.acquire(avoid)
-            except ReplicasDown as e:
-                self._refund(cost)
-                raise BackendError("down", str(e), attempts=attempt) from None
-            try:
-                return await self._send(replica, body, parse, attempt, cost)
+                try:
+                    replica = await self.router.acquire(avoid)
+                except ReplicasDown as e:
+                    raise BackendError("down", str(e), attempts=attempt) from None
+                answer, used = await self._send(replica, body, parse, attempt, cost)
+                return answer
             except _Retry as r:
                 last, retry_after, avoid = r.error, r.retry_after, replica
                 if r.free and free:
                     free -= 1
                     continue
+            finally:
+                if self.tokens is not None:  # every way out settles the charge, cancellation included
+                    self._settle(cost, used)
             if attempt >= attempts:
                 last.attempts = attempts
                 raise last
@@ -315,17 +300,20 @@ class Backend(ABC):
             self.retries += 1
             await self._sleep(self.backoff.delay(attempt - 1, retry_after))
 
-    async def _send(self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int) -> T:
-        """One attempt at `replica`: the parsed answer, a BackendError that ends the request, or _Retry."""
+    async def _send(self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int) -> tuple[T, int | None]:
+        """One attempt at `replica`: the parsed answer (and the tokens the reply says it used,
+        when there is a token budget), a BackendError that ends the request, or _Retry."""
         epoch, sent = replica.epoch, self._clock()
         try:
             reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
         except RequestFailed as e:
             free = self.router.release(replica, epoch, sent, TIMED_OUT if e.kind == "timeout" else NO_REPLY, e.message)
-            self._refund(cost)
             if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                 raise BackendError("connect", e.message, attempts=attempt) from None
             raise _Retry(BackendError(e.kind, e.message, attempts=attempt, retryable=True), free=free) from None
+        except BaseException:  # cancelled: no outcome to learn from, but the slot is free again
+            self.router.release_unused(replica)
+            raise
         status = reply.status
         if 200 <= status < 300:
             self.router.release(replica, epoch, sent, status)
@@ -333,18 +321,18 @@ class Backend(ABC):
                 data = fastjson.loads(reply.body)
                 answer = parse(data)
             except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                self._refund(cost)
                 snippet = " ".join(masked(reply.body.decode("utf-8", "replace"), self._secrets).split())[:200]
                 raise _Retry(BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)) from None
             except BackendError as e:
                 e.attempts = attempt
                 raise
             _ANSWERED_BY.set(replica.url)
-            self._charge(data, cost)
-            return answer
+            if self.tokens is None:
+                return answer, None
+            used = self.reply_tokens(data)
+            return answer, cost if used is None else used
         message = server_message(reply, self._secrets)
         free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}")
-        self._refund(cost)
         raise self._failed(reply, message, replica.endpoint, attempt, free)
 
     def _failed(self, reply: Reply, message: str, url: URL, attempt: int, free: bool) -> _Retry | BackendError:
@@ -362,21 +350,12 @@ class Backend(ABC):
             return _Retry(BackendError("http", message, status=status, attempts=attempt, retryable=True), retry_after=retry_after, free=free)
         return BackendError("http", message, status=status, attempts=attempt)
 
-    def _charge(self, data: Any, cost: int) -> None:
-        """An answered request: its charge corrected by the tokens the server counted, if it says."""
-        if self.tokens is None:
-            return
-        used = self.reply_tokens(data)
-        if used is None:
-            used = cost
-        else:
-            self.tokens.adjust(used - cost)
-        self.tokens_used += used
-
-    def _refund(self, cost: int) -> None:
-        """An attempt that generated nothing gives its tokens back."""
-        if self.tokens is not None and cost:
-            self.tokens.adjust(-cost)
+    def _settle(self, cost: int, used: int | None) -> None:
+        """An attempt's charge settled: by the tokens the server counted when it answered, given
+        back when it generated nothing."""
+        assert self.tokens is not None
+        self.tokens.settle(cost, used or 0)
+        self.tokens_used += used or 0
 
     async def _health(self, replica: Replica) -> str | None:
         """The health check of an ejected replica: None when it answers 2xx, else what it said."""
