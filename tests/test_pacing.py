@@ -3,10 +3,12 @@ request is charged before it is sent, and the correction by the usage the server
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import pytest
+from test_backends import FakeClock
 
 from evaltui.backends import make_backend, make_client
 from evaltui.backends.pacing import TokenBudget, estimate_tokens
@@ -14,17 +16,15 @@ from evaltui.plan import ModelConfig
 from evaltui.sim import Faults, SimConfig
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
+def together(n: int, request: Callable[[], Awaitable[None]]) -> None:
+    """`n` callers of `request` at once, to the end."""
 
-    def __call__(self) -> float:
-        return self.now
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(n):
+                tg.start_soon(request)
 
-    async def sleep(self, seconds: float) -> None:
-        deadline = self.now + seconds
-        await anyio.sleep(0)
-        self.now = max(self.now, deadline)
+    anyio.run(main)
 
 
 def test_the_tokens_a_request_used_are_paid_off_at_the_budgets_rate() -> None:
@@ -52,12 +52,7 @@ def test_concurrent_callers_together_keep_the_token_rate() -> None:
         grants.append(clock.now)
         budget.settle(100, 100)
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for _ in range(30):
-                tg.start_soon(take)
-
-    anyio.run(main)
+    together(30, take)
     assert len(grants) == 30
     assert max(grants) - min(grants) == pytest.approx(29 * 6.0)  # 100 tokens every 6 s, however many ask
     assert sum(1 for t in grants if t < min(grants) + 60.0) == 10  # 1,000 tokens in any minute
@@ -98,12 +93,7 @@ def test_a_settlement_reaches_the_callers_already_waiting() -> None:
         await anyio.sleep(0)  # the reply comes back
         budget.settle(500, 10)
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for _ in range(10):
-                tg.start_soon(request)
-
-    anyio.run(main)
+    together(10, request)
     assert len(grants) == 10
     assert max(grants) - 1000.0 == pytest.approx(9 * 0.1)  # 10 tokens each at 100 a second, not 500
 
