@@ -92,7 +92,6 @@ class WorkerPool:
         self._workers: TaskGroup | None = None  # while run() runs: the worker pool
         self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
-        self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
         self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
@@ -183,7 +182,8 @@ class WorkerPool:
         if self._per_replica:
             replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
         limit = router.limit(cfg.max_workers) if self._per_replica else cfg.max_workers
-        self.emit(ev.ModelLoad(cfg.abbr, self.in_flight, cfg.max_workers, backend.retries, self.requests, limit, replicas, backend.tokens_used))
+        # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
+        self.emit(ev.ModelLoad(cfg.abbr, router.in_flight, cfg.max_workers, backend.retries, self.requests, limit, replicas, backend.tokens_used))
 
     def _replica_changed(self, r: Replica) -> None:
         back_off = r.back_off if r.state == EJECTED else 0.0
@@ -269,11 +269,7 @@ class WorkerPool:
             error = {"type": kind, "status": None, "message": message, "attempts": 0}
             entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": error}
         else:
-            self.in_flight += 1
-            try:
-                entry = await self._infer(cfg, sample)
-            finally:
-                self.in_flight -= 1
+            entry = await self._infer(cfg, sample)
         self.requests += 1
         shard.checkpoint.append(entry)
         await shard.checkpoint.written()  # on disk before this worker sends its next request
