@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-AHEAD = 6.0  # seconds of the budget the charges may run ahead of the clock (a tenth of a minute)
+AHEAD = 6.0  # seconds of the budget the estimates of the requests in flight may take (a tenth of a minute)
 
 
 def estimate_tokens(text: str) -> int:

@@ -279,7 +279,10 @@ class Router:
     async def _probe_one(self, r: Replica) -> None:
         r.state = PROBING
         self._notify(r)
-        problem = await self._probe(r)
+        try:
+            problem = await self._probe(r)
+        except Exception as e:  # a bug in a probe must cost a probe, not the run
+            problem = f"{type(e).__name__}: {e}"
         if problem is None:
             self._back(r)
             return

@@ -52,6 +52,7 @@ class FleetScreen(Screen[None]):
         self.query_one("#fleet-title", Static).update(title)
         self.query_one("#fleet-limits", Static).update(Text(self._limits(load.limit if load and load.limit else m.max_workers, load.tokens if load else 0)))
         table = self.query_one("#fleet-replicas", DataTable)
+        row = table.cursor_row  # the row a user moved to stays highlighted across the repaint
         table.clear()
         views = state.replicas.get(m.abbr, {})
         if not views:  # one url, fixed: the model's own load is its replica's
@@ -62,6 +63,7 @@ class FleetScreen(Screen[None]):
                 Text(v.url), self._state(v.state), Text(str(v.in_flight)), Text(str(v.limit)),
                 Text(fmt.rate(v.rate)), Text(str(v.errors)), Text(fmt.one_line(v.reason, 120)),
             )
+        table.move_cursor(row=row)
 
     def _state(self, state: str) -> Text:
         return Text(state, style=fmt.colour(self.palette, _STATE_COLOUR.get(state, "foreground")))
