@@ -193,7 +193,8 @@ def test_one_url_is_never_ejected(sim_factory) -> None:
         return await gather(be, prompts(6), width=1), be.router.replicas[0].state
 
     results, state = run(model(urls_of(sim)[0:1]), go)
-    assert results[:2] == ["1", "2"] and all(isinstance(r, BackendError) and r.kind == "connect" for r in results[2:])
+    # the third is cut, the later ones refused (or cut, if they come while it is still closing)
+    assert results[:2] == ["1", "2"] and all(isinstance(r, BackendError) and r.kind in ("connect", "connection") for r in results[2:])
     assert state == UP
 
 
