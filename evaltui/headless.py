@@ -80,7 +80,22 @@ class HeadlessRenderer:
             elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
                 parts.append(f"{p.model}/{p.dataset} scoring")
         running = "; ".join(parts) if parts else "no dataset running"
-        return f"progress: {c + f}/{n} samples, {f} failed | {running}"
+        fleet = "".join(f" | {part}" for part in map(self._fleet_part, self.state.load.values()) if part)
+        return f"progress: {c + f}/{n} samples, {f} failed | {running}{fleet}"
+
+    def _fleet_part(self, load: ev.ModelLoad) -> str:
+        """A model with several replicas or an adaptive limit: its limit now, and how many are up."""
+        if not load.replicas:
+            return ""
+        text = f"{load.model}: {load.in_flight} in flight, limit {load.limit} (max {load.max_workers})"
+        if len(load.replicas) > 1:
+            views = self.state.replicas.get(load.model, {})
+            up = sum(1 for v in views.values() if v.state == "up")
+            text += f", replicas {up}/{len(load.replicas)} up"
+        down = self.state.down_for(load.model)
+        if down is not None:
+            text += f", all down for {_fmt_secs(down)}"
+        return text
 
     async def tick(self) -> None:
         while True:

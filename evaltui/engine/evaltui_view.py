@@ -17,7 +17,7 @@ from evaltui.engine.lockstate import lock_holder
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.workdir import WorkDir
-from evaltui.plan import Plan, PlanError, read_snapshot
+from evaltui.plan import ModelConfig, Plan, PlanError, read_snapshot
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -106,6 +106,10 @@ class EvaltuiView:
     @property
     def max_workers(self) -> dict[str, int]:
         return {m.abbr: m.max_workers for m in self.plan.models} if self.plan is not None else {}
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        return {m.abbr: m for m in self.plan.models} if self.plan is not None else {}
 
     def refresh(self) -> bool:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True

@@ -48,6 +48,7 @@ from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, View, sta
 
 if TYPE_CHECKING:
     from evaltui.engine.details import PairDetails
+    from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
 FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
@@ -315,6 +316,10 @@ class Follower:
     @property
     def max_workers(self) -> dict[str, int]:
         return self.view.max_workers
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        return self.view.models
 
     @property
     def log_interval(self) -> float:

@@ -43,6 +43,7 @@ from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import read_json
 
 if TYPE_CHECKING:
+    from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
 HEARTBEAT_TIMEOUT = 60.0  # OpenCompass's default for its eval-watch task
@@ -158,6 +159,7 @@ class OpenCompassView:
         self.root = root
         self.title = f"OpenCompass {root.name}"
         self.max_workers: dict[str, int] = {}
+        self.models: dict[str, ModelConfig] = {}  # OpenCompass's model configs are Python: not read
         self._heartbeat = WorkDir(root)
         self._folder_keys: dict[Path, object] = {}
         self._names: dict[tuple[str, str], set[str]] = {}  # (folder, model) -> stems found there

@@ -38,7 +38,7 @@ from evaltui.engine.watch import ScoreGate
 from evaltui.engine.workdir import StatusWriter, WorkDir, WorkDirBusy
 from evaltui.engine.workdir_guard import mark, refusal
 from evaltui.fsutil import atomic_write_text
-from evaltui.plan import Plan
+from evaltui.plan import ModelConfig, Plan
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -101,7 +101,7 @@ class Runner:
         self.emit = self.bus.emit
         self._summary: RunSummary | None = None
         self._cancel_scope: anyio.CancelScope | None = None
-        self._urls: dict[str, str] = {}
+        self._urls: dict[str, list[str]] = {}
         self._sim: SimulatorProcess | None = None
         self._sim_stopper: weakref.finalize[[], Runner] | None = None
         self._totals: dict[str, int] = {}
@@ -123,6 +123,10 @@ class Runner:
     @property
     def max_workers(self) -> dict[str, int]:
         return {m.abbr: m.max_workers for m in self.plan.models}
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        return {m.abbr: m for m in self.plan.models}
 
     def failed_pairs(self) -> list[Pair]:
         """The pairs whose inference or scoring failed: what a retry-all re-runs."""
@@ -319,7 +323,7 @@ class Runner:
             return
         self._stop_simulator()
         for m in self.plan.models:
-            self._urls[m.abbr] = m.url
+            self._urls[m.abbr] = list(m.urls)
         if not any(m.is_sim for m in self.plan.models):
             return
         self._sim = SimulatorProcess(self.plan)
@@ -327,7 +331,7 @@ class Runner:
         base = self._sim.start()
         for m in self.plan.models:
             if m.is_sim:
-                self._urls[m.abbr] = sim_url_for(base, m.type, m.abbr)
+                self._urls[m.abbr] = [sim_url_for(base, m.type, m.abbr)]
         self.emit(ev.SimulatorStarted(base))
 
     def _stop_simulator(self) -> None:

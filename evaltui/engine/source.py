@@ -17,6 +17,7 @@ from evaltui.engine import events as ev
 
 if TYPE_CHECKING:
     from evaltui.engine.details import PairDetails
+    from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
 Pair = tuple[str, str]
@@ -44,6 +45,11 @@ class RunSource(Protocol):
     @property
     def max_workers(self) -> dict[str, int]:
         """Each model's in-flight limit, for the strip (empty when the files do not say)."""
+        ...
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        """Each model's settings, as far as known (a follower of an OpenCompass run knows none)."""
         ...
 
     def subscribe(self, sink: ev.Sink, *, replay: bool = True) -> None: ...

@@ -16,6 +16,7 @@ from evaltui.engine.events import PairStatus, SampleError
 
 if TYPE_CHECKING:
     from evaltui.engine.details import PairDetails
+    from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
 StatKey = tuple[int, int, int]  # inode, size, mtime (ns): what tells that a file changed
@@ -84,6 +85,11 @@ class View(Protocol):
 
     @property
     def max_workers(self) -> dict[str, int]: ...
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        """Each model's settings, when the work dir says (an evaltui plan snapshot)."""
+        ...
 
     @property
     def problem(self) -> str:

@@ -31,6 +31,7 @@ from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.details import DetailsScreen
+from evaltui.ui.screens.fleet import FleetScreen
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 
@@ -56,6 +57,7 @@ class RunScreen(Screen[None]):
         self.shards = ShardFold()
         self._inbox: deque[ev.Event] = deque()
         self._last_slow = -SLOW_TICK
+        self._palette: fmt.Palette = {}
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[Pair] = set()  # asked for; not offered again until over
         self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
@@ -97,6 +99,7 @@ class RunScreen(Screen[None]):
     def fold_pending(self, palette: fmt.Palette, *, all_rows: bool = False) -> Changes:
         """Drain the inbox, fold it into the state, repaint what changed; say what did."""
         inbox, apply, shards = self._inbox, self.state.apply, self.shards
+        self._palette = palette
         changes = Changes(everything=all_rows)
         while inbox:
             e = inbox.popleft()
@@ -134,7 +137,7 @@ class RunScreen(Screen[None]):
         # Every repaint takes the interpreter from the engine's thread for a while: what changes
         # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
         now = state.clock()
-        slow = changes.statuses or now - self._last_slow >= SLOW_TICK
+        slow = changes.statuses or changes.fleet or now - self._last_slow >= SLOW_TICK  # a replica out: the strip says so now
         if slow:
             self._last_slow = now
         with self.app.batch_update():
@@ -190,7 +193,7 @@ class RunScreen(Screen[None]):
         if action == "retry_all":
             return bool(self.retryable())
         if action == "details":
-            return self.highlighted() is not None
+            return self.highlighted() is not None or self.progress.highlighted_model() is not None
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -246,6 +249,13 @@ class RunScreen(Screen[None]):
     def action_details(self) -> None:
         pair = self.highlighted()
         if pair is None:
+            model = self.progress.highlighted_model()
+            if model is not None:  # a model's heading row: its replicas and limits
+                cfg = self.runner.models.get(model)
+                if cfg is None:
+                    self.notify(f"{model}: this work dir does not say how the model is served", timeout=4, markup=False)
+                else:
+                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette))
             return
         model, dataset = pair
         self.app.push_screen(DetailsScreen(model, dataset, lambda: self.runner.pair_details(model, dataset)))

@@ -17,6 +17,7 @@ from textual.widgets.data_table import RowKey
 from evaltui.engine.state import Failure, RunState
 from evaltui.scoring.leaderboard import Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt
+from evaltui.ui.widgets.fleet import model_load
 from evaltui.ui.widgets.progress import repaint_row
 
 
@@ -44,11 +45,11 @@ class EngineStrip(Widget):
             text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
         text.append("\n")
         text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
-        loads = []
-        for model, limit in max_workers.items():
-            load = state.load.get(model)
-            loads.append(f"{model} {load.in_flight if load and live else 0}/{load.max_workers if load else limit}")
-        text.append("  ".join(loads) or "–")
+        for i, (model, limit) in enumerate(max_workers.items()):
+            text.append("  " if i else "")
+            text.append_text(model_load(state, model, limit, live=live, palette=palette))
+        if not max_workers:
+            text.append("–")
         if text != self._text:
             self._text = text
             self.refresh()

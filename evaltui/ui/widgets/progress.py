@@ -164,6 +164,11 @@ class ProgressTable(DataTable[Text]):
     def highlighted_pair(self) -> Pair | None:
         return self._pair_of_row.get(self._cursor_row_key() or "")
 
+    def highlighted_model(self) -> str | None:
+        """The model whose heading row is highlighted (enter shows its breakdown)."""
+        key = self._cursor_row_key()
+        return key if key in self._models else None
+
     def _cursor_row_key(self) -> str | None:
         if self.row_count == 0:
             return None
