@@ -87,13 +87,16 @@ class HeadlessRenderer:
 
 
 def leaderboard_json(table: Leaderboard) -> dict[str, Any]:
-    return {
-        "models": list(table.models),
-        "datasets": [
-            {**row._asdict(), "scores": {m: table.score(m, row.abbr) for m in table.models}} for row in table.datasets
-        ],
-        "average": {m: table.average(m) for m in table.models},
-    }
+    """One entry per dataset (its main metric's scores); a dataset's other metrics (pass@10 next
+    to pass@1) under its `extra`, by metric."""
+    datasets: list[dict[str, Any]] = []
+    for row in table.datasets:
+        scores = {m: table.value(m, row) for m in table.models}
+        if row.main:
+            datasets.append({"abbr": row.abbr, "version": row.version, "metric": row.metric, "mode": row.mode, "scores": scores})
+        else:
+            datasets[-1].setdefault("extra", {})[row.metric] = scores
+    return {"models": list(table.models), "datasets": datasets, "average": {m: table.average(m) for m in table.models}}
 
 
 def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:

@@ -288,3 +288,72 @@ def test_select_unknown_abbrs_are_all_reported(tmp_path: Path) -> None:
     assert "llama, gpt" in problems[0]  # what the plan does have
     assert "--datasets" in problems[1] and "'gsm8k'" in problems[1] and "math, mcq" in problems[1]
 
+
+
+# ---------------------------------------------------------------------------- epochs and reducers
+
+
+def test_epochs_come_from_the_dataset_or_the_run(tmp_path: Path) -> None:
+    data = base_plan()
+    data["run"] = {"epochs": 4}
+    data["datasets"][0].update(epochs=2, evaluator={"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 2]})
+    data["datasets"][1]["evaluator"] = {"type": "choice", "reducer": "at_least_k", "k": 3}
+    plan = load_plan(write_plan(tmp_path, data))
+    assert [plan.epochs(d) for d in plan.datasets] == [2, 4]
+    assert plan.datasets[0].evaluator.ks() == (1, 2) and plan.datasets[1].evaluator.ks() == (3,)
+    default = load_plan(write_plan(tmp_path, base_plan()))
+    assert [default.epochs(d) for d in default.datasets] == [1, 1]
+
+
+def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path) -> None:
+    """New keys at their defaults are left out of the fingerprints: existing work is neither
+    re-scored nor shown under another version."""
+    from evaltui.engine.versions import evaluator_version
+    from evaltui.scoring.summary import RunSummary
+
+    plan = load_plan(write_plan(tmp_path, base_plan()))
+    d = plan.datasets[0]
+    assert d.versioned_dump() == {k: v for k, v in d.model_dump(mode="json").items() if k != "epochs"} | {"evaluator": {"type": "gsm8k", "pattern": None, "timeout": 10.0, "memory_mb": 1024}}
+    before = evaluator_version(d)
+    data = base_plan()
+    data["datasets"][0]["evaluator"] = {"type": "gsm8k", "reducer": "max"}
+    data["datasets"][0]["epochs"] = 3
+    other = load_plan(write_plan(tmp_path, data))
+    assert evaluator_version(other.datasets[0]) != before
+    assert RunSummary(other).rows()[0].version != RunSummary(plan).rows()[0].version
+    data["datasets"][0]["epochs"] = None
+    del data["datasets"][0]["epochs"]
+    data["run"] = {"epochs": 3}  # the same epochs, given for the whole run: the same version
+    assert RunSummary(load_plan(write_plan(tmp_path, data))).rows()[0].version == RunSummary(other).rows()[0].version
+
+
+@pytest.mark.parametrize(
+    ("dataset", "run", "expected"),
+    [
+        ({"epochs": 1001}, {}, "datasets[0].epochs: must be ≤ 1000 (got 1001)"),
+        ({"evaluator": {"type": "gsm8k", "k": 2}}, {}, "datasets[0].evaluator.k: only used by the at_least_k and pass_at_k reducers (reducer is 'mean')"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "at_least_k", "k": [1, 2]}}, {}, "datasets[0].evaluator.k: at_least_k takes one k (got [1, 2])"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 1]}}, {}, "datasets[0].evaluator.k: lists the same k twice (got [1, 1])"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": 0}}, {}, "datasets[0].evaluator.k: must be an integer ≥ 1 or a list of them (got 0)"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": "10"}}, {}, "datasets[0].evaluator.k: must be an integer ≥ 1 or a list of them (got '10')"),
+        ({"evaluator": {"type": "gsm8k", "reducer": "pass_at_k"}}, {"epochs": 10}, "datasets[0].evaluator.k: required by the pass_at_k reducer (e.g. k = [1, 10])"),
+        ({"evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": 4}}, {"epochs": 3},
+         "datasets[0].evaluator.k: 4 is more than the 3 epochs each sample gets (run.epochs = 3 applies to it)"),
+        ({}, {"epochs": 0}, "run.epochs: must be ≥ 1 (got 0)"),
+    ],
+)
+def test_epochs_and_reducer_problems_name_the_field(tmp_path: Path, dataset: dict[str, Any], run: dict[str, Any], expected: str) -> None:
+    data = base_plan()
+    data["datasets"][0].update(dataset)
+    if run:
+        data["run"] = run
+    assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]
+
+
+def test_ppl_mode_has_nothing_to_repeat(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"] = [data["models"][0]]
+    data["datasets"][1].update(mode="ppl", choices=[" A", " B"], evaluator={"type": "ppl"}, epochs=2)
+    assert problems_of(write_plan(tmp_path, data)) == [
+        "my-eval.toml: datasets[1].epochs: ppl mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1"
+    ]

@@ -189,8 +189,12 @@ class Backend(ABC):
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
 
     @abstractmethod
-    async def generate(self, prompt: str, system: str = "") -> str:
-        """The model's answer to one prompt (a BackendError when it fails for good)."""
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
+        """The model's answer to one prompt (a BackendError when it fails for good).
+
+        `epoch` ≥ 1 (a dataset run for several epochs): the request of that epoch, with the
+        seed varied where the protocol takes one (see `epoch_seed`); epoch 0 is the request a
+        one-epoch run sends."""
 
     async def ppl(self, text: str) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
@@ -241,6 +245,13 @@ class Backend(ABC):
         assert last is not None
         last.attempts = attempts
         raise last
+
+
+def epoch_seed(kwargs: dict[str, Any], epoch: int) -> int:
+    """The seed of epoch ≥ 1: generation_kwargs' own `seed` (0 if none) plus the epoch, so each
+    epoch samples differently and a re-run of the same epoch samples alike."""
+    base = kwargs.get("seed", 0)
+    return (base if isinstance(base, int) and not isinstance(base, bool) else 0) + epoch
 
 
 def ppl_from_logprobs(logprobs: list[float]) -> float:

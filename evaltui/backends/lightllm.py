@@ -6,7 +6,7 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, Unparseable, epoch_seed, ppl_from_logprobs
 
 PPL_FLAG_HINT = (
     "the reply has no prompt_token_ids/prompt_logprobs: start the LightLLM server with "
@@ -38,9 +38,14 @@ class LightLLMBackend(Backend):
         super().__init__(*args, **kwargs)
         self._url = URL(self.url)
 
-    async def generate(self, prompt: str, system: str = "") -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
         inputs = f"{system}\n\n{prompt}" if system else prompt
-        payload = {"inputs": inputs, "parameters": self.cfg.generation_kwargs}
+        params = self.cfg.generation_kwargs
+        if epoch and "seed" in params:
+            # Only when the plan names a seed: LightLLM's own /generate takes none and refuses
+            # parameters it does not know; TGI-style servers that sample by seed take one.
+            params = {**params, "seed": epoch_seed(params, epoch)}
+        payload = {"inputs": inputs, "parameters": params}
         return await self._post(self._url, payload, _generated_text)
 
     async def ppl(self, text: str) -> float:

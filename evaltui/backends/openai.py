@@ -6,7 +6,7 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, Unparseable, epoch_seed, ppl_from_logprobs
 
 # LightLLM-style keys that are not OpenAI sampling parameters.
 _RENAMED = {"max_new_tokens", "do_sample"}
@@ -41,6 +41,10 @@ class _OpenAIBackend(Backend):
         self._params = sampling_params(self.cfg.generation_kwargs)
         self._model = self.cfg.model or self.cfg.abbr
 
+    def _sampling(self, epoch: int) -> dict[str, Any]:
+        """The sampling parameters of one epoch: OpenAI's `seed` set from epoch 1 on."""
+        return self._params if not epoch else {**self._params, "seed": epoch_seed(self._params, epoch)}
+
 
 def _chat_content(data: Any) -> str:
     content = data["choices"][0]["message"]["content"]
@@ -61,10 +65,10 @@ def _completion_text(data: Any) -> str:
 class OpenAIChatBackend(_OpenAIBackend):
     endpoint = "/chat/completions"
 
-    async def generate(self, prompt: str, system: str = "") -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
-        payload = {"model": self._model, "messages": messages, **self._params}
+        payload = {"model": self._model, "messages": messages, **self._sampling(epoch)}
         return await self._post(self._url, payload, _chat_content)
 
 
@@ -72,9 +76,9 @@ class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
     computes_ppl = True
 
-    async def generate(self, prompt: str, system: str = "") -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
         text = f"{system}\n\n{prompt}" if system else prompt
-        payload = {"model": self._model, "prompt": text, **self._params}
+        payload = {"model": self._model, "prompt": text, **self._sampling(epoch)}
         return await self._post(self._url, payload, _completion_text)
 
     async def ppl(self, text: str) -> float:

@@ -9,6 +9,7 @@ had not ended `pending`, never `running`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable
 
@@ -49,6 +50,13 @@ class PairEnding:
         self.emit = emit
         self.on_inferred = on_inferred
 
+    def write_status(self, run: DatasetRun, shard: ShardRun, status: str, error: str = "") -> None:
+        """The shard's status file, with its counts as they stand."""
+        self.statuses.write(
+            self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
+            error=error, version=run.version, epochs=run.epochs,
+        )
+
     async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
         """Close a shard whose samples are all finished: its final status, and the final
         predictions when it is the pair's last. Shielded: a Ctrl-C as the checkpoints are being
@@ -76,7 +84,7 @@ class PairEnding:
             if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
-        self.statuses.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
+        self.write_status(run, shard, status, error)
         # Only once its status file says so: should the merge or the write fail (a full disk),
         # close_interrupted still finds the shard unfinished and says `pending`, not `running`.
         shard.status = status
@@ -94,7 +102,7 @@ class PairEnding:
         for s in shards:
             s.checkpoint.close()
             s.status, s.outstanding = PairStatus.FAIL, -1
-            self.statuses.write(m, d, s.shard, n, "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
+            self.write_status(run, s, "fail", error)
             self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
         self._end_dataset(run, PairStatus.FAIL, "", error)
 
@@ -112,14 +120,14 @@ class PairEnding:
         """Merge the checkpoints into the final file, in a thread: it reads every line."""
         m, d = self.model, run.cfg.abbr
         paths = self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
-        await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
+        out = self.workdir.predictions_file(m, d)
+        await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs))
 
     def close_interrupted(self, runs: list[DatasetRun]) -> None:
         """On cancellation: close checkpoints and say in the status files that work is left.
 
         Every shard that has not ended (`done`/`fail`) is said `pending`, so no status file is
         left `running` by a run that stopped."""
-        m = self.model
         for run in runs:
             if not run.started:
                 continue
@@ -128,7 +136,4 @@ class PairEnding:
                     s.checkpoint.close()
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
-                        self.statuses.write(
-                            m, run.cfg.abbr, s.shard, len(run.shards), "pending", total=s.total, completed=s.completed,
-                            failed=s.failed, error="interrupted; run again to resume", version=run.version,
-                        )
+                        self.write_status(run, s, "pending", "interrupted; run again to resume")

@@ -53,6 +53,10 @@ class SampleError(NamedTuple):
         return cls(str(d.get("type", "")), status if isinstance(status, int) else None, str(d.get("message", "")), int(d.get("attempts") or 0))
 
 
+# The metrics of a scored pair besides its main one (`pass@10` next to `pass@1`), in order.
+Metrics = tuple[tuple[str, "float | None"], ...]
+
+
 class RunStarted(NamedTuple):
     work_dir: str
     models: tuple[str, ...]
@@ -76,6 +80,7 @@ class DatasetPlanned(NamedTuple):
     status: PairStatus = PairStatus.PENDING  # or DONE (inferred earlier), SCORED (scored earlier)
     metric: str = ""  # with SCORED: the score kept from the earlier run
     score: float | None = None
+    extra: Metrics = ()  # with SCORED: its other metrics
 
 
 class DatasetStarted(NamedTuple):
@@ -86,10 +91,13 @@ class DatasetStarted(NamedTuple):
 
 
 class SampleFinished(NamedTuple):
+    """One (sample, epoch) answered; counts are of those."""
+
     model: str
     dataset: str
     shard: int
     sample_index: int
+    epoch: int = 0
 
 
 class SampleFailed(NamedTuple):
@@ -98,6 +106,7 @@ class SampleFailed(NamedTuple):
     shard: int
     sample_index: int
     error: SampleError
+    epoch: int = 0
 
 
 class ShardStatusChanged(NamedTuple):
@@ -152,6 +161,7 @@ class DatasetScored(NamedTuple):
     score: float | None
     error: str = ""
     result_file: str = ""
+    extra: Metrics = ()  # its other metrics (pass_at_k of several k)
 
 
 class WatchSkipped(NamedTuple):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,7 +30,7 @@ from evaltui.engine import events as ev
 from evaltui.engine.ending import PairEnding
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.redact import model_secrets, redact
-from evaltui.engine.runs import DatasetRun, ShardRun
+from evaltui.engine.runs import DatasetRun, Job, ShardRun
 from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 
@@ -42,27 +43,38 @@ PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard'
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
 
 
-def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any] | None], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
-    """The samples left to run, in index order, each with its record read from the data file as
-    workers take them (or why it could not be read): a dataset's records are never all in memory.
+def _todo(run: DatasetRun, records: Iterator[dict[str, Any] | None]) -> Iterator[Job]:
+    """The (sample, epoch) units left to run, sample by sample in index order (a sample's epochs
+    one after the other), each with its record read from the data file as workers take them (or
+    why it could not be read): a dataset's records are never all in memory.
 
     The file was checked whole when the plan was loaded; should it change under a running
     dataset, the samples it no longer holds fail with the reason and the rest go on.
     """
     problem = ""
-    for s in shards:
+    done, epochs = run.done, run.epochs
+    for s in run.shards:
         for i in s.indices:
             record: dict[str, Any] | str | None = problem
             if not problem:
                 try:
-                    record = next(records)  # None for a sample in `done` (not read)
+                    record = next(records)  # None for a sample whose every epoch is in `done` (not read)
                 except StopIteration:
-                    problem = record = f"{path} now has only {i} records, expected {shards[-1].indices.stop}"
+                    problem = record = f"{run.cfg.path} now has only {i} records, expected {run.records}"
                 except DatasetError as e:
                     problem = record = str(e)
-            if i not in done:
-                assert record is not None
-                yield s, i, record
+            for epoch in range(epochs):
+                if i * epochs + epoch not in done:
+                    assert record is not None
+                    yield s, i, epoch, record
+
+
+def _answered_samples(done: set[int], epochs: int) -> set[int]:
+    """The samples whose every epoch is in `done` (keys index * epochs + epoch): their records are not read."""
+    if epochs == 1:
+        return done
+    per_sample = Counter(key // epochs for key in done)
+    return {i for i, n in per_sample.items() if n == epochs}
 
 
 class WorkerPool:
@@ -192,7 +204,7 @@ class WorkerPool:
         m, d = self.model.abbr, run.cfg.abbr
         try:
             # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
-            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, run.done)
+            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, _answered_samples(run.done, run.epochs))
         except (DatasetError, OSError) as e:
             self._ending.end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
@@ -200,14 +212,14 @@ class WorkerPool:
         for s in run.shards:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
-        run.todo = _todo(run.shards, run.done, records, run.cfg.path)
+        run.todo = _todo(run, records)
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         loop = asyncio.get_running_loop()  # its call_soon: a turn's checkpoint lines go out in one write
         for s in run.shards:
             if s.outstanding:
                 s.checkpoint.open(defer=loop.call_soon)
                 s.last_write = time.monotonic()
-                self.statuses.write(m, d, s.shard, len(run.shards), "running", total=s.total, completed=s.completed, failed=0, version=run.version)
+                self._ending.write_status(run, s, "running")
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._ending.finish_shard(run, s)
@@ -235,7 +247,7 @@ class WorkerPool:
                 continue
             await self._sample(run, *job)
 
-    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, record: dict[str, Any] | str) -> None:
+    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
         try:
             if isinstance(record, str):
@@ -246,11 +258,11 @@ class WorkerPool:
             if isinstance(e, DatasetError):
                 kind, message = "dataset", f"record {index}: {e}"
             error = {"type": kind, "status": None, "message": message, "attempts": 0}
-            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": error}
+            entry: dict[str, Any] = {**_head(index, epoch), "origin_prompt": "", "prediction": "", "gold": "", "error": error}
         else:
             self.in_flight += 1
             try:
-                entry = await self._infer(cfg, sample)
+                entry = await self._infer(cfg, sample, epoch)
             finally:
                 self.in_flight -= 1
         self.requests += 1
@@ -259,12 +271,12 @@ class WorkerPool:
         m, d = self.model.abbr, cfg.abbr
         if "error" in entry:
             shard.failed += 1
-            self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"])))
+            self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"]), epoch))
             self._check_server(entry["error"])
         else:
             shard.completed += 1
             self._server_seen = True
-            self.emit(ev.SampleFinished(m, d, shard.shard, index))
+            self.emit(ev.SampleFinished(m, d, shard.shard, index, epoch))
         shard.outstanding -= 1
         run.remaining -= 1
         if shard.outstanding == 0:
@@ -273,9 +285,7 @@ class WorkerPool:
             now = time.monotonic()
             if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
                 shard.last_write = now
-                self.statuses.write(
-                    m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version
-                )
+                self._ending.write_status(run, shard, "running")
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
 
@@ -311,16 +321,17 @@ class WorkerPool:
                 run.loaded.set()
         self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
 
-    async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
-        """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
-        entry: dict[str, Any] = {"index": sample.index, "origin_prompt": sample.prompt}
+    async def _infer(self, cfg: DatasetConfig, sample: Sample, epoch: int) -> dict[str, Any]:
+        """The checkpoint entry of one (sample, epoch): its answer (gen), chosen continuation (ppl) or error."""
+        entry = _head(sample.index, epoch)
+        entry["origin_prompt"] = sample.prompt
         try:
             if cfg.mode == "ppl":
                 ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
                 best = min(range(len(ppls)), key=ppls.__getitem__)
                 entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
             else:
-                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
+                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch), gold=sample.target)
         except BackendError as e:
             error = e.as_dict()
             entry.update(prediction="", gold=sample.target, error={**error, "message": redact(error["message"], self._secrets)})
@@ -328,3 +339,9 @@ class WorkerPool:
             message = redact(f"{type(e).__name__}: {e}", self._secrets)
             entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": message, "attempts": 1})
         return entry
+
+
+def _head(index: int, epoch: int) -> dict[str, Any]:
+    """A checkpoint line's first keys: the index, and the epoch when it is not the first (so a
+    one-epoch run writes the lines it always wrote, and older checkpoints read as epoch 0)."""
+    return {"index": index, "epoch": epoch} if epoch else {"index": index}

@@ -37,8 +37,9 @@ def plan_pairs(
     runs = []
     for ds in datasets:
         total = totals[ds.abbr]
+        epochs = plan.epochs(ds)
         version = _drop_stale_work(plan, model, wd, ds, emit)
-        if _kept_whole(m, wd, ds, total, emit):
+        if _kept_whole(m, wd, ds, total, epochs, emit):
             continue
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
             # Checkpoints deleted after the merge (as OpenCompass users do): the final file
@@ -47,21 +48,29 @@ def plan_pairs(
         # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
         wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
-        done: set[int] = set()
+        done: set[int] = set()  # keys of the (sample, epoch) units answered: index * epochs + epoch
         for path in wd.checkpoint_files(m, ds.abbr):
-            for index, ok, _ in scan_checkpoint(path):
-                if ok and 0 <= index < total:
-                    done.add(index)
+            for index, epoch, ok, _ in scan_checkpoint(path):
+                if ok and 0 <= index < total and epoch < epochs:
+                    done.add(index * epochs + epoch)
         n = ds.shards
         shards = []
         for k, r in enumerate(shard_ranges(total, n)):
             cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
-            completed = sum(1 for i in r if i in done)
-            shards.append(ShardRun(k, r, cp, completed=completed))
-            statuses.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
-        runs.append(DatasetRun(ds, total, version, shards, done, remaining=total - len(done)))
-        emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+            shard = ShardRun(k, r, cp, completed=_done_in(r, done, epochs), epochs=epochs)
+            shards.append(shard)
+            statuses.write(m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs)
+        units = total * epochs
+        runs.append(DatasetRun(ds, units, version, shards, done, records=total, epochs=epochs, remaining=units - len(done)))
+        emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
     return runs
+
+
+def _done_in(indices: range, done: set[int], epochs: int) -> int:
+    """How many (sample, epoch) units of these samples are in `done`."""
+    if epochs == 1:
+        return sum(1 for i in indices if i in done)
+    return sum(1 for i in indices for e in range(epochs) if i * epochs + e in done)
 
 
 def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> str:
@@ -89,13 +98,13 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     return version
 
 
-def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
+def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int, emit: ev.Sink) -> bool:
     """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
     n = ds.shards
     statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
     if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
         return False
-    if sum(s.get("total", -1) for s in statuses) != total:  # another limit
+    if any(s.get("epochs", 1) != epochs for s in statuses) or sum(s.get("total", -1) for s in statuses) != total * epochs:  # another limit or epochs
         return False
     if any(s.get("failed", 0) for s in statuses):
         # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
@@ -104,12 +113,15 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, emit: ev.Sin
     completed = sum(s.get("completed", 0) for s in statuses)
     result = wd.read_result(m, ds.abbr)
     if result is None or "error" in result:
-        emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
+        emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.DONE))
         return True
-    from evaltui.scoring import main_metric  # only when an earlier score is kept
+    from evaltui.scoring import Reduction  # only when an earlier score is kept
 
-    metric = main_metric(ds.evaluator.type)
-    value = result.get(metric)
-    score = float(value) if isinstance(value, (int, float)) else None
-    emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
+    metric, *others = Reduction.of(ds.evaluator, epochs).metrics
+    extra = tuple((name, _number(result.get(name))) for name in others)
+    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, _number(result.get(metric)), extra))
     return True
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

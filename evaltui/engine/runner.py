@@ -118,8 +118,10 @@ class Runner:
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
         with self.bus.lock:  # called from a front end's thread while the engine's adds pairs
-            scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
-        return self._run_summary().leaderboard(scores)
+            scored = [(key, p) for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs]
+            scores = {key: p.score for key, p in scored}
+            extra = {(*key, metric): value for key, p in scored for metric, value in p.extra}
+        return self._run_summary().leaderboard(scores, extra)
 
     def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
         """A pair's failed samples with their errors and a few predictions next to their gold.
@@ -254,8 +256,8 @@ class Runner:
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 summary = self._run_summary()
-                scores = summary.result_scores(self.workdir.read_result)
-                table = summary.leaderboard(scores)
+                scores, extra = summary.result_metrics(self.workdir.read_result)
+                table = summary.leaderboard(scores, extra)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)

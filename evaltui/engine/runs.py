@@ -1,9 +1,14 @@
 """One model×dataset's work in this run and its shards: what resume planning makes, the worker
-pool works through and the ending closes."""
+pool works through and the ending closes.
+
+The unit of work is a (sample, epoch): a dataset of N samples run for K epochs has N × K of
+them, and every count here (total, completed, failed, remaining) counts those. A unit's key in
+the `done` set is `index * epochs + epoch` (the index itself for one epoch).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,31 +23,38 @@ def shard_ranges(total: int, shards: int) -> list[range]:
     return [range(k * total // shards, (k + 1) * total // shards) for k in range(shards)]
 
 
+Job = tuple["ShardRun", int, int, "dict[str, Any] | str"]  # (shard, index, epoch, record or why it is unreadable)
+
+
 @dataclass(eq=False)
 class ShardRun:
     shard: int
-    indices: range
+    indices: Sequence[int]  # the samples of this shard
     checkpoint: Checkpoint
     completed: int = 0
     failed: int = 0
-    outstanding: int = 0  # samples of this shard not yet finished in this run
+    outstanding: int = 0  # units of this shard not yet finished in this run
     last_write: float = 0.0
     status: PairStatus | None = None  # DONE | FAIL once finished
+    epochs: int = 1
+    in_flight: int = 0  # units sent and not answered yet
 
     @property
     def total(self) -> int:
-        return len(self.indices)
+        return len(self.indices) * self.epochs
 
 
 @dataclass(eq=False)
 class DatasetRun:
     cfg: DatasetConfig
-    total: int
+    total: int  # units: samples (selected) × epochs
     version: str
     shards: list[ShardRun]
-    done: set[int]  # indices finished successfully in earlier runs
-    todo: Iterator[tuple[ShardRun, int, dict[str, Any] | str]] | None = None
-    remaining: int = 0  # samples not finished in this run (queued + in flight)
+    done: set[int]  # keys of the units finished successfully in earlier runs
+    records: int = 0  # the dataset's samples (its data file's records, up to limit)
+    epochs: int = 1
+    todo: Iterator[Job] | None = None
+    remaining: int = 0  # units not finished in this run (queued + in flight)
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written

@@ -37,6 +37,7 @@ class Failure(NamedTuple):
     sample_index: int
     error: ev.SampleError
     shard: int = 0
+    epoch: int = 0
 
 
 # What the events about the whole run change, the same every time
@@ -59,6 +60,7 @@ class PairState:
     shard_events: dict[int, ev.ShardStatusChanged] = field(default_factory=dict, repr=False)  # the last of each shard
     score: float | None = None
     metric: str = ""
+    extra: ev.Metrics = ()  # the other metrics, once scored
     error: str = ""
     started_at: float | None = None
     finished_at: float | None = None
@@ -143,7 +145,7 @@ class RunState:
         p = self.pair(e.model, e.dataset)
         p.failed += 1
         self._sample_done(p)
-        self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard))
+        self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard, e.epoch))
         return p.failed_one
 
     def _model_load(self, e: ev.ModelLoad) -> Delta:
@@ -193,7 +195,7 @@ class RunState:
     def _dataset_scored(self, e: ev.DatasetScored) -> Delta:
         p = self.pair(e.model, e.dataset)
         before = p.status
-        p.metric, p.score, p.error = e.metric, e.score, e.error
+        p.metric, p.score, p.extra, p.error = e.metric, e.score, e.extra, e.error
         p.status = PairStatus.ERROR if e.error else PairStatus.SCORED
         return _changed(p, before, scores=True, settled=True)
 
@@ -203,7 +205,7 @@ class RunState:
         p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
         p.status = e.status
         p.shard_status, p.shard_events, p.error = {}, {}, ""
-        p.metric, p.score = e.metric, e.score
+        p.metric, p.score, p.extra = e.metric, e.score, e.extra
         return _PLANNED
 
     def _retry_started(self, e: ev.RetryStarted) -> Delta:
@@ -214,7 +216,7 @@ class RunState:
         for model, dataset in e.pairs:
             p = self.pair(model, dataset)
             self._forget_failures(p)
-            p.status, p.score, p.error = PairStatus.PENDING, None, ""
+            p.status, p.score, p.extra, p.error = PairStatus.PENDING, None, (), ""
             if (model, dataset) in self.skipped:
                 self.skipped.remove((model, dataset))
         return Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
@@ -297,10 +299,10 @@ class RunState:
         for key, p in self.pairs.items():
             if p.status == PairStatus.RUNNING:
                 out.append(ev.DatasetStarted(p.model, p.dataset, p.total, p.total - p.completed))
-            score = (p.metric, p.score) if p.status == PairStatus.SCORED else ("", None)
+            score = (p.metric, p.score, p.extra) if p.status == PairStatus.SCORED else ("", None, ())
             out.append(ev.DatasetPlanned(p.model, p.dataset, p.total, p.shards, p.completed, max(0, p.failed - kept.get(key, 0)), p.status, *score))
             out.extend(p.shard_events[k] for k in sorted(p.shard_events))
-        out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error) for f in self.failures)
+        out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error, f.epoch) for f in self.failures)
         out.extend(ev.DatasetScored(p.model, p.dataset, p.metric, None, p.error) for p in self.pairs.values() if p.status == PairStatus.ERROR)
         if self.skipped:
             out.append(ev.WatchSkipped(tuple(self.skipped), "skipped earlier in this run"))

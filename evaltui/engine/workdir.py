@@ -292,7 +292,9 @@ class StatusWriter:
         error: str = "",
         version: str = "",
         reset: bool = False,
+        epochs: int = 1,
     ) -> bool:
+        """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs."""
         path = self.workdir.status_file(model, dataset, shard, shards)
         if not reset and path in self._final:
             return False
@@ -305,6 +307,8 @@ class StatusWriter:
             "updated_at": now_iso(),
             "version": version,
         }
+        if epochs != 1:
+            data["epochs"] = epochs
         atomic_write_json(path, data)
         if status in TERMINAL:
             self._final[path] = status

@@ -18,6 +18,8 @@ from evaltui.redaction import REDACTED, SECRET_HEADER_RE
 
 ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_WORKERS = 4096
+MAX_EPOCHS = 1000
+REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
 HOUR, DAY = 3600.0, 86400.0  # upper bounds: a typo like 1e300 is an error, not an overflow hours later
 
 # A model's `type` names its backend: the registry is the one list of them (a Literal, so a typo
@@ -45,6 +47,7 @@ class RunConfig(_Strict):
     log_interval: float = Field(30.0, gt=0, le=DAY)
     watch_interval: float = Field(5.0, gt=0, le=HOUR)
     heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
+    epochs: int = Field(1, ge=1, le=MAX_EPOCHS)  # what a dataset without `epochs` of its own runs
 
 
 class ModelConfig(_Strict):
@@ -83,11 +86,44 @@ class ModelConfig(_Strict):
         return self.url.startswith("sim://")
 
 
+# Keys added after results were first fingerprinted, with their defaults: left out of a
+# fingerprint while at their default, so a plan that does not use them keeps the versions (the
+# leaderboard's column, the evaluator's) it had before they existed.
+LATER_DATASET_KEYS: dict[str, Any] = {"epochs": None}
+LATER_EVALUATOR_KEYS: dict[str, Any] = {"reducer": "mean", "k": None}
+
+
+def _without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in later or v != later[k]}
+
+
 class EvaluatorConfig(_Strict):
     type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec"]
     pattern: str | None = None
     timeout: float = Field(10.0, gt=0, le=DAY)
     memory_mb: int = Field(1024, ge=16, le=1 << 20)
+    reducer: Literal["mean", "max", "median", "mode", "at_least_k", "pass_at_k"] = "mean"
+    k: int | list[int] | None = None  # at_least_k: one k; pass_at_k: one or several
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _k_shape(cls, v: Any) -> Any:
+        """One positive integer, or (pass_at_k) a list of distinct ones; how k fits the epochs is in checks."""
+        if v is None:
+            return v
+        values = v if isinstance(v, list) else [v]
+        if not values or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in values):
+            raise ValueError(f"must be an integer ≥ 1 or a list of them (got {v!r})")
+        if len(set(values)) != len(values):
+            raise ValueError(f"lists the same k twice (got {v!r})")
+        return v
+
+    def versioned_dump(self) -> dict[str, Any]:
+        return _without_later(self.model_dump(mode="json"), LATER_EVALUATOR_KEYS)
+
+    def ks(self) -> tuple[int, ...]:
+        """k as a tuple (empty when not given)."""
+        return () if self.k is None else tuple(self.k) if isinstance(self.k, list) else (self.k,)
 
 
 class DatasetConfig(_Strict):
@@ -102,7 +138,14 @@ class DatasetConfig(_Strict):
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
     fail_on_error: float = Field(0.0, ge=0, le=1)
+    epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)  # None: [run] epochs
     evaluator: EvaluatorConfig  # when the plan names none: ppl for mode "ppl", else exact
+
+    def versioned_dump(self) -> dict[str, Any]:
+        """The dataset's settings as fingerprints hash them (JSON types, later keys at their defaults left out)."""
+        data = _without_later(self.model_dump(mode="json"), LATER_DATASET_KEYS)
+        data["evaluator"] = self.evaluator.versioned_dump()
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -141,6 +184,10 @@ class Plan(_Strict):
 
     def dataset(self, abbr: str) -> DatasetConfig:
         return next(d for d in self.datasets if d.abbr == abbr)
+
+    def epochs(self, ds: DatasetConfig) -> int:
+        """How many times each sample of `ds` is sent: its own `epochs`, else the run's."""
+        return ds.epochs if ds.epochs is not None else self.run.epochs
 
     def snapshot(self) -> dict[str, Any]:
         """The resolved plan for `<work_dir>/plan.toml`: defaults filled in, no secrets, no None."""
