@@ -74,6 +74,7 @@ class HeadlessRenderer:
                 extra = f" {rate:.0f}/s" if rate else ""
                 extra += f" ETA {_fmt_secs(eta)}" if eta is not None else ""
                 fails = f" ({p.failed} failed)" if p.failed else ""
+                fails += f" ({p.sample_retries} tried again)" if p.sample_retries else ""
                 parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{fails}{extra}")
             elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
                 parts.append(f"{p.model}/{p.dataset} scoring")
@@ -115,6 +116,7 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
                 "total": p.total,
                 "completed": p.completed,
                 "failed": p.failed,
+                "sample_retries": p.sample_retries,
                 "metric": p.metric,
                 "score": p.score,
                 "error": p.error,

@@ -309,11 +309,15 @@ def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path
     """New keys at their defaults are left out of the fingerprints: existing work is neither
     re-scored nor shown under another version."""
     from evaltui.engine.versions import evaluator_version
+    from evaltui.plan import DatasetConfig
+    from evaltui.scoring import dataset_version
     from evaltui.scoring.summary import RunSummary
 
     plan = load_plan(write_plan(tmp_path, base_plan()))
     d = plan.datasets[0]
-    assert d.versioned_dump() == {k: v for k, v in d.model_dump(mode="json").items() if k != "epochs"} | {"evaluator": {"type": "gsm8k", "pattern": None, "timeout": 10.0, "memory_mb": 1024}}
+    # the values evaltui computed for this dataset before epochs, reducers and the error policy existed
+    same = DatasetConfig.model_validate({"abbr": "math", "path": "/data/math.jsonl", "prompt": "Q: {question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}})
+    assert (evaluator_version(same), dataset_version(same.versioned_dump())) == ("86a857a383f6", "ba1aac")
     before = evaluator_version(d)
     data = base_plan()
     data["datasets"][0]["evaluator"] = {"type": "gsm8k", "reducer": "max"}
@@ -357,3 +361,36 @@ def test_ppl_mode_has_nothing_to_repeat(tmp_path: Path) -> None:
     assert problems_of(write_plan(tmp_path, data)) == [
         "my-eval.toml: datasets[1].epochs: ppl mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1"
     ]
+
+
+# ---------------------------------------------------------------------------- the error policy
+
+
+def test_fail_on_error_is_a_fraction_or_a_count(tmp_path: Path) -> None:
+    data = base_plan()
+    data["datasets"][0].update(fail_on_error=5, retry_on_error=2)
+    data["datasets"][1].update(fail_on_error=1.0, score_on_error=False)
+    plan = load_plan(write_plan(tmp_path, data))
+    assert (plan.datasets[0].fail_on_error, plan.datasets[0].retry_on_error) == (5, 2)
+    assert isinstance(plan.datasets[0].fail_on_error, int) and isinstance(plan.datasets[1].fail_on_error, float)
+    data["datasets"][0].update(fail_on_error=0)
+    assert load_plan(write_plan(tmp_path, data)).datasets[0].fail_on_error == 0.0  # none may fail, however written
+
+
+@pytest.mark.parametrize(
+    ("dataset", "expected"),
+    [
+        ({"fail_on_error": 1.5}, "datasets[0].fail_on_error: a fraction must be between 0 and 1; a count of samples is an integer, e.g. 1 (got 1.5)"),
+        ({"fail_on_error": -2}, "datasets[0].fail_on_error: a count of samples must be ≥ 0 (got -2)"),
+        ({"fail_on_error": "5%"}, "datasets[0].fail_on_error: expected a fraction between 0 and 1 or a count (an integer ≥ 0) of samples (got '5%')"),
+        ({"retry_on_error": -1}, "datasets[0].retry_on_error: must be ≥ 0 (got -1)"),
+        ({"retry_on_error": 101}, "datasets[0].retry_on_error: must be ≤ 100 (got 101)"),
+        ({"score_on_error": "yes"}, "datasets[0].score_on_error: expected true or false (got string 'yes')"),
+        ({"score_on_error": True, "fail_on_error": 0.1},
+         "datasets[0].fail_on_error: has no effect with score_on_error = true (score_on_error = true scores every failed sample as wrong; got 0.1); keep one of them"),
+    ],
+)
+def test_error_policy_problems_name_the_field(tmp_path: Path, dataset: dict[str, Any], expected: str) -> None:
+    data = base_plan()
+    data["datasets"][0].update(dataset)
+    assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]

@@ -49,6 +49,7 @@ def finished() -> RunState:
 CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
     ("a sample answered: its row", running(), ev.SampleFinished("m", "d", 0, 1), Delta(MD)),
     ("a sample failed: its row and a line in the failures pane", running(), ev.SampleFailed("m", "d", 0, 1, ERR), Delta(MD, failures=1)),
+    ("a sample tried again as a whole: its row", running(), ev.SampleRetried("m", "d", 0, 1, 2, ERR), Delta(MD)),
     ("the load: the strip shows it on its clock", running(), ev.ModelLoad("m", 3, 8, 1, 10), NOTHING),
     ("a beat: the strip shows its age on its clock", running(), ev.Heartbeat(1.0), NOTHING),
     ("the simulator's address: shown nowhere", running(), ev.SimulatorStarted("http://127.0.0.1:1"), NOTHING),

@@ -24,17 +24,32 @@ from evaltui.plan import DatasetConfig
 
 
 def failure_budget(ds: DatasetConfig, total: int) -> int:
-    """How many samples may fail for good and the dataset still count as done.
+    """How many samples (units, with epochs) may fail for good and the dataset still count as done.
 
-    An integer, rounded down with a little slack, so that 29 failures of 100 are within
-    fail_on_error = 0.29 (whose float product is 28.999999999999996)."""
+    A count is itself; a fraction is rounded down with a little slack, so that 29 failures of
+    100 are within fail_on_error = 0.29 (whose float product is 28.999999999999996);
+    score_on_error lets every one fail."""
+    if ds.score_on_error:
+        return total
+    if isinstance(ds.fail_on_error, int):
+        return ds.fail_on_error
     return math.floor(ds.fail_on_error * total + 1e-9)
 
 
-def _over_budget(ds: DatasetConfig, failed: int, total: int) -> str:
+def stops_early(ds: DatasetConfig) -> bool:
+    """Whether a dataset ends as failed as soon as its failures exceed the budget: when the plan
+    sets fail_on_error. Without one, it runs to the end, so that its failure says how many
+    failed and which fail_on_error would score the rest."""
+    return "fail_on_error" in ds.model_fields_set and not ds.score_on_error
+
+
+def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0) -> str:
     """Why a dataset failed, with the fail_on_error that would score the rest: samples a server
-    refuses for good (a prompt too long) fail again on every re-run."""
-    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error:g})"
+    refuses for good (a prompt too long) fail again on every re-run. `unsent`: how many were
+    not sent because it stopped early."""
+    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error!r})"
+    if unsent:
+        return text + f"; stopped early, {unsent} not sent: a re-run sends them first, then tries the failed ones again"
     if failed < total:
         text += f"; fail_on_error = {math.ceil(failed / total * 10_000) / 10_000:g} would score the others"
     return text
@@ -74,7 +89,7 @@ class PairEnding:
         failed = sum(s.failed for s in run.shards)
         ok = failed <= failure_budget(run.cfg, run.total)
         status = PairStatus.DONE if ok else PairStatus.FAIL
-        error = "" if ok else _over_budget(run.cfg, failed, run.total)
+        error = "" if ok else over_budget(run.cfg, failed, run.total, run.unsent)
         shard.outstanding = -1  # finished
         all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = PairStatus.FAIL
@@ -92,6 +107,20 @@ class PairEnding:
         if all_final:
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
             self._end_dataset(run, final_status, path, error)
+
+    async def stop_early(self, run: DatasetRun) -> None:
+        """The dataset's failures exceed its budget (stops_early): none of its samples is handed
+        out any more; the ones in flight are awaited, their shards end `fail` as they come back."""
+        run.todo, run.stopped_early = iter(()), True
+        unsent = 0
+        for s in run.shards:
+            if s.outstanding > 0:
+                unsent += s.outstanding - s.in_flight
+                s.outstanding = s.in_flight
+        run.unsent, run.remaining = unsent, sum(max(0, s.outstanding) for s in run.shards)
+        for s in run.shards:
+            if s.outstanding == 0:
+                await self.finish_shard(run, s)
 
     def end_failed(self, run: DatasetRun, shards: list[ShardRun], error: str) -> None:
         """End the dataset as failed: `fail` (with why) for these shards, DatasetInferred, the

@@ -109,6 +109,18 @@ class SampleFailed(NamedTuple):
     epoch: int = 0
 
 
+class SampleRetried(NamedTuple):
+    """A (sample, epoch) whose request retries were spent is tried again as a whole (retry_on_error)."""
+
+    model: str
+    dataset: str
+    shard: int
+    sample_index: int
+    attempt: int  # the try now starting: 2, 3, ...
+    error: SampleError  # why the try before it failed
+    epoch: int = 0
+
+
 class ShardStatusChanged(NamedTuple):
     model: str
     dataset: str
@@ -200,6 +212,7 @@ Event = (
     | DatasetStarted
     | SampleFinished
     | SampleFailed
+    | SampleRetried
     | ShardStatusChanged
     | DatasetInferred
     | ModelLoad

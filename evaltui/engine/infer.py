@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from evaltui.backends import Backend, BackendError
-from evaltui.datasets import DatasetError, Sample, open_records, render_sample
+from evaltui.backends import Backend
+from evaltui.datasets import DatasetError, open_records, render_sample
 from evaltui.engine import events as ev
-from evaltui.engine.ending import PairEnding
+from evaltui.engine.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.redact import model_secrets, redact
-from evaltui.engine.runs import DatasetRun, Job, ShardRun
+from evaltui.engine.redact import model_secrets
+from evaltui.engine.runs import DatasetRun, ShardRun
+from evaltui.engine.sample import SampleInference, failed_entry
+from evaltui.engine.todo import first_pass_skip, todo
 from evaltui.engine.workdir import StatusWriter, WorkDir
-from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan import ModelConfig, Plan
 
 # Samples in a row that found no server (connection refused, unknown host, or every request
 # refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
@@ -41,40 +43,6 @@ NO_SERVER_AFTER = 8
 _NO_SERVER_STATUSES = (401, 403, 404, 405)
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
-
-
-def _todo(run: DatasetRun, records: Iterator[dict[str, Any] | None]) -> Iterator[Job]:
-    """The (sample, epoch) units left to run, sample by sample in index order (a sample's epochs
-    one after the other), each with its record read from the data file as workers take them (or
-    why it could not be read): a dataset's records are never all in memory.
-
-    The file was checked whole when the plan was loaded; should it change under a running
-    dataset, the samples it no longer holds fail with the reason and the rest go on.
-    """
-    problem = ""
-    done, epochs = run.done, run.epochs
-    for s in run.shards:
-        for i in s.indices:
-            record: dict[str, Any] | str | None = problem
-            if not problem:
-                try:
-                    record = next(records)  # None for a sample whose every epoch is in `done` (not read)
-                except StopIteration:
-                    problem = record = f"{run.cfg.path} now has only {i} records, expected {run.records}"
-                except DatasetError as e:
-                    problem = record = str(e)
-            for epoch in range(epochs):
-                if i * epochs + epoch not in done:
-                    assert record is not None
-                    yield s, i, epoch, record
-
-
-def _answered_samples(done: set[int], epochs: int) -> set[int]:
-    """The samples whose every epoch is in `done` (keys index * epochs + epoch): their records are not read."""
-    if epochs == 1:
-        return done
-    per_sample = Counter(key // epochs for key in done)
-    return {i for i, n in per_sample.items() if n == epochs}
 
 
 class WorkerPool:
@@ -105,7 +73,7 @@ class WorkerPool:
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
-        self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
+        self._inference = SampleInference(backend, model_secrets(model))
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
@@ -204,7 +172,7 @@ class WorkerPool:
         m, d = self.model.abbr, run.cfg.abbr
         try:
             # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
-            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, _answered_samples(run.done, run.epochs))
+            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, first_pass_skip(run))
         except (DatasetError, OSError) as e:
             self._ending.end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
@@ -212,7 +180,7 @@ class WorkerPool:
         for s in run.shards:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
-        run.todo = _todo(run, records)
+        run.todo = todo(run, records, partial(open_records, self.plan, run.cfg))
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         loop = asyncio.get_running_loop()  # its call_soon: a turn's checkpoint lines go out in one write
         for s in run.shards:
@@ -257,14 +225,15 @@ class WorkerPool:
             kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             if isinstance(e, DatasetError):
                 kind, message = "dataset", f"record {index}: {e}"
-            error = {"type": kind, "status": None, "message": message, "attempts": 0}
-            entry: dict[str, Any] = {**_head(index, epoch), "origin_prompt": "", "prediction": "", "gold": "", "error": error}
+            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
         else:
             self.in_flight += 1
+            shard.in_flight += 1
             try:
-                entry = await self._infer(cfg, sample, epoch)
+                entry = await self._inference.entry(cfg, sample, epoch, partial(self._retrying, run, shard, index, epoch))
             finally:
                 self.in_flight -= 1
+                shard.in_flight -= 1
         self.requests += 1
         shard.checkpoint.append(entry)
         await shard.checkpoint.written()  # on disk before this worker sends its next request
@@ -279,6 +248,8 @@ class WorkerPool:
             self.emit(ev.SampleFinished(m, d, shard.shard, index, epoch))
         shard.outstanding -= 1
         run.remaining -= 1
+        if "error" in entry and not run.stopped_early and stops_early(cfg) and sum(s.failed for s in run.shards) > failure_budget(cfg, run.total):
+            await self._ending.stop_early(run)
         if shard.outstanding == 0:
             await self._ending.finish_shard(run, shard)
         else:
@@ -288,6 +259,9 @@ class WorkerPool:
                 self._ending.write_status(run, shard, "running")
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
+
+    def _retrying(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
+        self.emit(ev.SampleRetried(self.model.abbr, run.cfg.abbr, shard.shard, index, number, SampleError.from_dict(why), epoch))
 
     def _check_server(self, error: dict[str, Any]) -> None:
         """Stop the model when its first samples all found no server (see NO_SERVER_AFTER)."""
@@ -320,28 +294,3 @@ class WorkerPool:
                 run.started, run.todo, run.remaining = True, iter(()), 0
                 run.loaded.set()
         self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
-
-    async def _infer(self, cfg: DatasetConfig, sample: Sample, epoch: int) -> dict[str, Any]:
-        """The checkpoint entry of one (sample, epoch): its answer (gen), chosen continuation (ppl) or error."""
-        entry = _head(sample.index, epoch)
-        entry["origin_prompt"] = sample.prompt
-        try:
-            if cfg.mode == "ppl":
-                ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
-                best = min(range(len(ppls)), key=ppls.__getitem__)
-                entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
-            else:
-                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch), gold=sample.target)
-        except BackendError as e:
-            error = e.as_dict()
-            entry.update(prediction="", gold=sample.target, error={**error, "message": redact(error["message"], self._secrets)})
-        except Exception as e:  # a bug must cost one sample, not the whole run
-            message = redact(f"{type(e).__name__}: {e}", self._secrets)
-            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": message, "attempts": 1})
-        return entry
-
-
-def _head(index: int, epoch: int) -> dict[str, Any]:
-    """A checkpoint line's first keys: the index, and the epoch when it is not the first (so a
-    one-epoch run writes the lines it always wrote, and older checkpoints read as epoch 0)."""
-    return {"index": index, "epoch": epoch} if epoch else {"index": index}

@@ -49,10 +49,11 @@ def plan_pairs(
         wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
         done: set[int] = set()  # keys of the (sample, epoch) units answered: index * epochs + epoch
+        failed: set[int] = set()
         for path in wd.checkpoint_files(m, ds.abbr):
             for index, epoch, ok, _ in scan_checkpoint(path):
-                if ok and 0 <= index < total and epoch < epochs:
-                    done.add(index * epochs + epoch)
+                if 0 <= index < total and epoch < epochs:
+                    (done if ok else failed).add(index * epochs + epoch)
         n = ds.shards
         shards = []
         for k, r in enumerate(shard_ranges(total, n)):
@@ -61,7 +62,8 @@ def plan_pairs(
             shards.append(shard)
             statuses.write(m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs)
         units = total * epochs
-        runs.append(DatasetRun(ds, units, version, shards, done, records=total, epochs=epochs, remaining=units - len(done)))
+        failed -= done
+        runs.append(DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done)))
         emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
     return runs
 

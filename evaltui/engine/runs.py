@@ -51,10 +51,13 @@ class DatasetRun:
     version: str
     shards: list[ShardRun]
     done: set[int]  # keys of the units finished successfully in earlier runs
+    failed_before: set[int] = field(default_factory=set)  # keys of units that failed in an earlier run, none since answered
     records: int = 0  # the dataset's samples (its data file's records, up to limit)
     epochs: int = 1
     todo: Iterator[Job] | None = None
     remaining: int = 0  # units not finished in this run (queued + in flight)
+    unsent: int = 0  # units left unsent by an early stop (too many failures)
+    stopped_early: bool = False
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written

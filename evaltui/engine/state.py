@@ -65,6 +65,7 @@ class PairState:
     started_at: float | None = None
     finished_at: float | None = None
     done_this_run: int = 0  # samples finished since started_at, for throughput and ETA
+    sample_retries: int = 0  # whole-sample tries after the first (retry_on_error), in this run
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
     # the deltas of the events that come by the thousand, shared: only this pair's counters moved
     counted: Delta = field(init=False, repr=False, compare=False)
@@ -148,6 +149,11 @@ class RunState:
         self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard, e.epoch))
         return p.failed_one
 
+    def _sample_retried(self, e: ev.SampleRetried) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        p.sample_retries += 1
+        return p.counted
+
     def _model_load(self, e: ev.ModelLoad) -> Delta:
         self.load[e.model] = e
         return NOTHING  # the engine strip shows it, repainted by the clock
@@ -170,7 +176,7 @@ class RunState:
     def _dataset_started(self, e: ev.DatasetStarted) -> Delta:
         p = self.pair(e.model, e.dataset)
         before = p.status
-        p.total, p.started_at, p.finished_at, p.done_this_run = e.total, self.clock(), None, 0
+        p.total, p.started_at, p.finished_at, p.done_this_run, p.sample_retries = e.total, self.clock(), None, 0, 0
         self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
         p.completed = e.total - e.remaining
         p.status = PairStatus.RUNNING
@@ -361,6 +367,7 @@ class RunState:
 _FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
     ev.SampleFinished: RunState._sample_finished,
     ev.SampleFailed: RunState._sample_failed,
+    ev.SampleRetried: RunState._sample_retried,
     ev.ModelLoad: RunState._model_load,
     ev.Heartbeat: RunState._heartbeat,
     ev.ShardStatusChanged: RunState._shard_status_changed,

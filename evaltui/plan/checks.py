@@ -189,7 +189,7 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
     except ValueError as e:
         return [f"path: {e}"]
     checks = _check_data_file(path, ds.columns) + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator)
-    return checks + _check_epochs(plan, ds)
+    return checks + _check_epochs(plan, ds) + _check_error_policy(ds)
 
 
 def _check_data_file(path: Path, columns: list[str]) -> list[str]:
@@ -271,3 +271,10 @@ def _check_epochs(plan: Plan, ds: DatasetConfig) -> list[str]:
     elif max(ks) > epochs:
         problems.append(f"evaluator.k: {max(ks)} is more than the {epochs} epochs each sample gets{source}")
     return problems
+
+
+def _check_error_policy(ds: DatasetConfig) -> list[str]:
+    if ds.score_on_error and ds.fail_on_error != 0:
+        why = "score_on_error = true scores every failed sample as wrong"
+        return [f"fail_on_error: has no effect with score_on_error = true ({why}; got {ds.fail_on_error!r}); keep one of them"]
+    return []

@@ -6,6 +6,7 @@ that fit the data) is checked in `checks`, and the one-line messages are made in
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -89,7 +90,7 @@ class ModelConfig(_Strict):
 # Keys added after results were first fingerprinted, with their defaults: left out of a
 # fingerprint while at their default, so a plan that does not use them keeps the versions (the
 # leaderboard's column, the evaluator's) it had before they existed.
-LATER_DATASET_KEYS: dict[str, Any] = {"epochs": None}
+LATER_DATASET_KEYS: dict[str, Any] = {"epochs": None, "retry_on_error": 0, "score_on_error": False}
 LATER_EVALUATOR_KEYS: dict[str, Any] = {"reducer": "mean", "k": None}
 
 
@@ -137,9 +138,25 @@ class DatasetConfig(_Strict):
     choices: list[str] = Field(default_factory=list)
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
-    fail_on_error: float = Field(0.0, ge=0, le=1)
+    fail_on_error: int | float = 0.0  # a fraction (float, 0–1) or a count (integer) of samples that may fail
+    retry_on_error: int = Field(0, ge=0, le=100)  # whole-sample tries after a request's retries are spent
+    score_on_error: bool = False  # failed samples are scored as wrong, however many (fail_on_error = 1.0)
     epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)  # None: [run] epochs
     evaluator: EvaluatorConfig  # when the plan names none: ppl for mode "ppl", else exact
+
+    @field_validator("fail_on_error", mode="before")
+    @classmethod
+    def _fraction_or_count(cls, v: Any) -> Any:
+        """A float is a fraction of the samples, an integer a count of them: 1.0 lets every sample
+        fail, 1 lets one."""
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"expected a fraction between 0 and 1 or a count (an integer ≥ 0) of samples (got {v!r})")
+        if isinstance(v, float) and not 0.0 <= v <= 1.0:
+            example = int(v) if math.isfinite(v) and v > 1 else 5
+            raise ValueError(f"a fraction must be between 0 and 1; a count of samples is an integer, e.g. {example} (got {v!r})")
+        if isinstance(v, int) and not 0 <= v <= 1 << 40:
+            raise ValueError(f"a count of samples must be ≥ 0 (got {v!r})")
+        return 0.0 if v == 0 else v  # none may fail, however it is written
 
     def versioned_dump(self) -> dict[str, Any]:
         """The dataset's settings as fingerprints hash them (JSON types, later keys at their defaults left out)."""
