@@ -28,6 +28,15 @@ def _csv(value: str) -> list[str]:
     return items
 
 
+def _samples(value: str) -> list[int]:
+    from evaltui.plan import parse_samples
+
+    try:
+        return parse_samples(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e} (expected e.g. 3,17,40-60)") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evaltui",
@@ -40,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="ignore earlier predictions in the work dir and start over")
     p.add_argument("--models", type=_csv, metavar="A,B", help="run only these models (abbrs)")
     p.add_argument("--datasets", type=_csv, metavar="X,Y", help="run only these datasets (abbrs)")
+    p.add_argument("--samples", type=_samples, metavar="3,17,40-60", help="run only these samples (indices from 0) of each dataset (scored as a subset)")
     p.add_argument("--theme", metavar="NAME", help="interactive session: the theme to use (see themes/; remembered)")
     p.add_argument("--json", action="store_true", help="headless: print the final summary as JSON on stdout")
     p.add_argument("--version", action="version", version=f"evaltui {__version__}")
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         full_plan = load_plan(Path(args.plan))
-        plan = select(full_plan, args.models, args.datasets)
+        plan = select(full_plan, args.models, args.datasets, args.samples)
     except PlanError as e:
         for line in e.problems:
             print(line, file=sys.stderr)

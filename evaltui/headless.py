@@ -95,6 +95,8 @@ def leaderboard_json(table: Leaderboard) -> dict[str, Any]:
         scores = {m: table.value(m, row) for m in table.models}
         if row.main:
             datasets.append({"abbr": row.abbr, "version": row.version, "metric": row.metric, "mode": row.mode, "scores": scores})
+            if row.note:
+                datasets[-1]["note"] = row.note.strip(" ()")
         else:
             datasets[-1].setdefault("extra", {})[row.metric] = scores
     return {"models": list(table.models), "datasets": datasets, "average": {m: table.average(m) for m in table.models}}

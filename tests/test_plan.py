@@ -394,3 +394,26 @@ def test_error_policy_problems_name_the_field(tmp_path: Path, dataset: dict[str,
     data = base_plan()
     data["datasets"][0].update(dataset)
     assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]
+
+
+@pytest.mark.parametrize(
+    ("dataset", "expected"),
+    [
+        ({"time_limit": -1.0}, "datasets[0].time_limit: must be ≥ 0.0 (got -1.0)"),
+        ({"time_limit": 1e9}, "datasets[0].time_limit: must be ≤ 86400.0 (got 1000000000.0)"),
+        ({"token_limit": 2.5}, "datasets[0].token_limit: expected an integer (got number 2.5)"),
+        ({"token_limit": -5}, "datasets[0].token_limit: must be ≥ 0 (got -5)"),
+        ({"sample_ids": "1-3"}, "datasets[0].sample_ids: expected an array (got string '1-3')"),
+    ],
+)
+def test_limit_and_selection_problems_name_the_field(tmp_path: Path, dataset: dict[str, Any], expected: str) -> None:
+    data = base_plan()
+    data["datasets"][0].update(dataset)
+    assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]
+
+
+def test_limits_and_a_selection_load(tmp_path: Path) -> None:
+    data = base_plan()
+    data["datasets"][0].update(time_limit=30.0, token_limit=4096, sample_ids=[4, 0, 2])
+    d = load_plan(write_plan(tmp_path, data)).datasets[0]
+    assert (d.time_limit, d.token_limit, d.sample_ids) == (30.0, 4096, [0, 2, 4])

@@ -23,6 +23,7 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.client import ModelClient, Reply, RequestFailed
+from evaltui.backends.trace import NO_TRACE, Trace
 from evaltui.redaction import REDACTED
 
 if TYPE_CHECKING:
@@ -189,18 +190,25 @@ class Backend(ABC):
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
 
     @abstractmethod
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
         """The model's answer to one prompt (a BackendError when it fails for good).
 
         `epoch` ≥ 1 (a dataset run for several epochs): the request of that epoch, with the
         seed varied where the protocol takes one (see `epoch_seed`); epoch 0 is the request a
-        one-epoch run sends."""
+        one-epoch run sends. `trace`: where every attempt and the reported tokens go."""
 
-    async def ppl(self, text: str) -> float:
+    async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
 
-    async def _post(self, url: URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
-        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError."""
+    def usage(self, data: Any) -> tuple[int, int] | None:
+        """The (prompt, completion) tokens a reply reports, None when it reports none."""
+        return None
+
+    async def _post(self, url: URL, payload: dict[str, Any], parse: Callable[[Any], T], trace: Trace | None = None) -> T:
+        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError.
+
+        With a `trace`, every attempt is noted in it, and one is not sent once its token budget is spent."""
+        noted = NO_TRACE if trace is None else trace
         body = fastjson.dumps(payload)
         attempts = self.cfg.retry + 1
         last: BackendError | None = None
@@ -211,9 +219,13 @@ class Backend(ABC):
                 await self._sleep(self.backoff.delay(attempt - 1, retry_after))
             await self.bucket.acquire(held=retry_after is None)
             retry_after = None
+            refusal = noted.start()
+            if refusal is not None:
+                raise BackendError("token-limit", refusal, attempts=attempt - 1)
             try:
                 reply = await self.client.post(url, body, self._headers, self._timeout)
             except RequestFailed as e:
+                noted.end(None, e.kind)
                 if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                     raise BackendError("connect", e.message, attempts=attempt) from None
                 last = BackendError(e.kind, e.message, attempts=attempt, retryable=True)
@@ -221,14 +233,20 @@ class Backend(ABC):
             status = reply.status
             if 200 <= status < 300:
                 try:
-                    return parse(fastjson.loads(reply.body))
+                    data = fastjson.loads(reply.body)
+                    result = parse(data)
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
                     snippet = " ".join(masked(reply.body.decode("utf-8", "replace"), self._secrets).split())[:200]
                     last = BackendError("bad-reply", f"unparseable reply ({e}): {snippet!r}", status=status, attempts=attempt, retryable=True)
+                    noted.end(status, last.kind)
                     continue
                 except BackendError as e:
                     e.attempts = attempt
+                    noted.end(status, e.kind)
                     raise
+                noted.end(status, "ok", self.usage(data) if trace is not None else None)
+                return result
+            noted.end(status, "http")
             message = server_message(reply, self._secrets)
             if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
                 where = reply.headers.get("location", "")
@@ -245,6 +263,11 @@ class Backend(ABC):
         assert last is not None
         last.attempts = attempts
         raise last
+
+
+def count_tokens(value: Any) -> int:
+    """A token count from a reply: a non-negative integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def epoch_seed(kwargs: dict[str, Any], epoch: int) -> int:

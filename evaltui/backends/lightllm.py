@@ -6,7 +6,8 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, epoch_seed, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, Unparseable, count_tokens, epoch_seed, ppl_from_logprobs
+from evaltui.backends.trace import Trace
 
 PPL_FLAG_HINT = (
     "the reply has no prompt_token_ids/prompt_logprobs: start the LightLLM server with "
@@ -38,7 +39,13 @@ class LightLLMBackend(Backend):
         super().__init__(*args, **kwargs)
         self._url = URL(self.url)
 
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
+    def usage(self, data: Any) -> tuple[int, int] | None:
+        """LightLLM's `prompt_tokens` and `count_output_tokens`, when the reply has them."""
+        if not isinstance(data, dict) or ("prompt_tokens" not in data and "count_output_tokens" not in data):
+            return None
+        return count_tokens(data.get("prompt_tokens")), count_tokens(data.get("count_output_tokens"))
+
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
         inputs = f"{system}\n\n{prompt}" if system else prompt
         params = self.cfg.generation_kwargs
         if epoch and "seed" in params:
@@ -46,9 +53,9 @@ class LightLLMBackend(Backend):
             # parameters it does not know; TGI-style servers that sample by seed take one.
             params = {**params, "seed": epoch_seed(params, epoch)}
         payload = {"inputs": inputs, "parameters": params}
-        return await self._post(self._url, payload, _generated_text)
+        return await self._post(self._url, payload, _generated_text, trace)
 
-    async def ppl(self, text: str) -> float:
+    async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.
         params = {**self.cfg.generation_kwargs, "max_new_tokens": 1}
-        return await self._post(self._url, {"inputs": text, "parameters": params}, _prompt_logprobs)
+        return await self._post(self._url, {"inputs": text, "parameters": params}, _prompt_logprobs, trace)

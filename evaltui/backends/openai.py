@@ -6,7 +6,8 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, epoch_seed, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, Unparseable, count_tokens, epoch_seed, ppl_from_logprobs
+from evaltui.backends.trace import Trace
 
 # LightLLM-style keys that are not OpenAI sampling parameters.
 _RENAMED = {"max_new_tokens", "do_sample"}
@@ -41,6 +42,12 @@ class _OpenAIBackend(Backend):
         self._params = sampling_params(self.cfg.generation_kwargs)
         self._model = self.cfg.model or self.cfg.abbr
 
+    def usage(self, data: Any) -> tuple[int, int] | None:
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if not isinstance(usage, dict):
+            return None
+        return count_tokens(usage.get("prompt_tokens")), count_tokens(usage.get("completion_tokens"))
+
     def _sampling(self, epoch: int) -> dict[str, Any]:
         """The sampling parameters of one epoch: OpenAI's `seed` set from epoch 1 on."""
         return self._params if not epoch else {**self._params, "seed": epoch_seed(self._params, epoch)}
@@ -65,23 +72,23 @@ def _completion_text(data: Any) -> str:
 class OpenAIChatBackend(_OpenAIBackend):
     endpoint = "/chat/completions"
 
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
         payload = {"model": self._model, "messages": messages, **self._sampling(epoch)}
-        return await self._post(self._url, payload, _chat_content)
+        return await self._post(self._url, payload, _chat_content, trace)
 
 
 class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
     computes_ppl = True
 
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0) -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
         text = f"{system}\n\n{prompt}" if system else prompt
         payload = {"model": self._model, "prompt": text, **self._sampling(epoch)}
-        return await self._post(self._url, payload, _completion_text)
+        return await self._post(self._url, payload, _completion_text, trace)
 
-    async def ppl(self, text: str) -> float:
+    async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}
 
         def parse(data: Any) -> float:
@@ -101,4 +108,4 @@ class OpenAICompletionsBackend(_OpenAIBackend):
                 values = values[:-1]
             return ppl_from_logprobs([float(v) for v in values if v is not None])
 
-        return await self._post(self._url, payload, parse)
+        return await self._post(self._url, payload, parse, trace)

@@ -69,7 +69,7 @@ class PairEnding:
         """The shard's status file, with its counts as they stand."""
         self.statuses.write(
             self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
-            error=error, version=run.version, epochs=run.epochs,
+            error=error, version=run.version, epochs=run.epochs, samples=run.samples,
         )
 
     async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
@@ -150,7 +150,7 @@ class PairEnding:
         m, d = self.model, run.cfg.abbr
         paths = self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
         out = self.workdir.predictions_file(m, d)
-        await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs))
+        await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection))
 
     def close_interrupted(self, runs: list[DatasetRun]) -> None:
         """On cancellation: close checkpoints and say in the status files that work is left.

@@ -230,10 +230,12 @@ class WorkerPool:
             self.in_flight += 1
             shard.in_flight += 1
             try:
-                entry = await self._inference.entry(cfg, sample, epoch, partial(self._retrying, run, shard, index, epoch))
+                entry, _ = await self._inference.entry(cfg, sample, epoch, partial(self._retrying, run, shard, index, epoch), run.tokens)
             finally:
                 self.in_flight -= 1
                 shard.in_flight -= 1
+        if run.tokens is not None:
+            run.tokens.finished(index)
         self.requests += 1
         shard.checkpoint.append(entry)
         await shard.checkpoint.written()  # on disk before this worker sends its next request

@@ -8,15 +8,18 @@ every checkpoint line and hashes the data file, so the session runs it in a work
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from evaltui.datasets import file_fingerprint
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
 from evaltui.engine.events import PairStatus
-from evaltui.engine.runs import DatasetRun, ShardRun, shard_ranges
+from evaltui.engine.runs import DatasetRun, ShardRun, shard_indices
+from evaltui.engine.sample import SampleTokens
 from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.fsutil import read_json
-from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan import DatasetConfig, ModelConfig, Plan, samples_spec
 
 
 def plan_pairs(
@@ -39,7 +42,7 @@ def plan_pairs(
         total = totals[ds.abbr]
         epochs = plan.epochs(ds)
         version = _drop_stale_work(plan, model, wd, ds, emit)
-        if _kept_whole(m, wd, ds, total, epochs, emit):
+        if _kept_whole(m, wd, ds, total if ds.sample_ids is None else len(ds.sample_ids), epochs, emit):
             continue
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
             # Checkpoints deleted after the merge (as OpenCompass users do): the final file
@@ -48,27 +51,35 @@ def plan_pairs(
         # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
         wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
+        indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
+        chosen = None if ds.sample_ids is None else set(ds.sample_ids)
         done: set[int] = set()  # keys of the (sample, epoch) units answered: index * epochs + epoch
         failed: set[int] = set()
         for path in wd.checkpoint_files(m, ds.abbr):
             for index, epoch, ok, _ in scan_checkpoint(path):
-                if 0 <= index < total and epoch < epochs:
+                if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
                     (done if ok else failed).add(index * epochs + epoch)
         n = ds.shards
+        samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
         shards = []
-        for k, r in enumerate(shard_ranges(total, n)):
+        for k, part in enumerate(shard_indices(indices, n)):
             cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
-            shard = ShardRun(k, r, cp, completed=_done_in(r, done, epochs), epochs=epochs)
+            shard = ShardRun(k, part, cp, completed=_done_in(part, done, epochs), epochs=epochs)
             shards.append(shard)
-            statuses.write(m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs)
-        units = total * epochs
+            statuses.write(
+                m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs, samples=samples
+            )
+        units = len(indices) * epochs
         failed -= done
-        runs.append(DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done)))
+        run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
+        run.selection, run.samples = ds.sample_ids, samples
+        run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
+        runs.append(run)
         emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
     return runs
 
 
-def _done_in(indices: range, done: set[int], epochs: int) -> int:
+def _done_in(indices: Sequence[int], done: set[int], epochs: int) -> int:
     """How many (sample, epoch) units of these samples are in `done`."""
     if epochs == 1:
         return sum(1 for i in indices if i in done)
@@ -106,7 +117,10 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int,
     statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
     if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
         return False
-    if any(s.get("epochs", 1) != epochs for s in statuses) or sum(s.get("total", -1) for s in statuses) != total * epochs:  # another limit or epochs
+    samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
+    if any(s.get("epochs", 1) != epochs or s.get("samples", "") != samples for s in statuses):  # other epochs, another selection
+        return False
+    if sum(s.get("total", -1) for s in statuses) != total * epochs:  # another limit
         return False
     if any(s.get("failed", 0) for s in statuses):
         # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):

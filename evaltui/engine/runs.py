@@ -16,11 +16,17 @@ import anyio
 
 from evaltui.engine.checkpoint import Checkpoint
 from evaltui.engine.events import PairStatus
+from evaltui.engine.sample import SampleTokens
 from evaltui.plan import DatasetConfig
 
 
 def shard_ranges(total: int, shards: int) -> list[range]:
     return [range(k * total // shards, (k + 1) * total // shards) for k in range(shards)]
+
+
+def shard_indices(indices: Sequence[int], shards: int) -> list[Sequence[int]]:
+    """The samples run (all of them, or a selection) split into `shards` runs of consecutive ones."""
+    return [indices[r.start : r.stop] for r in shard_ranges(len(indices), shards)]
 
 
 Job = tuple["ShardRun", int, int, "dict[str, Any] | str"]  # (shard, index, epoch, record or why it is unreadable)
@@ -29,7 +35,7 @@ Job = tuple["ShardRun", int, int, "dict[str, Any] | str"]  # (shard, index, epoc
 @dataclass(eq=False)
 class ShardRun:
     shard: int
-    indices: Sequence[int]  # the samples of this shard
+    indices: Sequence[int]  # the samples of this shard (a range, but for a selection of them)
     checkpoint: Checkpoint
     completed: int = 0
     failed: int = 0
@@ -54,6 +60,9 @@ class DatasetRun:
     failed_before: set[int] = field(default_factory=set)  # keys of units that failed in an earlier run, none since answered
     records: int = 0  # the dataset's samples (its data file's records, up to limit)
     epochs: int = 1
+    selection: Sequence[int] | None = None  # the indices run (sample_ids, --samples); None: all of them
+    samples: str = ""  # the selection as written in status and result files (`3,17,40-60`); "": all
+    tokens: SampleTokens | None = None  # token_limit's count per sample, when the dataset has one
     todo: Iterator[Job] | None = None
     remaining: int = 0  # units not finished in this run (queued + in flight)
     unsent: int = 0  # units left unsent by an early stop (too many failures)

@@ -1,10 +1,15 @@
-"""One (sample, epoch) through the backend: its tries, and the checkpoint entry they end in.
+"""One (sample, epoch) through the backend: its tries, its limits, and the checkpoint entry they end in.
 
 The backend retries each request (`retry`, with backoff); `retry_on_error = N` tries the whole
 sample again up to N more times once a request's retries are spent on errors worth retrying
 (connection, timeout, 408, 429, 5xx, an unparseable reply) — a server down for longer than one
 request's backoff. An error a try cannot change (a 400, a template that does not fill) fails
 at once. The entry of a sample that failed for good keeps why each earlier try failed.
+
+Limits end a unit as failed with their own error class: `time-limit` (time_limit seconds for
+all its tries together) and `token-limit` (token_limit tokens for all of a sample's epochs and
+tries, as the server reports them: a request is not sent once the sample has used them; the
+reply that crosses the limit is kept).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from evaltui.backends import Backend, BackendError
+from evaltui.backends import Backend, BackendError, Trace
 from evaltui.datasets import Sample
 from evaltui.engine.redact import redact
 from evaltui.plan import DatasetConfig
@@ -33,6 +38,56 @@ def failed_entry(index: int, epoch: int, error: dict[str, Any]) -> dict[str, Any
     return {**head(index, epoch), "origin_prompt": "", "prediction": "", "gold": "", "error": error}
 
 
+class SampleTokens:
+    """token_limit for the samples of one dataset in this run: the tokens each has used over its
+    epochs and tries. A sample is known while it has units queued or in flight (`expect`, then
+    `finished` for each), so it holds as many entries as samples are under way, not the dataset.
+    A resumed run counts afresh for the units it still has to send."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._used: dict[int, int] = {}
+        self._left: dict[int, int] = {}
+
+    def expect(self, index: int, units: int) -> None:
+        self._left[index] = self._left.get(index, 0) + units
+
+    def finished(self, index: int) -> None:
+        left = self._left.get(index, 0) - 1
+        if left > 0:
+            self._left[index] = left
+        else:
+            self._left.pop(index, None)
+            self._used.pop(index, None)
+
+    def used(self, index: int) -> int:
+        return self._used.get(index, 0)
+
+    def spend(self, index: int, tokens: int) -> None:
+        self._used[index] = self._used.get(index, 0) + tokens
+
+    def of(self, index: int) -> _Budget:
+        return _Budget(self, index)
+
+
+class _Budget:
+    """One sample's share of SampleTokens, as a Trace asks it (backends.TokenBudget)."""
+
+    __slots__ = ("tokens", "index")
+
+    def __init__(self, tokens: SampleTokens, index: int):
+        self.tokens, self.index = tokens, index
+
+    def refusal(self) -> str | None:
+        used = self.tokens.used(self.index)
+        if used < self.tokens.limit:
+            return None
+        return f"the sample has used {used} tokens (the server's count, over its epochs and tries) of its token_limit = {self.tokens.limit}"
+
+    def spend(self, tokens: int) -> None:
+        self.tokens.spend(self.index, tokens)
+
+
 class SampleInference:
     """How one model's pool turns a rendered sample into its checkpoint entry."""
 
@@ -40,38 +95,65 @@ class SampleInference:
         self.backend = backend
         self.secrets = secrets  # masked in failure messages: servers echo requests
 
-    async def entry(self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry) -> dict[str, Any]:
-        """The checkpoint entry of one (sample, epoch): its answer (gen), chosen continuation (ppl)
-        or error, after up to 1 + retry_on_error tries."""
+    async def entry(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None
+    ) -> tuple[dict[str, Any], Trace | None]:
+        """The checkpoint entry of one (sample, epoch) — its answer (gen), chosen continuation
+        (ppl) or error, after up to 1 + retry_on_error tries within its limits — and the trace of
+        its attempts when one was kept (a limit applies)."""
         entry = head(sample.index, epoch)
         entry["origin_prompt"] = sample.prompt
+        trace = Trace(tokens.of(sample.index)) if tokens is not None else Trace() if cfg.time_limit else None
+        if not cfg.time_limit:
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace)
+            return entry, trace
         earlier: list[dict[str, Any]] = []
+        with anyio.move_on_after(cfg.time_limit) as scope:
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
+        if scope.cancelled_caught:
+            assert trace is not None
+            trace.interrupted("time-limit")
+            message = f"no answer within time_limit = {cfg.time_limit:g} s"
+            error: dict[str, Any] = {"type": "time-limit", "status": None, "message": message, "attempts": len(trace.attempts)}
+            if earlier:
+                error["tries"] = [*earlier, _reason(error)]
+            entry.update(prediction="", gold=sample.target, error=error)
+            entry.pop("ppl", None)
+        return entry, trace
+
+    async def _tries(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None,
+        earlier: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Up to 1 + retry_on_error tries, the reason of each failed one added to `earlier`."""
+        earlier = [] if earlier is None else earlier
         tries = 1 + cfg.retry_on_error
         for number in range(1, tries + 1):
             if number > 1:
                 on_retry(number, earlier[-1])
                 # the schedule the request retries were on, continued: the server gets a breather
                 await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number))
-            error, again = await self._try(cfg, sample, epoch, entry)
+            error, again = await self._try(cfg, sample, epoch, entry, trace)
             if error is None:
-                return entry
+                return
             if not again or number == tries:
                 if earlier:
                     error["tries"] = [*earlier, _reason(error)]
                 entry.update(prediction="", gold=sample.target, error=error)
-                return entry
+                return
             earlier.append(_reason(error))
-        raise AssertionError("unreachable: the last try returns")
 
-    async def _try(self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    async def _try(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], trace: Trace | None
+    ) -> tuple[dict[str, Any] | None, bool]:
         """One try: fills `entry` with the answer, or returns (the error, whether another try may help)."""
         try:
             if cfg.mode == "ppl":
-                ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
+                ppls = [await self.backend.ppl(sample.prompt + c, trace=trace) for c in sample.choices]
                 best = min(range(len(ppls)), key=ppls.__getitem__)
                 entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
             else:
-                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch), gold=sample.target)
+                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace), gold=sample.target)
             return None, False
         except BackendError as e:
             error = e.as_dict()

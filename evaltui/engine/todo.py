@@ -27,7 +27,7 @@ def todo(run: DatasetRun, records: Records, reopen: Reopen) -> Iterator[Job]:
     yield from _units(run, records, lambda key: key not in retry)
     if not retry:
         return
-    samples = {key // run.epochs for key in retry}
+    samples = {key // run.epochs for key in retry}  # within the selection: planning kept no other
     try:
         again = reopen(_Except(samples))
     except (DatasetError, OSError) as e:
@@ -41,30 +41,39 @@ def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> 
     and those after it too."""
     problem = ""
     done, epochs = run.done, run.epochs
+    at = 0  # the index of the record `records` gives next
     for s in run.shards:
         for i in s.indices:
             record: dict[str, Any] | str | None = problem
             if not problem:
                 try:
+                    while at < i:  # a sample not selected (its record skipped, not read)
+                        next(records)
+                        at += 1
                     record = next(records)  # None for a sample skipped when the file was opened (not read)
+                    at += 1
                 except StopIteration:
-                    problem = record = f"{run.cfg.path} now has only {i} records, expected {run.records}"
+                    problem = record = f"{run.cfg.path} now has only {at} records, expected {run.records}"
                 except DatasetError as e:
                     problem = record = str(e)
-            for epoch in range(epochs):
-                key = i * epochs + epoch
-                if key not in done and wanted(key):
-                    assert record is not None
-                    yield s, i, epoch, record
+            units = [epoch for epoch in range(epochs) if (key := i * epochs + epoch) not in done and wanted(key)]
+            if units and run.tokens is not None:
+                run.tokens.expect(i, len(units))
+            for epoch in units:
+                assert record is not None
+                yield s, i, epoch, record
 
 
 def first_pass_skip(run: DatasetRun) -> Container[int]:
-    """The samples whose records the first pass does not read: every epoch done, or failed before."""
+    """The samples whose records the first pass does not read: every epoch done or failed
+    before, or not selected."""
     settled = run.done | run.failed_before if run.failed_before else run.done
-    if run.epochs == 1:
+    if run.epochs > 1:
+        per_sample = Counter(key // run.epochs for key in settled)
+        settled = {i for i, n in per_sample.items() if n == run.epochs}
+    if run.selection is None:
         return settled
-    per_sample = Counter(key // run.epochs for key in settled)
-    return {i for i, n in per_sample.items() if n == run.epochs}
+    return _Except(set(run.selection) - settled)
 
 
 class _Except:

@@ -293,8 +293,10 @@ class StatusWriter:
         version: str = "",
         reset: bool = False,
         epochs: int = 1,
+        samples: str = "",
     ) -> bool:
-        """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs."""
+        """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs;
+        `samples`: the selection run (sample_ids, --samples) when not all of them."""
         path = self.workdir.status_file(model, dataset, shard, shards)
         if not reset and path in self._final:
             return False
@@ -309,6 +311,8 @@ class StatusWriter:
         }
         if epochs != 1:
             data["epochs"] = epochs
+        if samples:
+            data["samples"] = samples
         atomic_write_json(path, data)
         if status in TERMINAL:
             self._final[path] = status

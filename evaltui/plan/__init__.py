@@ -11,7 +11,7 @@ files are checked against the templates), so neither imports it but for type che
 
 from evaltui.datasets import template_fields
 from evaltui.plan.errors import PlanError
-from evaltui.plan.load import load_plan, select
+from evaltui.plan.load import load_plan, parse_samples, samples_spec, select
 from evaltui.plan.schema import (
     ABBR_RE,
     MAX_WORKERS,
@@ -39,6 +39,8 @@ __all__ = [
     "default_max_workers",
     "expand_home",
     "load_plan",
+    "parse_samples",
+    "samples_spec",
     "select",
     "template_fields",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -90,7 +91,9 @@ class ModelConfig(_Strict):
 # Keys added after results were first fingerprinted, with their defaults: left out of a
 # fingerprint while at their default, so a plan that does not use them keeps the versions (the
 # leaderboard's column, the evaluator's) it had before they existed.
-LATER_DATASET_KEYS: dict[str, Any] = {"epochs": None, "retry_on_error": 0, "score_on_error": False}
+LATER_DATASET_KEYS: dict[str, Any] = {
+    "epochs": None, "retry_on_error": 0, "score_on_error": False, "time_limit": 0.0, "token_limit": 0, "sample_ids": None,
+}
 LATER_EVALUATOR_KEYS: dict[str, Any] = {"reducer": "mean", "k": None}
 
 
@@ -142,6 +145,9 @@ class DatasetConfig(_Strict):
     retry_on_error: int = Field(0, ge=0, le=100)  # whole-sample tries after a request's retries are spent
     score_on_error: bool = False  # failed samples are scored as wrong, however many (fail_on_error = 1.0)
     epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)  # None: [run] epochs
+    time_limit: float = Field(0.0, ge=0, le=DAY)  # s a (sample, epoch) may take, all its tries together; 0: no limit
+    token_limit: int = Field(0, ge=0, le=10**12)  # tokens a sample may use, all its epochs and tries together; 0: no limit
+    sample_ids: list[int] | None = None  # run only these samples (indices, from 0); None: all
     evaluator: EvaluatorConfig  # when the plan names none: ppl for mode "ppl", else exact
 
     @field_validator("fail_on_error", mode="before")
@@ -157,6 +163,21 @@ class DatasetConfig(_Strict):
         if isinstance(v, int) and not 0 <= v <= 1 << 40:
             raise ValueError(f"a count of samples must be ≥ 0 (got {v!r})")
         return 0.0 if v == 0 else v  # none may fail, however it is written
+
+    @field_validator("sample_ids")
+    @classmethod
+    def _indices(cls, v: list[int] | None) -> list[int] | None:
+        """Indices from 0, each once, in order (that they are below the record count is checked with the data)."""
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("lists no sample; leave it out to run them all")
+        if any(i < 0 for i in v):
+            raise ValueError(f"sample indices count from 0 (got {min(v)})")
+        if len(set(v)) != len(v):
+            twice = next(i for i, n in Counter(v).items() if n > 1)
+            raise ValueError(f"lists sample {twice} twice")
+        return sorted(v)
 
     def versioned_dump(self) -> dict[str, Any]:
         """The dataset's settings as fingerprints hash them (JSON types, later keys at their defaults left out)."""

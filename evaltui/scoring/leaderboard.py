@@ -27,6 +27,12 @@ class DatasetRow(NamedTuple):
     metric: str
     mode: str
     main: bool = True  # False: another metric of the dataset named above it (pass@10 under pass@1)
+    note: str = ""  # shown after the metric: " (subset of 61)" when only some samples were run
+
+    @property
+    def label(self) -> str:
+        """The metric as the table shows it."""
+        return self.metric + self.note
 
 
 class RankedModel(NamedTuple):
@@ -84,7 +90,7 @@ class Leaderboard:
     def rows(self) -> list[list[str]]:
         """Every cell as display text: the dataset rows, then the Average row."""
         body = [
-            [row.abbr, row.version, row.metric, row.mode, *(format_score(self.value(model, row)) for model in self.models)]
+            [row.abbr, row.version, row.label, row.mode, *(format_score(self.value(model, row)) for model in self.models)]
             for row in self.datasets
         ]
         body.append([*AVERAGE_ROW, *(format_score(self.average(model)) for model in self.models)])

@@ -118,9 +118,11 @@ class RunSummary:
             rows = []
             for d in self.plan.datasets:
                 version = self._version(d)
+                # a selection's score is not the dataset's: it says so (and its version differs)
+                subset = "" if d.sample_ids is None else f" (subset of {len(d.sample_ids)})"
                 main, *others = self._metrics(d)
-                rows.append(DatasetRow(d.abbr, version, main, d.mode))
-                rows.extend(DatasetRow(d.abbr, version, metric, d.mode, main=False) for metric in others)
+                rows.append(DatasetRow(d.abbr, version, main, d.mode, note=subset))
+                rows.extend(DatasetRow(d.abbr, version, metric, d.mode, main=False, note=subset) for metric in others)
             self._rows = tuple(rows)
         return self._rows
 

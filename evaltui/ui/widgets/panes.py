@@ -159,7 +159,7 @@ class LeaderboardTable(DataTable[Text]):
         best = fmt.colour(palette, "success")
         rows: dict[str, list[Text]] = {}
         for row in board.datasets:
-            cells = [Text(row.abbr), Text(row.metric)]
+            cells = [Text(row.abbr), Text(row.label)]
             for r in ranked:
                 value = board.value(r.model, row)
                 cells.append(Text(format_score(value), justify="right"))
