@@ -14,7 +14,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
 from evaltui.fsutil import atomic_writer, json_bytes, read_json
@@ -191,51 +191,72 @@ def scan_checkpoint(path: Path) -> Iterator[Line]:
 MISSING_EPOCH = {"type": "missing", "status": None, "message": "no answer for this epoch", "attempts": 0}
 
 
+class LineIndex:
+    """Where each (sample, epoch)'s line is among some checkpoint-like files (the checkpoints of
+    every shard layout, or the per-sample logs): its success if it has one, else a failure.
+
+    Keeps ~13 bytes per (sample, epoch), never the lines; read them with `line(key)` inside
+    `with` (key: index * epochs + epoch). `latest`: of several lines the last one (a log's
+    current record) unless it is a failure after a success, rather than the first failure (what
+    the predictions always kept).
+    """
+
+    def __init__(self, paths: list[Path], total: int, *, epochs: int = 1, latest: bool = False):
+        self.paths = [p for p in paths if p.exists()]  # a shard with no samples never wrote one
+        self.epochs = epochs
+        slots = total * epochs
+        self.where = array("q", [-1]) * slots
+        self.which = array("i", [0]) * slots
+        self.good = bytearray(slots)
+        for k, path in enumerate(self.paths):
+            for index, epoch, ok, offset in scan_checkpoint(path):
+                key = index * epochs + epoch
+                if not (0 <= index < total and epoch < epochs):
+                    continue
+                first, had = self.where[key] < 0, self.good[key]
+                if first or (ok and not had) or (latest and (ok or not had)):
+                    self.where[key], self.which[key], self.good[key] = offset, k, ok
+        self._files: list[BinaryIO] = []
+
+    def __enter__(self) -> LineIndex:
+        self._files = [open(p, "rb") for p in self.paths]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+
+    def line(self, key: int) -> bytes | None:
+        """The line of this (sample, epoch), without its newline; None when it has none."""
+        if self.where[key] < 0:
+            return None
+        f = self._files[self.which[key]]
+        f.seek(self.where[key])
+        return f.readline().rstrip(b"\n")
+
+
 def merge_checkpoints(paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None) -> int:
     """Write the final predictions file from the shards' checkpoints, streaming, in index order.
 
-    Keeps ~13 bytes per (sample, epoch) in memory (where its best line is), never the entries.
     One epoch: each line's bytes are copied with the `index` key dropped. Several: a sample's
     lines are parsed and joined into one entry (see _joined). `selection`: the indices to write
     (a --samples run); all of 0..total-1 by default. Returns the entries written.
     """
-    paths = [p for p in paths if p.exists()]  # a shard with no samples never wrote one
-    slots = total * epochs
-    where = array("q", [-1]) * slots
-    which = array("i", [0]) * slots
-    good = bytearray(slots)
-    for k, path in enumerate(paths):
-        for index, epoch, ok, offset in scan_checkpoint(path):
-            key = index * epochs + epoch
-            if 0 <= index < total and epoch < epochs and (where[key] < 0 or (ok and not good[key])):
-                where[key], which[key], good[key] = offset, k, ok
-    files = [open(p, "rb") for p in paths]
-
-    def line_at(key: int) -> bytes | None:
-        if where[key] < 0:
-            return None
-        f = files[which[key]]
-        f.seek(where[key])
-        return f.readline().rstrip(b"\n")
-
     written = 0
-    try:
-        with atomic_writer(out) as w:
-            w.write(b"{")
-            for index in range(total) if selection is None else selection:
-                if epochs == 1:
-                    line = line_at(index)
-                    value = None if line is None else _without_index(line)
-                else:
-                    value = _joined([line_at(index * epochs + e) for e in range(epochs)])
-                if value is None:
-                    continue
-                w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
-                written += 1
-            w.write(b"\n}\n")
-    finally:
-        for f in files:
-            f.close()
+    with LineIndex(paths, total, epochs=epochs) as lines, atomic_writer(out) as w:
+        w.write(b"{")
+        for index in range(total) if selection is None else selection:
+            if epochs == 1:
+                line = lines.line(index)
+                value = None if line is None else _without_index(line)
+            else:
+                value = _joined([lines.line(index * epochs + e) for e in range(epochs)])
+            if value is None:
+                continue
+            w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
+            written += 1
+        w.write(b"\n}\n")
     return written
 
 

@@ -82,7 +82,7 @@ class PairEnding:
     async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model, run.cfg.abbr
         n = len(run.shards)
-        shard.checkpoint.close()
+        shard.close()
         # fail_on_error is a budget for the whole dataset, so the outcome does not depend on
         # `shards`: a shard fails when the dataset's failures so far exceed it, and the last
         # shard to end therefore fails exactly when the dataset's total does.
@@ -129,7 +129,7 @@ class PairEnding:
         run.started, run.todo, run.remaining = True, iter(()), 0
         run.loaded.set()
         for s in shards:
-            s.checkpoint.close()
+            s.close()
             s.status, s.outstanding = PairStatus.FAIL, -1
             self.write_status(run, s, "fail", error)
             self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
@@ -162,7 +162,7 @@ class PairEnding:
                 continue
             for s in run.shards:
                 if s.status is None:
-                    s.checkpoint.close()
+                    s.close()
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
                         self.write_status(run, s, "pending", "interrupted; run again to resume")

@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup
 from evaltui.backends import Backend
 from evaltui.datasets import DatasetError, open_records, render_sample
 from evaltui.engine import events as ev
+from evaltui.engine import samplelog
 from evaltui.engine.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.redact import model_secrets
@@ -185,7 +186,7 @@ class WorkerPool:
         loop = asyncio.get_running_loop()  # its call_soon: a turn's checkpoint lines go out in one write
         for s in run.shards:
             if s.outstanding:
-                s.checkpoint.open(defer=loop.call_soon)
+                s.open(defer=loop.call_soon)
                 s.last_write = time.monotonic()
                 self._ending.write_status(run, s, "running")
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
@@ -217,25 +218,7 @@ class WorkerPool:
 
     async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
-        try:
-            if isinstance(record, str):
-                raise DatasetError(record)
-            sample = render_sample(cfg, index, record)
-        except Exception as e:  # the file changed since it was checked: this sample fails, not the run
-            kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
-            if isinstance(e, DatasetError):
-                kind, message = "dataset", f"record {index}: {e}"
-            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
-        else:
-            self.in_flight += 1
-            shard.in_flight += 1
-            try:
-                entry, _ = await self._inference.entry(cfg, sample, epoch, partial(self._retrying, run, shard, index, epoch), run.tokens)
-            finally:
-                self.in_flight -= 1
-                shard.in_flight -= 1
-        if run.tokens is not None:
-            run.tokens.finished(index)
+        entry = await self._answer(run, shard, index, epoch, record)
         self.requests += 1
         shard.checkpoint.append(entry)
         await shard.checkpoint.written()  # on disk before this worker sends its next request
@@ -261,6 +244,38 @@ class WorkerPool:
                 self._ending.write_status(run, shard, "running")
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
+
+    async def _answer(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> dict[str, Any]:
+        """The unit's checkpoint entry (an error when its record or templates fail); its line of
+        the per-sample log, when there is one, is appended."""
+        cfg = run.cfg
+        clock, started = time.monotonic(), time.time() if shard.log is not None else 0.0
+        answer = None
+        try:
+            if isinstance(record, str):
+                raise DatasetError(record)
+            sample = render_sample(cfg, index, record)
+        except Exception as e:  # the file changed since it was checked: this sample fails, not the run
+            kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
+            if isinstance(e, DatasetError):
+                kind, message = "dataset", f"record {index}: {e}"
+            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
+        else:
+            self.in_flight += 1
+            shard.in_flight += 1
+            try:
+                on_retry = partial(self._retrying, run, shard, index, epoch)
+                answer = await self._inference.answer(cfg, sample, epoch, on_retry, run.tokens, traced=shard.log is not None)
+                entry = answer.entry
+            finally:
+                self.in_flight -= 1
+                shard.in_flight -= 1
+        if run.tokens is not None:
+            run.tokens.finished(index)
+        if shard.log is not None:
+            trace, tries, system = (answer.trace, answer.tries, sample.system) if answer is not None else (None, 1, "")
+            shard.log.append(samplelog.record(entry, trace, system, tries, started, time.monotonic() - clock))
+        return entry
 
     def _retrying(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
         self.emit(ev.SampleRetried(self.model.abbr, run.cfg.abbr, shard.shard, index, number, SampleError.from_dict(why), epoch))

@@ -65,6 +65,8 @@ def plan_pairs(
         for k, part in enumerate(shard_indices(indices, n)):
             cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
             shard = ShardRun(k, part, cp, completed=_done_in(part, done, epochs), epochs=epochs)
+            if plan.run.sample_log:
+                shard.log = Checkpoint(wd.sample_log_file(m, ds.abbr, k, n), version)
             shards.append(shard)
             statuses.write(
                 m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs, samples=samples

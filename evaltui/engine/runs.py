@@ -8,7 +8,7 @@ the `done` set is `index * epochs + epoch` (the index itself for one epoch).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,19 @@ class ShardRun:
     status: PairStatus | None = None  # DONE | FAIL once finished
     epochs: int = 1
     in_flight: int = 0  # units sent and not answered yet
+    log: Checkpoint | None = None  # its per-sample log (samplelog.py), unless sample_log = false
+
+    def open(self, defer: Callable[[Callable[[], None]], object]) -> None:
+        """Its files, for appending: the log first, whose line of a unit goes out before the
+        checkpoint's (a kill between them leaves a record of a request, never a unit done without one)."""
+        if self.log is not None:
+            self.log.open(defer=defer)
+        self.checkpoint.open(defer=defer)
+
+    def close(self) -> None:
+        self.checkpoint.close()
+        if self.log is not None:
+            self.log.close()
 
     @property
     def total(self) -> int:

@@ -15,7 +15,7 @@ reply that crosses the limit is kept).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -88,6 +88,12 @@ class _Budget:
         self.tokens.spend(self.index, tokens)
 
 
+class Answer(NamedTuple):
+    entry: dict[str, Any]  # the checkpoint entry
+    trace: Trace | None  # its attempts and tokens, when they were kept
+    tries: int  # whole tries made (retry_on_error)
+
+
 class SampleInference:
     """How one model's pool turns a rendered sample into its checkpoint entry."""
 
@@ -95,19 +101,19 @@ class SampleInference:
         self.backend = backend
         self.secrets = secrets  # masked in failure messages: servers echo requests
 
-    async def entry(
-        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None
-    ) -> tuple[dict[str, Any], Trace | None]:
-        """The checkpoint entry of one (sample, epoch) — its answer (gen), chosen continuation
-        (ppl) or error, after up to 1 + retry_on_error tries within its limits — and the trace of
-        its attempts when one was kept (a limit applies)."""
+    async def answer(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None, traced: bool = False
+    ) -> Answer:
+        """One (sample, epoch)'s checkpoint entry — its answer (gen), chosen continuation (ppl)
+        or error, after up to 1 + retry_on_error tries within its limits — with the trace of its
+        attempts when one is kept (`traced`: the per-sample log wants it; a limit needs it)."""
         entry = head(sample.index, epoch)
         entry["origin_prompt"] = sample.prompt
-        trace = Trace(tokens.of(sample.index)) if tokens is not None else Trace() if cfg.time_limit else None
-        if not cfg.time_limit:
-            await self._tries(cfg, sample, epoch, entry, on_retry, trace)
-            return entry, trace
+        trace = Trace(tokens.of(sample.index)) if tokens is not None else Trace() if traced or cfg.time_limit else None
         earlier: list[dict[str, Any]] = []
+        if not cfg.time_limit:
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
+            return Answer(entry, trace, len(earlier) + 1)
         with anyio.move_on_after(cfg.time_limit) as scope:
             await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
         if scope.cancelled_caught:
@@ -119,14 +125,12 @@ class SampleInference:
                 error["tries"] = [*earlier, _reason(error)]
             entry.update(prediction="", gold=sample.target, error=error)
             entry.pop("ppl", None)
-        return entry, trace
+        return Answer(entry, trace, len(earlier) + 1)
 
     async def _tries(
-        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None,
-        earlier: list[dict[str, Any]] | None = None,
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None, earlier: list[dict[str, Any]]
     ) -> None:
-        """Up to 1 + retry_on_error tries, the reason of each failed one added to `earlier`."""
-        earlier = [] if earlier is None else earlier
+        """Up to 1 + retry_on_error tries, the reason of each failed one but the last added to `earlier`."""
         tries = 1 + cfg.retry_on_error
         for number in range(1, tries + 1):
             if number > 1:

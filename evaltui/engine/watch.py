@@ -37,7 +37,7 @@ from anyio.abc import TaskGroup
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import iter_predictions, read_predictions
-from evaltui.engine.versions import evaluator_version
+from evaltui.engine.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import DatasetConfig, Plan, samples_spec
@@ -109,7 +109,7 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
         result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs)
         details = result.pop("details")
         with atomic_writer(out, replace=replace) as w:
-            w.write(dumps_readable({**result, **_run_as(ds, epochs), "scored_with": scored_with, "details": details}).encode("utf-8"))
+            w.write(dumps_readable({**result, **_run_as(plan, ds, epochs), "scored_with": scored_with, "details": details}).encode("utf-8"))
         return {name: float(value) for name, value in result.items()}
     reduction = scoring.Reduction.of(ds.evaluator, epochs)
     sums = scoring.MetricSums(reduction)
@@ -122,7 +122,7 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
         details.seek(0)
         with atomic_writer(out, replace=replace) as w:
             w.write(b"{\n")
-            for name, value in {**metrics, **_run_as(ds, epochs)}.items():
+            for name, value in {**metrics, **_run_as(plan, ds, epochs)}.items():
                 w.write(b"  %s: %s,\n" % (json.dumps(name).encode(), json.dumps(value).encode()))
             w.write(b'  "scored_with": "%s",\n  "details": [' % scored_with.encode())
             shutil.copyfileobj(details, w)
@@ -130,10 +130,11 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
     return metrics
 
 
-def _run_as(ds: DatasetConfig, epochs: int) -> dict[str, Any]:
-    """What a result says of how its samples were run, when not all once by mean: its epochs and
-    reducer, the selection (`samples`) when not all of them."""
-    head: dict[str, Any] = {}
+def _run_as(plan: Plan, ds: DatasetConfig, epochs: int) -> dict[str, Any]:
+    """What a result says of how its samples were run: the dataset's fingerprint (which
+    `evaltui compare` checks), and when not all once by mean, its epochs and reducer, the
+    selection (`samples`) when not all of them."""
+    head: dict[str, Any] = {"dataset_version": dataset_fingerprint(plan, ds)}
     if epochs != 1 or ds.evaluator.reducer != "mean":
         head.update(epochs=epochs, reducer=ds.evaluator.reducer)
     if ds.sample_ids is not None:

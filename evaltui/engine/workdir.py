@@ -91,6 +91,9 @@ class WorkDir:
     def result_file(self, model: str, dataset: str) -> Path:
         return self.root / "results" / model / f"{dataset}.json"
 
+    def sample_log_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
+        return self.logs_dir / "samples" / model / f"{dataset}{shard_suffix(shard, shards)}.jsonl"
+
     # -- whole-pair housekeeping
     def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
         """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
@@ -110,6 +113,10 @@ class WorkDir:
     def status_files(self, model: str, dataset: str) -> list[Path]:
         return self._pair_files(self.root / "infer_status" / model, "", dataset, ".json")
 
+    def sample_log_files(self, model: str, dataset: str) -> list[Path]:
+        """Every per-sample log of the pair, of any shard layout."""
+        return self._pair_files(self.logs_dir / "samples" / model, "", dataset, ".jsonl")
+
     def set_aside_pair(self, model: str, dataset: str) -> Path | None:
         """Move everything a run wrote for one model×dataset under `superseded/<time>/` (for
         --fresh and changed data or settings); the folder it went to, None if there was nothing.
@@ -119,7 +126,7 @@ class WorkDir:
         so a kill half-way leaves the next run still knowing to set aside what is left.
         """
         files = [self.predictions_file(model, dataset), self.result_file(model, dataset)]
-        files += self.checkpoint_files(model, dataset) + self.status_files(model, dataset)
+        files += self.checkpoint_files(model, dataset) + self.sample_log_files(model, dataset) + self.status_files(model, dataset)
         files = [p for p in files if p.exists()]
         if not files:
             return None

@@ -50,6 +50,7 @@ class RunConfig(_Strict):
     watch_interval: float = Field(5.0, gt=0, le=HOUR)
     heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
     epochs: int = Field(1, ge=1, le=MAX_EPOCHS)  # what a dataset without `epochs` of its own runs
+    sample_log: bool = True  # logs/samples/: every (sample, epoch)'s prompt, attempts, answer and usage
 
 
 class ModelConfig(_Strict):

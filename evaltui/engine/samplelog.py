@@ -1,0 +1,71 @@
+"""The per-sample log: what happened to every (sample, epoch), one JSON line each, in the work dir.
+
+    <work_dir>/logs/samples/<model>/<dataset>[_<n>].jsonl      one file per shard, like the checkpoints
+
+A line is written when the unit's inference ends, beside its checkpoint line and through the
+same append-only writer (Checkpoint: deferred to the end of the loop turn, torn last line cut
+off when reopened, skipped when read). It holds the inference facts, known then:
+
+    {"index": 3, "epoch": 1, "time": 1764950000.123, "took": 2.41, "prompt": "...", "system": "...",
+     "attempts": [[1764950000.124, 1.2, 503, "http"], [1764950001.5, 0.9, 200, "ok"]],
+     "tries": 2, "answer": "...", "error": {...}, "usage": {"prompt_tokens": 31, "completion_tokens": 12}}
+
+(`epoch` only after epoch 0; `system`, `tries` (whole tries, when more than one), `error`,
+`usage` and `ppl` only when there is one.) An attempt is [start (Unix time), seconds, HTTP
+status or null, outcome: "ok" or its error class] with a fifth item, the replica, when a model
+has several. What scoring decides later — the extracted answer, right or wrong, the reduced
+score — is not written here a second time: it is in the result file's details, and readers
+(`evaltui show`, the export, the details screen) join the two by (index, epoch). A unit tried
+in several runs (it failed, then a re-run answered it) has a line per run; the last one is its
+record. `[run] sample_log = false` writes none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evaltui import fastjson
+from evaltui.backends import Trace
+from evaltui.engine.checkpoint import LineIndex
+from evaltui.engine.sample import head
+
+
+def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, started: float, took: float) -> dict[str, Any]:
+    """The log line of a unit whose checkpoint entry is `entry`."""
+    line = head(entry["index"], entry.get("epoch", 0))
+    line["time"] = round(started, 3)
+    line["took"] = round(took, 4)
+    line["prompt"] = entry.get("origin_prompt", "")
+    if system:
+        line["system"] = system
+    line["attempts"] = [[round(a[0], 3), round(a[1], 4), *a[2:]] for a in trace.attempts] if trace is not None else []
+    if tries > 1:
+        line["tries"] = tries
+    line["answer"] = entry.get("prediction", "")
+    if "error" in entry:
+        line["error"] = entry["error"]
+    usage = trace.usage if trace is not None else None
+    if usage is not None:
+        line["usage"] = usage
+    if "ppl" in entry:
+        line["ppl"] = entry["ppl"]
+    return line
+
+
+def latest_records(paths: list[Path], total: int, epochs: int, selection: Iterator[int] | None = None) -> Iterator[dict[str, Any]]:
+    """Each unit's last record, in (index, epoch) order, streamed: the files are indexed (a few
+    bytes per unit), then read a line at a time. Torn or foreign lines are skipped."""
+    with LineIndex(paths, total, epochs=epochs, latest=True) as lines:
+        for index in range(total) if selection is None else selection:
+            for epoch in range(epochs):
+                raw = lines.line(index * epochs + epoch)
+                if raw is None:
+                    continue
+                try:
+                    data = fastjson.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(data, dict):
+                    yield data
