@@ -62,8 +62,8 @@ class Trace(Untraced):
 
     def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None) -> None:
         """The attempt started last is over; `usage`: the (prompt, completion) tokens its reply reports."""
-        took = time.monotonic() - self._t0
-        self.attempts.append((self._at, took, status, outcome) if self.replica is None else (self._at, took, status, outcome, self.replica))
+        at, took = round(self._at, 3), round(time.monotonic() - self._t0, 4)  # ms, 0.1 ms: what a reader needs
+        self.attempts.append((at, took, status, outcome) if self.replica is None else (at, took, status, outcome, self.replica))
         self._t0 = 0.0
         if usage is not None:
             self.prompt_tokens += usage[0]
@@ -75,10 +75,3 @@ class Trace(Untraced):
         """The attempt in flight, if any, was cut short (a time limit); say so in its record."""
         if self._t0:
             self.end(None, outcome)
-
-    @property
-    def usage(self) -> dict[str, int] | None:
-        """The tokens the server reported over every reply, None when none reported any."""
-        if not (self.prompt_tokens or self.completion_tokens):
-            return None
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}

@@ -29,26 +29,25 @@ from typing import Any
 from evaltui import fastjson
 from evaltui.backends import Trace
 from evaltui.engine.checkpoint import LineIndex
-from evaltui.engine.sample import head
 
 
 def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, started: float, took: float) -> dict[str, Any]:
-    """The log line of a unit whose checkpoint entry is `entry`."""
-    line = head(entry["index"], entry.get("epoch", 0))
+    """The log line of a unit whose checkpoint entry is `entry` (once per request: kept lean)."""
+    epoch = entry.get("epoch")
+    line: dict[str, Any] = {"index": entry["index"], "epoch": epoch} if epoch else {"index": entry["index"]}
     line["time"] = round(started, 3)
     line["took"] = round(took, 4)
-    line["prompt"] = entry.get("origin_prompt", "")
+    line["prompt"] = entry["origin_prompt"]
     if system:
         line["system"] = system
-    line["attempts"] = [[round(a[0], 3), round(a[1], 4), *a[2:]] for a in trace.attempts] if trace is not None else []
+    line["attempts"] = trace.attempts if trace is not None else ()  # tuples: arrays in JSON
     if tries > 1:
         line["tries"] = tries
-    line["answer"] = entry.get("prediction", "")
+    line["answer"] = entry["prediction"]
     if "error" in entry:
         line["error"] = entry["error"]
-    usage = trace.usage if trace is not None else None
-    if usage is not None:
-        line["usage"] = usage
+    if trace is not None and (trace.prompt_tokens or trace.completion_tokens):
+        line["usage"] = {"prompt_tokens": trace.prompt_tokens, "completion_tokens": trace.completion_tokens}
     if "ppl" in entry:
         line["ppl"] = entry["ppl"]
     return line
