@@ -7,7 +7,6 @@ failed yesterday lists its failures today. Reading is synchronous and streams li
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 from collections.abc import Iterator
 from functools import partial
@@ -17,6 +16,8 @@ from typing import Any, BinaryIO, NamedTuple
 from evaltui import fastjson
 from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
 from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.records import iter_result_details
+from evaltui.engine.samplelog import records_of
 from evaltui.engine.state import Failure
 from evaltui.engine.workdir import WorkDir
 from evaltui.scoring.score import epoch_answers
@@ -37,7 +38,12 @@ class PairDetails(NamedTuple):
     status: PairStatus
     failures: list[Failure]  # the samples that still stand failed, in index order
     predictions: list[PredictionSample]
+    # the per-sample log's records of the units shown (the first RECORDED failures, the
+    # predictions), by (index, epoch): their attempts, tries, time and tokens
+    records: dict[tuple[int, int], dict[str, Any]]
 
+
+RECORDED = 20  # failed units whose log records the details show
 
 def read_pair_details(
     workdir: WorkDir, model: str, dataset: str, status: PairStatus, *, predictions: int = 5, max_failures: int = 1000
@@ -71,7 +77,9 @@ def read_pair_details(
     for s in samples:
         verdict = _verdict(verdicts.get(s["index"]), s["epoch"])
         shown.append(PredictionSample(s["index"], _text(s.get("origin_prompt")), _text(s.get("prediction")), _text(s.get("gold")), verdict, s["epoch"]))
-    return PairDetails(model, dataset, status, failures, shown)
+    wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
+    records = records_of(workdir.sample_log_files(model, dataset), wanted) if wanted else {}
+    return PairDetails(model, dataset, status, failures, shown, records)
 
 
 def _read_at(f: BinaryIO, offset: int) -> dict[str, Any]:
@@ -124,24 +132,15 @@ def _verdict(detail: dict[str, Any] | None, epoch: int) -> bool | None:
 
 
 def _verdicts(result: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
-    """The details of the wanted samples, from the result file (one per line as written)."""
+    """The details of the wanted samples, from the result file."""
     found: dict[int, dict[str, Any]] = {}
     if not wanted:
         return found
-    with contextlib.suppress(OSError), open(result, "rb") as f:  # not scored (yet): no verdicts
-        for raw in f:
-            line = raw.strip().rstrip(b",")
-            if not (line.startswith(b"{") and line.endswith(b"}") and b'"correct"' in line):
-                continue
-            try:
-                detail = fastjson.loads(line)
-            except ValueError:
-                continue
-            index = detail.get("index")
-            if index in wanted and isinstance(detail, dict):
-                found[index] = detail
-                if len(found) == len(wanted):
-                    break
+    for detail in iter_result_details(result):
+        if detail.get("index") in wanted:
+            found[detail["index"]] = detail
+            if len(found) == len(wanted):
+                break
     return found
 
 

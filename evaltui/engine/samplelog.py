@@ -28,7 +28,7 @@ from typing import Any
 
 from evaltui import fastjson
 from evaltui.backends import Trace
-from evaltui.engine.checkpoint import LineIndex
+from evaltui.engine.checkpoint import LineIndex, scan_checkpoint
 
 
 def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, started: float, took: float) -> dict[str, Any]:
@@ -68,3 +68,23 @@ def latest_records(paths: list[Path], total: int, epochs: int, selection: Iterat
                     continue
                 if isinstance(data, dict):
                     yield data
+
+
+def records_of(paths: list[Path], wanted: set[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The last record of each wanted (index, epoch), for a view that shows a few of them."""
+    where: dict[tuple[int, int], tuple[Path, int]] = {}
+    for path in paths:
+        for index, epoch, _, offset in scan_checkpoint(path):
+            if (index, epoch) in wanted:
+                where[(index, epoch)] = (path, offset)
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    for key, (path, offset) in where.items():
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = fastjson.loads(f.readline())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found[key] = data
+    return found
