@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evaltui",
         description="Evaluate LLMs served over HTTP: concurrent inference, live scoring, a leaderboard.",
-        epilog="Also: `evaltui serve-sim --help` (the bundled simulated model server) and `evaltui show --help` (each sample of a run; "
-        "--export).",
+        epilog="Also: `evaltui serve-sim --help` (the bundled simulated model server), `evaltui show --help` (each sample of a run; "
+        "--export) and `evaltui compare --help` (two runs side by side).",
     )
     p.add_argument("plan", metavar="PLAN.toml", help="the evaluation plan (see README.md)")
     p.add_argument("--no-ui", action="store_true", help="run headless: plain progress lines and the final table")
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         from evaltui.sim.cli import main as sim_main
 
         return sim_main(argv[1:], prog="evaltui serve-sim")
-    if argv and argv[0] in ("show",):  # commands over work dirs (evaltui/commands/)
+    if argv and argv[0] in ("show", "compare"):  # commands over work dirs (evaltui/commands/)
         from evaltui.commands import run_command
 
         return run_command(argv[0], argv[1:])
