@@ -2,6 +2,7 @@
 
     python bench/epochs.py                        # N=1000, K=4, C=64, L=20 ms, 3 rounds
     python bench/epochs.py --main /work/main      # also the code before epochs, interleaved
+    python bench/epochs.py --main /work/main --no-log   # this tree without its per-sample log
 
 Three `evaltui PLAN --no-ui --fresh` runs per round against one simulator, interleaved so load
 drift on a shared machine hits them alike, each sending the same N·K requests:
@@ -35,13 +36,16 @@ def write_epochs_data(folder: Path, n: int) -> Path:
     return data
 
 
-def plan_for(folder: Path, name: str, data: Path, url: str, c: int, epochs: int) -> Path:
+def plan_for(folder: Path, name: str, data: Path, url: str, c: int, epochs: int, sample_log: bool) -> Path:
     sub = folder / name
     sub.mkdir(exist_ok=True)
     plan = w.evaltui_plan(sub, data, url, c, work_dir=sub / "out")
+    text = plan.read_text()
     if epochs > 1:
-        text = plan.read_text().replace('[datasets.evaluator]', f"epochs = {epochs}\n[datasets.evaluator]")
-        plan.write_text(text)
+        text = text.replace("[datasets.evaluator]", f"epochs = {epochs}\n[datasets.evaluator]")
+    if not sample_log and name != "main":  # the code before has no such key
+        text = text.replace("[run]\n", "[run]\nsample_log = false\n", 1)
+    plan.write_text(text)
     return plan
 
 
@@ -53,6 +57,7 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.02, help="server latency, s (default 0.02)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--main", type=Path, help="a checkout of the code before epochs, run with PYTHONPATH")
+    ap.add_argument("--no-log", action="store_true", help="this tree's runs with [run] sample_log = false")
     args = ap.parse_args()
     units = args.n * args.k
 
@@ -68,7 +73,7 @@ def main() -> int:
         try:
             for _ in range(args.rounds):
                 for name, (path, epochs, pythonpath) in tools.items():
-                    plan = plan_for(folder, name, path, sim.url, args.c, epochs)
+                    plan = plan_for(folder, name, path, sim.url, args.c, epochs, not args.no_log)
                     env = {**w.ENV, "PYTHONPATH": pythonpath} if pythonpath else None
                     m, _ = w.run_client(name, w.EVALTUI + [str(plan), "--no-ui", "--fresh"], sim, units, args.c, args.latency, env=env)
                     if m.requests != units or w.evaltui_accuracy(folder / name / "out") != 100.0:
@@ -80,7 +85,7 @@ def main() -> int:
     floor = units * args.latency / args.c
     base = statistics.median(m.cpu_ms_per_request for m in seen["samples"])
     print(f"N={args.n} × K={args.k} = {units} requests, C={args.c}, L={args.latency * 1000:.0f} ms, floor {floor:.2f} s; "
-          f"median of {args.rounds} interleaved rounds")
+          f"median of {args.rounds} interleaved rounds; per-sample log {'off' if args.no_log else 'on'} in this tree")
     print(f"{'tool':<8} {'wall s':>7} {'floor/wall':>10} {'CPU ms/req':>10} {'vs samples':>10}")
     for name, runs in seen.items():
         wall = statistics.median(m.wall for m in runs)

@@ -214,3 +214,40 @@ def test_a_kill_mid_epoch_re_sends_only_the_unfinished_sample_epoch_pairs(tmp_pa
     assert len(units) == len(set(units)) == 120  # no (sample, epoch) answered twice
     for kind in ("predictions", "results"):
         assert read_strict_json(wd / kind / "m" / "d.json") == read_strict_json(tmp_path / "reference" / kind / "m" / "d.json")
+
+
+def test_retry_re_sends_only_the_failed_sample_epoch_pairs(tmp_path: Path, sim_factory) -> None:
+    import anyio
+
+    from evaltui.engine.runner import Runner
+    from evaltui.plan import load_plan
+    from evaltui.sim import Faults
+
+    rows = arithmetic(6)
+    # each prompt's first request fails for good (no request retries): one of its two epochs
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(fail_first=1, fail_first_kind="500")))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, retry=0)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), epochs=2)])
+    runner = Runner(load_plan(plan))
+
+    sent: list[int] = []
+
+    async def main() -> tuple[int, int]:
+        first = await runner.run()
+        sent.append(sim.stats.requests_total)  # (not reset: the simulator's per-prompt count would start again)
+        return first, await runner.retry(runner.failed_pairs())
+
+    try:
+        assert anyio.run(main) == (1, 0)
+    finally:
+        runner.close()
+    assert sim.stats.requests_total - sent[0] == 6  # the failed epoch of each sample, no other
+    assert len(read_strict_json(runner.workdir.predictions_file("m", "d"))) == 6
+
+
+def test_epochs_with_greedy_decoding_are_warned_about(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(2)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    models = [lightllm("greedy", sim.url), chat("sampled", sim.url, generation_kwargs=SAMPLING)]
+    _, events, _ = run_plan(write_plan(tmp_path, models=models, datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), epochs=2)]))
+    warned = [n.message for n in of_type(events, ev.Notice) if n.level == "warning"]
+    assert len(warned) == 1 and warned[0].startswith("greedy: d run several epochs, but the model decodes greedily")

@@ -165,6 +165,8 @@ class Runner:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
                     if aside:
                         self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
+                for notice in _repeated_greedily(self.plan):
+                    self.emit(notice)
                 settle_heap()
                 return await self._session(self.pairs, retry=False)
         finally:
@@ -332,6 +334,22 @@ class Runner:
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
+
+
+def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
+    """A warning for each model that decodes greedily but is sent datasets of several epochs:
+    every epoch would get the same answer (pass@k would be pass@1)."""
+    notices = []
+    repeated = [d.abbr for d in plan.datasets if plan.epochs(d) > 1]
+    for m in plan.models if repeated else ():
+        kwargs = m.generation_kwargs
+        temperature = kwargs.get("temperature")
+        sampled = kwargs.get("do_sample") is True if m.type == "lightllm" or temperature is None else isinstance(temperature, (int, float)) and temperature > 0
+        if not sampled:
+            notices.append(ev.Notice(
+                f"{m.abbr}: {', '.join(repeated)} run several epochs, but the model decodes greedily (no do_sample = true or temperature > 0 "
+                "in generation_kwargs): every epoch will get the same answer", "warning"))
+    return notices
 
 
 def _only_os_errors(exc: BaseException) -> OSError | None:
