@@ -251,3 +251,23 @@ def test_epochs_with_greedy_decoding_are_warned_about(tmp_path: Path, sim_factor
     _, events, _ = run_plan(write_plan(tmp_path, models=models, datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), epochs=2)]))
     warned = [n.message for n in of_type(events, ev.Notice) if n.level == "warning"]
     assert len(warned) == 1 and warned[0].startswith("greedy: d run several epochs, but the model decodes greedily")
+
+
+def test_code_exec_runs_every_epochs_program_and_reduces_to_pass_at_k(tmp_path: Path) -> None:
+    class Evaluator(_Evaluator):
+        timeout, memory_mb = 10.0, 256
+
+    records = [
+        {"prompt": "def f():\n", "test": "def check(c):\n    assert c() == 1\n", "entry_point": "f"},
+        {"prompt": "def g():\n", "test": "def check(c):\n    assert c() == 2\n", "entry_point": "g"},
+    ]
+    error = {"type": "timeout", "status": None, "message": "slow", "attempts": 3}
+    predictions = [
+        {"index": 0, "prediction": "    return 1\n", "gold": "", "predictions": ["    return 1\n", "    return 0\n", "    return 1\n"]},
+        {"index": 1, "prediction": "    return 0\n", "gold": "", "predictions": ["    return 0\n", "", "    return 0\n"], "errors": [None, error, None]},
+    ]
+    result = score(Evaluator(type="code_exec", reducer="pass_at_k", ks=(1, 3)), predictions, records, workers=2, tmp_root=str(tmp_path), epochs=3)
+    assert (result["pass@1"], result["pass@3"]) == (round(100 * (2 / 3 + 0) / 2, 2), 50.0)
+    first, second = result["details"]
+    assert [e["result"] for e in first["epochs"]] == ["passed", first["epochs"][1]["result"], "passed"] and not first["epochs"][1]["correct"]
+    assert second["epochs"][1] == {"extracted": None, "correct": False, "result": "failed: inference failed (timeout)", "error": "timeout"}

@@ -218,6 +218,7 @@ class WorkerPool:
 
     async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
+        shard.in_flight += 1  # until it is counted below: an early stop (stop_early) waits for it
         entry = await self._answer(run, shard, index, epoch, record)
         self.requests += 1
         shard.checkpoint.append(entry)
@@ -232,6 +233,7 @@ class WorkerPool:
             self._server_seen = True
             self.emit(ev.SampleFinished(m, d, shard.shard, index, epoch))
         shard.outstanding -= 1
+        shard.in_flight -= 1
         run.remaining -= 1
         if "error" in entry and not run.stopped_early and stops_early(cfg) and sum(s.failed for s in run.shards) > failure_budget(cfg, run.total):
             await self._ending.stop_early(run)
@@ -262,14 +264,12 @@ class WorkerPool:
             entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
         else:
             self.in_flight += 1
-            shard.in_flight += 1
             try:
                 on_retry = partial(self._retrying, run, shard, index, epoch)
                 answer = await self._inference.answer(cfg, sample, epoch, on_retry, run.tokens, traced=shard.log is not None)
                 entry = answer.entry
             finally:
                 self.in_flight -= 1
-                shard.in_flight -= 1
         if run.tokens is not None:
             run.tokens.finished(index)
         if shard.log is not None:

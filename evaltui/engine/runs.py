@@ -43,7 +43,7 @@ class ShardRun:
     last_write: float = 0.0
     status: PairStatus | None = None  # DONE | FAIL once finished
     epochs: int = 1
-    in_flight: int = 0  # units sent and not answered yet
+    in_flight: int = 0  # units handed to a worker and not yet counted as finished
     log: Checkpoint | None = None  # its per-sample log (samplelog.py), unless sample_log = false
 
     def open(self, defer: Callable[[Callable[[], None]], object]) -> None:

@@ -135,8 +135,9 @@ class SampleInference:
         for number in range(1, tries + 1):
             if number > 1:
                 on_retry(number, earlier[-1])
-                # the schedule the request retries were on, continued: the server gets a breather
-                await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number))
+                # the schedule the request retries were on, continued (a try's first attempt
+                # waits what a retry after the last one would have): the server gets a breather
+                await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number - 1))
             error, again = await self._try(cfg, sample, epoch, entry, trace)
             if error is None:
                 return
