@@ -66,14 +66,14 @@ class DetailsScreen(Screen[None]):
         for f in d.failures:
             e = f.error
             status = "-" if e.status is None else str(e.status)
-            failures.add_row(Text(str(f.sample_index)), Text(e.type), Text(status), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
+            failures.add_row(Text(_unit(f.sample_index, f.epoch)), Text(e.type), Text(status), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
         if not d.failures:
             failures.add_row(Text("none"), Text(""), Text(""), Text(""), Text(""))
         preds = self.query_one("#details-predictions", DataTable)
         preds.add_columns("sample", "ok", "prediction", "gold")
         for p in d.predictions:
             ok = "–" if p.correct is None else ("✔" if p.correct else "✘")
-            preds.add_row(Text(str(p.sample_index)), Text(ok), Text(fmt.one_line(p.prediction, 80)), Text(fmt.one_line(p.gold, 60)))
+            preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(fmt.one_line(p.prediction, 80)), Text(fmt.one_line(p.gold, 60)))
         if not d.predictions:
             preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
         self._show_records(d)
@@ -91,3 +91,8 @@ class DetailsScreen(Screen[None]):
             table.add_row(*map(Text, cells))
         if not d.records:
             table.add_row(Text("none"), Text(""), Text(""), Text("(sample_log = false, or nothing run yet)"), Text(""), Text(""))
+
+
+def _unit(index: int, epoch: int) -> str:
+    """A sample's index, and its epoch after the first (`3 e1`)."""
+    return f"{index} e{epoch}" if epoch else str(index)
