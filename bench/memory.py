@@ -2,11 +2,14 @@
 
     python bench/memory.py                      # N=200000, C=256, latency 0
     python bench/memory.py --n 50000            # quicker look
+    python bench/memory.py --log-off            # also a full run with [run] sample_log = false
 
-Three `evaltui PLAN --no-ui` subprocesses on the same data:
+Three `evaltui PLAN --no-ui` subprocesses on the same data (four with --log-off):
 
-1. full   — a fresh run of all N samples: peak RSS (the evaltui process's VmHWM, see workload.tree_peak_rss_kb),
-            wall and CPU. Memory must follow concurrency, not dataset size.
+1. full   — a fresh run of all N samples, the per-sample log on (the default): peak RSS (the
+            evaltui process's VmHWM, see workload.tree_peak_rss_kb), wall and CPU. Memory must
+            follow concurrency, not dataset size; the log must stay under 150 MB at N = 200,000.
+   no log — (--log-off) the same with sample_log = false: what the log costs.
 2. prime  — a fresh run into another work dir against a simulator that rejects (HTTP 400, not
             retried) the last --todo prompts, which are padded to be longer than --max-prompt-chars:
             it leaves N - todo answers checkpointed and --todo failed samples (exit code 1).
@@ -45,12 +48,18 @@ def write_data(folder: Path, n: int, todo: int) -> tuple[Path, Path, int]:
 
 
 def run(tool: str, folder: Path, data: Path, sim: w.Sim, n: int, c: int, work: str,
-        ok: tuple[int, ...] = (0,)) -> w.Measure:
+        ok: tuple[int, ...] = (0,), sample_log: bool = True) -> w.Measure:
     sub = folder / work
     sub.mkdir(exist_ok=True)
     plan = w.evaltui_plan(sub, data, sim.url, c, work_dir=sub / "out")
+    if not sample_log:
+        plan.write_text(plan.read_text().replace("[run]\n", "[run]\nsample_log = false\n", 1))
     m, _ = w.run_client(tool, w.EVALTUI + [str(plan), "--no-ui"], sim, n, c, 0.0, ok=ok)
     return m
+
+
+def log_bytes(work_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (work_dir / "logs" / "samples").rglob("*.jsonl"))
 
 
 def main() -> int:
@@ -59,6 +68,7 @@ def main() -> int:
     ap.add_argument("--c", type=int, default=256)
     ap.add_argument("--todo", type=int, default=1000, help="samples left to do at resume (default 1000)")
     ap.add_argument("--latency", type=float, default=0.001, help="seconds (default 0.001: near zero, but the server still holds C requests)")
+    ap.add_argument("--log-off", action="store_true", help="also a full run without the per-sample log")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="evaltui-mem-") as tmp:
@@ -68,6 +78,8 @@ def main() -> int:
         sim = w.start_sim(key, args.latency, 0.0, 0, 1.0)
         try:
             full = run("full", folder, data, sim, args.n, args.c, "full")
+            logged = log_bytes(folder / "full" / "out")
+            quiet = run("no log", folder, data, sim, args.n, args.c, "nolog", sample_log=False) if args.log_off else None
         finally:
             sim.stop()
 
@@ -87,7 +99,11 @@ def main() -> int:
 
     print(f"N={args.n}  C={args.c}  latency {args.latency * 1000:.0f} ms")
     print(f"full run         wall {full.wall:6.2f} s   CPU {full.cpu:6.2f} s ({full.cpu_ms_per_request:.3f} ms/request)"
-          f"   peak RSS {full.maxrss_mb:5.0f} MB   requests {full.requests}  max in flight {full.max_in_flight}")
+          f"   peak RSS {full.maxrss_mb:5.0f} MB   requests {full.requests}  max in flight {full.max_in_flight}"
+          f"   per-sample log {logged / 2**20:.0f} MB ({logged / max(args.n, 1):.0f} B/sample)")
+    if quiet is not None:
+        print(f"no sample log    wall {quiet.wall:6.2f} s   CPU {quiet.cpu:6.2f} s ({quiet.cpu_ms_per_request:.3f} ms/request)"
+              f"   peak RSS {quiet.maxrss_mb:5.0f} MB")
     print(f"prime run        wall {prime.wall:6.2f} s   {args.n - args.todo} checkpointed, {rejected} requests rejected "
           f"(400) for the last {args.todo} samples   peak RSS {prime.maxrss_mb:5.0f} MB")
     print(f"resume           wall {resume.wall:6.2f} s   first request {resume.first_request:.2f} s after spawn   "

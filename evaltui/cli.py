@@ -28,11 +28,21 @@ def _csv(value: str) -> list[str]:
     return items
 
 
+def _samples(value: str) -> list[int]:
+    from evaltui.plan import parse_samples
+
+    try:
+        return parse_samples(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e} (expected e.g. 3,17,40-60)") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evaltui",
         description="Evaluate LLMs served over HTTP: concurrent inference, live scoring, a leaderboard.",
-        epilog="Also: `evaltui watch --help` to follow a run from its work dir, `evaltui serve-sim --help` for the bundled simulated model server.",
+        epilog="Also: `evaltui watch --help` (follow a run from its work dir), `evaltui show --help` (each sample of a run; "
+        "--export), `evaltui compare --help` (two runs side by side) and `evaltui serve-sim --help` (the bundled simulated model server).",
     )
     p.add_argument("plan", metavar="PLAN.toml", help="the evaluation plan (see README.md)")
     p.add_argument("--no-ui", action="store_true", help="run headless: plain progress lines and the final table")
@@ -40,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true", help="ignore earlier predictions in the work dir and start over")
     p.add_argument("--models", type=_csv, metavar="A,B", help="run only these models (abbrs)")
     p.add_argument("--datasets", type=_csv, metavar="X,Y", help="run only these datasets (abbrs)")
+    p.add_argument("--samples", type=_samples, metavar="3,17,40-60", help="run only these samples (indices from 0) of each dataset (scored as a subset)")
     p.add_argument("--theme", metavar="NAME", help="interactive session: the theme to use (see themes/; remembered)")
     p.add_argument("--json", action="store_true", help="headless: print the final summary as JSON on stdout")
     p.add_argument("--version", action="version", version=f"evaltui {__version__}")
@@ -70,13 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         return sim_main(argv[1:], prog="evaltui serve-sim")
     if argv and argv[0] == "watch":
         return watch_main(argv[1:])
+    if argv and argv[0] in ("show", "compare"):  # commands over work dirs (evaltui/commands/)
+        from evaltui.commands import run_command
+
+        return run_command(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
 
     from evaltui.plan import PlanError, load_plan, select
 
     try:
         full_plan = load_plan(Path(args.plan))
-        plan = select(full_plan, args.models, args.datasets)
+        plan = select(full_plan, args.models, args.datasets, args.samples)
     except PlanError as e:
         for line in e.problems:
             print(line, file=sys.stderr)

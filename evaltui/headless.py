@@ -76,6 +76,7 @@ class HeadlessRenderer:
                 extra = f" {rate:.0f}/s" if rate else ""
                 extra += f" ETA {_fmt_secs(eta)}" if eta is not None else ""
                 fails = f" ({p.failed} failed)" if p.failed else ""
+                fails += f" ({p.sample_retries} tried again)" if p.sample_retries else ""
                 parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{fails}{extra}")
             elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
                 parts.append(f"{p.model}/{p.dataset} scoring")
@@ -104,13 +105,18 @@ class HeadlessRenderer:
 
 
 def leaderboard_json(table: Leaderboard) -> dict[str, Any]:
-    return {
-        "models": list(table.models),
-        "datasets": [
-            {**row._asdict(), "scores": {m: table.score(m, row.abbr) for m in table.models}} for row in table.datasets
-        ],
-        "average": {m: table.average(m) for m in table.models},
-    }
+    """One entry per dataset (its main metric's scores); a dataset's other metrics (pass@10 next
+    to pass@1) under its `extra`, by metric."""
+    datasets: list[dict[str, Any]] = []
+    for row in table.datasets:
+        scores = {m: table.value(m, row) for m in table.models}
+        if row.main:
+            datasets.append({"abbr": row.abbr, "version": row.version, "metric": row.metric, "mode": row.mode, "scores": scores})
+            if row.note:
+                datasets[-1]["note"] = row.note.strip(" ()")
+        else:
+            datasets[-1].setdefault("extra", {})[row.metric] = scores
+    return {"models": list(table.models), "datasets": datasets, "average": {m: table.average(m) for m in table.models}}
 
 
 def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
@@ -129,6 +135,7 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
                 "total": p.total,
                 "completed": p.completed,
                 "failed": p.failed,
+                "sample_retries": p.sample_retries,
                 "metric": p.metric,
                 "score": p.score,
                 "error": p.error,

@@ -12,6 +12,7 @@ when it has ended (CODE is -9 for a SIGKILL). One child at a time.
 `hold` makes the disk slow at one chosen moment so that a kill can land inside a write which is
 otherwise over in microseconds (the child stalls there until it is killed, at most HOLD_SECONDS):
   {"tear_line": n}   the n-th checkpoint line is written in two halves with the stall between;
+  {"tear_log_line": n}  the same for the n-th write to a per-sample log (logs/samples/);
   {"replace": dir}   the stall comes just before a finished temporary file is renamed into `dir`
                      ("results": the last step of scoring; "summary": the leaderboard files).
 The engine's own code runs unchanged; only `os.write` / `os.replace` are wrapped (before evaltui is
@@ -31,12 +32,21 @@ from typing import Any
 HOLD_SECONDS = 30.0
 
 
-def _is_checkpoint(fd: int) -> bool:
+def _fd_path(fd: int) -> str:
     try:
-        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
-        return False
+        return ""
+
+
+def _is_checkpoint(fd: int) -> bool:
+    name = os.path.basename(_fd_path(fd))
     return name.startswith("tmp_") and name.endswith(".jsonl")
+
+
+def _is_sample_log(fd: int) -> bool:
+    path = _fd_path(fd)
+    return "/logs/samples/" in path and path.endswith(".jsonl")
 
 
 #: What the current child holds on (set after the fork, from its request).
@@ -47,16 +57,18 @@ def _install() -> None:
     """Wrap os.write and os.replace before evaltui is imported, so that code which took a
     reference to them at import time (a default argument) gets the wrappers too."""
     real_write, real_replace = os.write, os.replace
-    seen = [0]
+    seen = {"tear_line": 0, "tear_log_line": 0}
+    kinds = {"tear_line": _is_checkpoint, "tear_log_line": _is_sample_log}
 
     def write(fd: int, data: Any) -> int:
-        tear_line = HOLD.get("tear_line")
-        if tear_line and _is_checkpoint(fd):
-            seen[0] += 1
-            if seen[0] == tear_line and len(data) > 1:
-                written = real_write(fd, bytes(data[: len(data) // 2]))
-                time.sleep(HOLD_SECONDS)
-                return written
+        for key, matches in kinds.items():
+            tear = HOLD.get(key)
+            if tear and matches(fd):
+                seen[key] += 1
+                if seen[key] == tear and len(data) > 1:
+                    written = real_write(fd, bytes(data[: len(data) // 2]))
+                    time.sleep(HOLD_SECONDS)
+                    return written
         return real_write(fd, data)
 
     def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:

@@ -208,7 +208,7 @@ def test_resume_skips_finished_pairs_and_samples(tmp_path: Path, sim_factory) ->
     assert code == 0
     assert sim.stats.requests_total == 20  # only what was not kept, the torn line included
     assert {r.prompt for r in sim.stats.log} == {rows[i]["question"] for i in range(50) if i not in kept_indices}
-    indices = [index for index, _, _ in scan_checkpoint(cp)]
+    indices = [index for index, _, _, _ in scan_checkpoint(cp)]
     assert sorted(indices) == list(range(50))  # no duplicates, nothing lost
     assert len(json.loads(wd.predictions_file("m", "d").read_text())) == 50
     # --fresh starts over.
@@ -342,8 +342,8 @@ def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_p
         cp.close()
     with open(cps[0].path, "ab") as f:
         f.write(b'{"index": 4, "origin_pro')  # torn last line
-    assert [(i, ok) for i, ok, _ in scan_checkpoint(cps[1].path)] == [(3, False), (2, True), (3, True), (3, False)]
-    assert [(i, ok) for i, ok, _ in scan_checkpoint(cps[0].path)] == [(1, True), (0, True)]
+    assert [(i, ok) for i, _, ok, _ in scan_checkpoint(cps[1].path)] == [(3, False), (2, True), (3, True), (3, False)]
+    assert [(i, ok) for i, _, ok, _ in scan_checkpoint(cps[0].path)] == [(1, True), (0, True)]
     out = tmp_path / "d.json"
     assert merge_checkpoints([c.path for c in cps], 5, out) == 4
     data = json.loads(out.read_text())

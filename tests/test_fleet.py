@@ -5,6 +5,7 @@ every sample in the checkpoint once, and never a hang or a lost sample."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ def fleet_plan(tmp_path: Path, rows: list[dict[str, Any]], sims: list[SimThread]
 
 
 def checkpoint(runner: Any) -> list[tuple[int, bool]]:
-    return [(index, ok) for index, ok, _ in scan_checkpoint(runner.workdir.checkpoint_file("m", "d"))]
+    return [(line.sample, line.ok) for line in scan_checkpoint(runner.workdir.checkpoint_file("m", "d"))]
 
 
 def scored(events: list[ev.Event]) -> float | None:
@@ -72,6 +73,12 @@ def test_a_replica_killed_mid_run_costs_nothing_the_exact_score_and_each_sample_
     load = of_type(events, ev.ModelLoad)[-1]
     assert [r.state for r in load.replicas] in (["ejected", "up"], ["probing", "up"])
     assert load.replicas[1].requests >= 160
+    # the per-sample log says which replica each attempt went to
+    lines = [json.loads(line) for line in (runner.workdir.logs_dir / "samples" / "m" / "d.jsonl").read_text().splitlines()]
+    records = [r for r in lines if "index" in r]  # after the version line
+    replicas = [a[4] for r in records for a in r["attempts"]]
+    assert len(records) == 200 and set(replicas) == {f"{dying.url}/m/generate", f"{other.url}/m/generate"}
+    assert all(len(a) == 5 for r in records for a in r["attempts"])
 
 
 def test_every_replica_down_for_a_while_the_run_waits_and_finishes(tmp_path: Path, sim_factory) -> None:

@@ -110,7 +110,7 @@ def test_ctrl_c_keeps_work_and_exits_130(tmp_path: Path, sim_factory) -> None:
     assert "interrupted" in out
     status = wd.read_status("m", "d")
     assert status["status"] == "pending" and "interrupted" in status["error"]
-    done = sum(ok for _, ok, _ in scan_checkpoint(cp))  # sample lines, not the version header
+    done = sum(ok for _, _, ok, _ in scan_checkpoint(cp))  # sample lines, not the version header
     assert 9 <= done < 400
     # Run again: it resumes and only the rest is sent.
     sim.reset_stats()

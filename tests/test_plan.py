@@ -311,3 +311,132 @@ def test_select_unknown_abbrs_are_all_reported(tmp_path: Path) -> None:
     assert "llama, gpt" in problems[0]  # what the plan does have
     assert "--datasets" in problems[1] and "'gsm8k'" in problems[1] and "math, mcq" in problems[1]
 
+
+
+# ---------------------------------------------------------------------------- epochs and reducers
+
+
+def test_epochs_come_from_the_dataset_or_the_run(tmp_path: Path) -> None:
+    data = base_plan()
+    data["run"] = {"epochs": 4}
+    data["datasets"][0].update(epochs=2, evaluator={"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 2]})
+    data["datasets"][1]["evaluator"] = {"type": "choice", "reducer": "at_least_k", "k": 3}
+    plan = load_plan(write_plan(tmp_path, data))
+    assert [plan.epochs(d) for d in plan.datasets] == [2, 4]
+    assert plan.datasets[0].evaluator.ks() == (1, 2) and plan.datasets[1].evaluator.ks() == (3,)
+    default = load_plan(write_plan(tmp_path, base_plan()))
+    assert [default.epochs(d) for d in default.datasets] == [1, 1]
+
+
+def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path) -> None:
+    """New keys at their defaults are left out of the fingerprints: existing work is neither
+    re-scored nor shown under another version."""
+    from evaltui.engine.versions import evaluator_version
+    from evaltui.plan import DatasetConfig
+    from evaltui.scoring import dataset_version
+    from evaltui.scoring.summary import RunSummary
+
+    plan = load_plan(write_plan(tmp_path, base_plan()))
+    d = plan.datasets[0]
+    # the values evaltui computed for this dataset before epochs, reducers and the error policy existed
+    same = DatasetConfig.model_validate({"abbr": "math", "path": "/data/math.jsonl", "prompt": "Q: {question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}})
+    assert (evaluator_version(same), dataset_version(same.versioned_dump())) == ("86a857a383f6", "ba1aac")
+    before = evaluator_version(d)
+    data = base_plan()
+    data["datasets"][0]["evaluator"] = {"type": "gsm8k", "reducer": "max"}
+    data["datasets"][0]["epochs"] = 3
+    other = load_plan(write_plan(tmp_path, data))
+    assert evaluator_version(other.datasets[0]) != before
+    assert RunSummary(other).rows()[0].version != RunSummary(plan).rows()[0].version
+    data["datasets"][0]["epochs"] = None
+    del data["datasets"][0]["epochs"]
+    data["run"] = {"epochs": 3}  # the same epochs, given for the whole run: the same version
+    assert RunSummary(load_plan(write_plan(tmp_path, data))).rows()[0].version == RunSummary(other).rows()[0].version
+
+
+@pytest.mark.parametrize(
+    ("dataset", "run", "expected"),
+    [
+        ({"epochs": 1001}, {}, "datasets[0].epochs: must be ≤ 1000 (got 1001)"),
+        ({"evaluator": {"type": "gsm8k", "k": 2}}, {}, "datasets[0].evaluator.k: only used by the at_least_k and pass_at_k reducers (reducer is 'mean')"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "at_least_k", "k": [1, 2]}}, {}, "datasets[0].evaluator.k: at_least_k takes one k (got [1, 2])"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 1]}}, {}, "datasets[0].evaluator.k: lists the same k twice (got [1, 1])"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": 0}}, {}, "datasets[0].evaluator.k: must be an integer ≥ 1 or a list of them (got 0)"),
+        ({"epochs": 3, "evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": "10"}}, {}, "datasets[0].evaluator.k: must be an integer ≥ 1 or a list of them (got '10')"),
+        ({"evaluator": {"type": "gsm8k", "reducer": "pass_at_k"}}, {"epochs": 10}, "datasets[0].evaluator.k: required by the pass_at_k reducer (e.g. k = [1, 10])"),
+        ({"evaluator": {"type": "gsm8k", "reducer": "pass_at_k", "k": 4}}, {"epochs": 3},
+         "datasets[0].evaluator.k: 4 is more than the 3 epochs each sample gets (run.epochs = 3 applies to it)"),
+        ({}, {"epochs": 0}, "run.epochs: must be ≥ 1 (got 0)"),
+    ],
+)
+def test_epochs_and_reducer_problems_name_the_field(tmp_path: Path, dataset: dict[str, Any], run: dict[str, Any], expected: str) -> None:
+    data = base_plan()
+    data["datasets"][0].update(dataset)
+    if run:
+        data["run"] = run
+    assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]
+
+
+def test_ppl_mode_has_nothing_to_repeat(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"] = [data["models"][0]]
+    data["datasets"][1].update(mode="ppl", choices=[" A", " B"], evaluator={"type": "ppl"}, epochs=2)
+    assert problems_of(write_plan(tmp_path, data)) == [
+        "my-eval.toml: datasets[1].epochs: ppl mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1"
+    ]
+
+
+# ---------------------------------------------------------------------------- the error policy
+
+
+def test_fail_on_error_is_a_fraction_or_a_count(tmp_path: Path) -> None:
+    data = base_plan()
+    data["datasets"][0].update(fail_on_error=5, retry_on_error=2)
+    data["datasets"][1].update(fail_on_error=1.0, score_on_error=False)
+    plan = load_plan(write_plan(tmp_path, data))
+    assert (plan.datasets[0].fail_on_error, plan.datasets[0].retry_on_error) == (5, 2)
+    assert isinstance(plan.datasets[0].fail_on_error, int) and isinstance(plan.datasets[1].fail_on_error, float)
+    data["datasets"][0].update(fail_on_error=0)
+    assert load_plan(write_plan(tmp_path, data)).datasets[0].fail_on_error == 0.0  # none may fail, however written
+
+
+@pytest.mark.parametrize(
+    ("dataset", "expected"),
+    [
+        ({"fail_on_error": 1.5}, "datasets[0].fail_on_error: a fraction must be between 0 and 1; a count of samples is an integer, e.g. 1 (got 1.5)"),
+        ({"fail_on_error": -2}, "datasets[0].fail_on_error: a count of samples must be ≥ 0 (got -2)"),
+        ({"fail_on_error": "5%"}, "datasets[0].fail_on_error: expected a fraction between 0 and 1 or a count (an integer ≥ 0) of samples (got '5%')"),
+        ({"retry_on_error": -1}, "datasets[0].retry_on_error: must be ≥ 0 (got -1)"),
+        ({"retry_on_error": 101}, "datasets[0].retry_on_error: must be ≤ 100 (got 101)"),
+        ({"score_on_error": "yes"}, "datasets[0].score_on_error: expected true or false (got string 'yes')"),
+        ({"score_on_error": True, "fail_on_error": 0.1},
+         "datasets[0].fail_on_error: has no effect with score_on_error = true (score_on_error = true scores every failed sample as wrong; got 0.1); keep one of them"),
+    ],
+)
+def test_error_policy_problems_name_the_field(tmp_path: Path, dataset: dict[str, Any], expected: str) -> None:
+    data = base_plan()
+    data["datasets"][0].update(dataset)
+    assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]
+
+
+@pytest.mark.parametrize(
+    ("dataset", "expected"),
+    [
+        ({"time_limit": -1.0}, "datasets[0].time_limit: must be ≥ 0.0 (got -1.0)"),
+        ({"time_limit": 1e9}, "datasets[0].time_limit: must be ≤ 86400.0 (got 1000000000.0)"),
+        ({"token_limit": 2.5}, "datasets[0].token_limit: expected an integer (got number 2.5)"),
+        ({"token_limit": -5}, "datasets[0].token_limit: must be ≥ 0 (got -5)"),
+        ({"sample_ids": "1-3"}, "datasets[0].sample_ids: expected an array (got string '1-3')"),
+    ],
+)
+def test_limit_and_selection_problems_name_the_field(tmp_path: Path, dataset: dict[str, Any], expected: str) -> None:
+    data = base_plan()
+    data["datasets"][0].update(dataset)
+    assert problems_of(write_plan(tmp_path, data)) == [f"my-eval.toml: {expected}"]
+
+
+def test_limits_and_a_selection_load(tmp_path: Path) -> None:
+    data = base_plan()
+    data["datasets"][0].update(time_limit=30.0, token_limit=4096, sample_ids=[4, 0, 2])
+    d = load_plan(write_plan(tmp_path, data)).datasets[0]
+    assert (d.time_limit, d.token_limit, d.sample_ids) == (30.0, 4096, [0, 2, 4])

@@ -12,6 +12,7 @@ from yarl import URL
 
 from evaltui.backends import Backend, BackendError, make_backend, make_client
 from evaltui.backends.replicas import EJECT_AFTER, EJECTED, UP, Replica, Router
+from evaltui.backends.trace import Trace
 from evaltui.plan import ModelConfig
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig, SimThread
 
@@ -199,13 +200,16 @@ def test_one_url_is_never_ejected(sim_factory) -> None:
 
 
 def test_the_answering_replica_is_known_after_each_request(sim_factory) -> None:
+    """What the per-sample log records of each attempt: the replica it went to."""
     a, b = (sim_factory(SimConfig(answer_key=key())) for _ in range(2))
 
     async def go(be: Backend) -> list[str]:
         seen = []
         for p in prompts(4):
-            await be.generate(p)
-            seen.append(be.answered_by())
+            trace = Trace()
+            await be.generate(p, trace=trace)
+            (attempt,) = trace.attempts
+            seen.append(attempt[4])
         return seen
 
     assert run(model(urls_of(a, b)), go) == [urls_of(a)[0], urls_of(b)[0]] * 2

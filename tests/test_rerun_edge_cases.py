@@ -277,7 +277,10 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_the_work(tmp_path: P
 
     def fill_up(self, data: bytes) -> None:  # type: ignore[no-untyped-def]
         # the header and ten samples fit; a write of lines beyond that (one or a loop turn's
-        # several) fails whole, as the real one cuts back a short write
+        # several) fails whole, as the real one cuts back a short write (the per-sample log,
+        # written through the same class, is let through: what is counted is the checkpoint's)
+        if not self.path.name.startswith("tmp_"):
+            return real_write(self, data)
         if lines["n"] + data.count(b"\n") > 11:
             raise OSError(errno.ENOSPC, "No space left on device")
         lines["n"] += data.count(b"\n")

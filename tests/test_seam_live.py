@@ -214,14 +214,14 @@ class BlockedScoring:
         real_iter, real_score = scoring.iter_details, watch.score_pair
         calls = {"iter": 0, "score": 0}
 
-        def iter_details(evaluator: Any, predictions: Any) -> Iterator[dict[str, Any]]:
+        def iter_details(evaluator: Any, predictions: Any, *rest: Any) -> Iterator[dict[str, Any]]:
             calls["iter"] += 1
             if calls["iter"] == 1:
                 items = list(predictions)  # the predictions as they are now
                 self.blocked.set()
                 self.release.wait(30)
-                return real_iter(evaluator, items)
-            return real_iter(evaluator, predictions)
+                return real_iter(evaluator, items, *rest)
+            return real_iter(evaluator, predictions, *rest)
 
         def score_pair(*args: Any) -> float:
             calls["score"] += 1
@@ -311,7 +311,7 @@ def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path:
     scans: list[tuple[bool, bool]] = []
     real_scan = resume.scan_checkpoint
 
-    def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
+    def scan_checkpoint(path: Path) -> Iterator[tuple[int, int, bool, int]]:
         start = ticks[0]
         deadline = time.monotonic() + 10
         while ticks[0] < start + 3 and time.monotonic() < deadline:
@@ -426,7 +426,7 @@ def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path:
 
     import evaltui.engine.ending as ending
 
-    def disk_full(*_: Any) -> int:
+    def disk_full(*_: Any, **__: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ending, "merge_checkpoints", disk_full)

@@ -101,7 +101,7 @@ def test_the_api_key_reaches_no_file_and_no_log_line(tmp_path: Path, sim_factory
     assert "good/math: scored, accuracy = 100.00" in printed
     wd = WorkDir(tmp_path / "out")
     # The echoed messages were recorded (so the test would see a leak), with the key masked.
-    failures = "\n".join(p.read_text(errors="replace") for p in (wd.root / "logs").rglob("*"))
+    failures = "\n".join(p.read_text(errors="replace") for p in (wd.root / "logs").rglob("*") if p.is_file())
     assert "Incorrect API key provided: Bearer [redacted]" in failures and "flaky" in failures
     secret = KEY.encode()
     leaks = [str(p.relative_to(wd.root)) for p in every_file(wd.root) if secret in p.read_bytes()]
@@ -184,7 +184,7 @@ def test_a_credential_in_a_custom_header_reaches_no_file(tmp_path: Path, sim_fac
     plan = write_plan(tmp_path, models=models, datasets=[gsm_dataset("math", data)])
     run_plan(plan)
     wd = WorkDir(tmp_path / "out")
-    failures = "\n".join(p.read_text(errors="replace") for p in (wd.root / "logs").rglob("*"))
+    failures = "\n".join(p.read_text(errors="replace") for p in (wd.root / "logs").rglob("*") if p.is_file())
     assert "visible-trace" in failures  # the echoed headers were recorded, so a leak would show
     assert "[redacted]" in wd.plan_file.read_text() and "visible-trace" in wd.plan_file.read_text()
     leaks = [str(p.relative_to(wd.root)) for p in every_file(wd.root) if secret.encode() in p.read_bytes()]

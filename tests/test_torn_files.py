@@ -111,7 +111,7 @@ def test_a_torn_checkpoint_line_loses_only_that_sample(capsys, setup) -> None:  
     assert code == 0, text
     assert scores(text) == {"m/a": "100.00"}
     assert sim.stats.requests_total - before == 1  # only the torn sample was asked again
-    indices = [i for i, ok, _ in scan_checkpoint(cp)]
+    indices = [i for i, _, ok, _ in scan_checkpoint(cp)]
     assert sorted(indices) == list(range(N))  # no duplicate, none lost
     assert_whole(wd, "a")
 

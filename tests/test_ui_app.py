@@ -121,6 +121,11 @@ def test_enter_shows_failed_samples_and_predictions(tmp_path: Path, sim_factory:
             assert [str(c) for c in failures.get_row_at(0)][:3] == ["2", "http", "400"]
             predictions = app.screen.query_one("#details-predictions", DataTable)
             assert predictions.row_count == 5
+            records = app.screen.query_one("#details-records", DataTable)  # the per-sample log of those six
+            assert records.row_count == 6
+            rows = {str(records.get_row_at(k)[0]): [str(c) for c in records.get_row_at(k)] for k in range(6)}
+            assert rows["2"][3].startswith("400 http ")
+            assert rows["0"][3].startswith("200 ok ")
             assert "r" not in footer_keys(app)  # the retry key belongs to the main screen
             await pilot.press("escape")
             await pilot.pause()

@@ -182,4 +182,7 @@ def test_fresh_and_start_up_move_or_delete_only_what_evaltui_wrote(tmp_path: Pat
     for name, text in theirs.items():
         assert (wd / name).read_text() == text, name
     moved = {p.relative_to(wd).parts[2:] for p in (wd / "superseded").rglob("*") if p.is_file()}
-    assert moved == {("predictions", "m", "d.json"), ("predictions", "m", "tmp_d.jsonl"), ("results", "m", "d.json"), ("infer_status", "m", "d.json")}
+    assert moved == {
+        ("predictions", "m", "d.json"), ("predictions", "m", "tmp_d.jsonl"), ("results", "m", "d.json"), ("infer_status", "m", "d.json"),
+        ("logs", "samples", "m", "d.jsonl"),  # the per-sample log is the pair's too
+    }

@@ -9,6 +9,7 @@ from evaltui.backends.base import Backend, BackendError, Backoff, TokenBucket
 from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
+from evaltui.backends.trace import Attempt, SampleBudget, Trace
 
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
@@ -28,4 +29,4 @@ def make_backend(cfg: ModelConfig, client: ModelClient, **kwargs: Any) -> Backen
     return BACKENDS[cfg.type](cfg, client, api_key=api_key, **kwargs)
 
 
-__all__ = ["Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "make_backend", "make_client", "BACKENDS"]
+__all__ = ["Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "make_backend", "make_client", "BACKENDS"]

@@ -15,7 +15,6 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -29,6 +28,7 @@ from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
 from evaltui.backends.pacing import TokenBudget, estimate_tokens
 from evaltui.backends.replicas import NO_REPLY, TIMED_OUT, Replica, ReplicasDown, Router
+from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.redaction import redact
 
 if TYPE_CHECKING:
@@ -200,11 +200,6 @@ class _Retry(Exception):
         self.error, self.retry_after, self.free = error, retry_after, free
 
 
-#: The replica that answered the latest request of the running task (a worker): set by `_post`
-#: when a reply is accepted, read with `Backend.answered_by()` after `generate`/`ppl` return.
-_ANSWERED_BY: ContextVar[str] = ContextVar("evaltui_answered_by", default="")
-
-
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
 
@@ -272,21 +267,19 @@ class Backend(ABC):
         """What tells whether the server at `url` is up: its health check, probed after an ejection."""
 
     @abstractmethod
-    async def generate(self, prompt: str, system: str = "") -> str:
-        """The model's answer to one prompt (a BackendError when it fails for good)."""
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
+        """The model's answer to one prompt (a BackendError when it fails for good).
 
-    async def ppl(self, text: str) -> float:
+        `epoch` ≥ 1 (a dataset run for several epochs): the request of that epoch, with the
+        seed varied where the protocol takes one (see `epoch_seed`); epoch 0 is the request a
+        one-epoch run sends. `trace`: where every attempt and the reported tokens go."""
+
+    async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
 
-    @staticmethod
-    def reply_tokens(data: Any) -> int | None:
-        """The tokens a reply says the request used (prompt and generated), if it says."""
+    def usage(self, data: Any) -> tuple[int, int] | None:
+        """The (prompt, completion) tokens a reply reports, None when it reports none."""
         return None
-
-    @staticmethod
-    def answered_by() -> str:
-        """The replica URL that answered this task's latest request ("" before any answer)."""
-        return _ANSWERED_BY.get()
 
     def cost(self, text: str, new_tokens: int | None = None) -> int:
         """What a request charges tokens_per_minute before it is sent: the prompt's estimate
@@ -295,11 +288,13 @@ class Backend(ABC):
             return 0
         return estimate_tokens(text) + (self._max_new_tokens if new_tokens is None else new_tokens)
 
-    async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0) -> T:
+    async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0, trace: Trace | None = None) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError.
 
         An attempt that failed because its replica was ejected meanwhile is sent again at once
-        and does not count (at most twice per replica, so this too ends)."""
+        and does not count (at most twice per replica, so this too ends). With a `trace`, every
+        attempt is noted in it, and one is not sent once its token budget is spent."""
+        noted = NO_TRACE if trace is None else trace
         body = fastjson.dumps(payload)
         attempts = self.cfg.retry + 1
         attempt, avoid = 1, None
@@ -307,6 +302,9 @@ class Backend(ABC):
         retry_after: float | None = None
         while True:
             await self.bucket.acquire(held=retry_after is None)
+            refusal = noted.start()
+            if refusal is not None:
+                raise BackendError("token-limit", refusal, attempts=attempt - 1)
             if self.tokens is not None:
                 await self.tokens.acquire(cost)
             used: int | None = None  # the tokens the server counted, once it answered
@@ -314,8 +312,11 @@ class Backend(ABC):
                 try:
                     replica = await self.router.acquire(avoid)
                 except ReplicasDown as e:
+                    noted.end(None, "down")
                     raise BackendError("down", str(e), attempts=attempt) from None
-                answer, used = await self._send(replica, body, parse, attempt, cost)
+                if trace is not None and len(self.urls) > 1:
+                    trace.replica = replica.url
+                answer, used = await self._send(replica, body, parse, attempt, cost, noted)
                 return answer
             except _Retry as r:
                 last, retry_after, avoid = r.error, r.retry_after, replica
@@ -332,16 +333,21 @@ class Backend(ABC):
             self.retries += 1
             await self._sleep(self.backoff.delay(attempt - 1, retry_after))
 
-    async def _send(self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int) -> tuple[T, int | None]:
+    async def _send(
+        self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int, noted: Untraced
+    ) -> tuple[T, int | None]:
         """One attempt at `replica`: the parsed answer (and the tokens the reply says it used,
-        when there is a token budget), a BackendError that ends the request, or _Retry."""
+        when there is a token budget), a BackendError that ends the request, or _Retry; how it
+        went is noted in `noted` (a Trace, or nothing)."""
         epoch, sent = replica.epoch, self._clock()
         try:
             reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
         except ReplyTooLarge as e:  # the same prompt gets as long a reply again: no retry
+            noted.end(e.status, "reply-too-large")
             self.router.release(replica, epoch, sent, e.status)
             raise BackendError("reply-too-large", e.message, status=e.status, attempts=attempt) from None
         except RequestFailed as e:
+            noted.end(None, e.kind)
             free = self.router.release(replica, epoch, sent, TIMED_OUT if e.kind == "timeout" else NO_REPLY, e.message)
             if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                 raise BackendError("connect", e.message, attempts=attempt) from None
@@ -356,17 +362,20 @@ class Backend(ABC):
                 data = reply_json(reply.body)
                 answer = parse(data)
             except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
+                noted.end(status, "bad-reply")
                 if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
                     raise BackendError("bad-reply", EVENT_STREAM, status=status, attempts=attempt) from None
                 raise _Retry(BackendError("bad-reply", unparseable(reply, e, self._secrets), status=status, attempts=attempt, retryable=True)) from None
             except BackendError as e:
                 e.attempts = attempt
+                noted.end(status, e.kind)
                 raise
-            _ANSWERED_BY.set(replica.url)
+            usage = self.usage(data) if self.tokens is not None or noted is not NO_TRACE else None
+            noted.end(status, "ok", usage)
             if self.tokens is None:
                 return answer, None
-            used = self.reply_tokens(data)
-            return answer, cost if used is None else used
+            return answer, cost if usage is None else usage[0] + usage[1]
+        noted.end(status, "http")
         message = server_message(reply, self._secrets)
         free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}")
         raise self._failed(reply, message, replica.endpoint, attempt, free)
@@ -406,6 +415,18 @@ def max_new_tokens(kwargs: dict[str, Any]) -> int:
     """The tokens a request may generate, as the plan's generation_kwargs say (1024 if silent)."""
     value = kwargs.get("max_new_tokens", kwargs.get("max_tokens", 1024))
     return value if isinstance(value, int) and not isinstance(value, bool) else 1024
+
+
+def count_tokens(value: Any) -> int:
+    """A token count from a reply: a non-negative integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def epoch_seed(kwargs: dict[str, Any], epoch: int) -> int:
+    """The seed of epoch ≥ 1: generation_kwargs' own `seed` (0 if none) plus the epoch, so each
+    epoch samples differently and a re-run of the same epoch samples alike."""
+    base = kwargs.get("seed", 0)
+    return (base if isinstance(base, int) and not isinstance(base, bool) else 0) + epoch
 
 
 def ppl_from_logprobs(logprobs: list[float]) -> float:

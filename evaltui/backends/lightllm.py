@@ -6,7 +6,8 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, Unparseable, count_tokens, epoch_seed, ppl_from_logprobs
+from evaltui.backends.trace import Trace
 
 PPL_FLAG_HINT = (
     "the reply has no prompt_token_ids/prompt_logprobs: start the LightLLM server with "
@@ -35,19 +36,8 @@ def _prompt_logprobs(data: Any) -> float:
     return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items, strict=False)])
 
 
-def _counted_tokens(data: Any) -> int | None:
-    """LightLLM's reply counts `prompt_tokens` and `count_output_tokens` (TGI-style servers may not)."""
-    if not isinstance(data, dict):
-        return None
-    prompt, generated = data.get("prompt_tokens"), data.get("count_output_tokens")
-    if isinstance(prompt, int) and isinstance(generated, int):
-        return prompt + generated
-    return None
-
-
 class LightLLMBackend(Backend):
     computes_ppl = True
-    reply_tokens = staticmethod(_counted_tokens)
 
     def _endpoint_url(self, url: str) -> URL:
         return URL(url)
@@ -58,12 +48,23 @@ class LightLLMBackend(Backend):
         path = u.path[: -len("/generate")] if u.path.endswith("/generate") else u.path.rstrip("/")
         return u.with_path(path + "/health").with_query(None)
 
-    async def generate(self, prompt: str, system: str = "") -> str:
-        inputs = f"{system}\n\n{prompt}" if system else prompt
-        payload = {"inputs": inputs, "parameters": self.cfg.generation_kwargs}
-        return await self._post(payload, _generated_text, self.cost(inputs))
+    def usage(self, data: Any) -> tuple[int, int] | None:
+        """LightLLM's `prompt_tokens` and `count_output_tokens`, when the reply has them."""
+        if not isinstance(data, dict) or ("prompt_tokens" not in data and "count_output_tokens" not in data):
+            return None
+        return count_tokens(data.get("prompt_tokens")), count_tokens(data.get("count_output_tokens"))
 
-    async def ppl(self, text: str) -> float:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
+        inputs = f"{system}\n\n{prompt}" if system else prompt
+        params = self.cfg.generation_kwargs
+        if epoch and "seed" in params:
+            # Only when the plan names a seed: LightLLM's own /generate takes none and refuses
+            # parameters it does not know; TGI-style servers that sample by seed take one.
+            params = {**params, "seed": epoch_seed(params, epoch)}
+        payload = {"inputs": inputs, "parameters": params}
+        return await self._post(payload, _generated_text, self.cost(inputs), trace)
+
+    async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.
         params = {**self.cfg.generation_kwargs, "max_new_tokens": 1}
-        return await self._post({"inputs": text, "parameters": params}, _prompt_logprobs, self.cost(text, 1))
+        return await self._post({"inputs": text, "parameters": params}, _prompt_logprobs, self.cost(text, 1), trace)

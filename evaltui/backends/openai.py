@@ -6,7 +6,8 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, Unparseable, count_tokens, epoch_seed, ppl_from_logprobs
+from evaltui.backends.trace import Trace
 
 # LightLLM-style keys that are not OpenAI sampling parameters.
 _RENAMED = {"max_new_tokens", "do_sample"}
@@ -31,26 +32,23 @@ def sampling_params(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _usage_tokens(data: Any) -> int | None:
-    """OpenAI's `usage`: total_tokens, or prompt_tokens + completion_tokens."""
-    usage = data.get("usage") if isinstance(data, dict) else None
-    if not isinstance(usage, dict):
-        return None
-    total = usage.get("total_tokens")
-    if isinstance(total, int):
-        return total
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return prompt + completion if isinstance(prompt, int) and isinstance(completion, int) else None
-
-
 class _OpenAIBackend(Backend):
     endpoint = ""
-    reply_tokens = staticmethod(_usage_tokens)
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._params = sampling_params(self.cfg.generation_kwargs)
         self._model = self.cfg.model or self.cfg.abbr
+
+    def usage(self, data: Any) -> tuple[int, int] | None:
+        usage = data.get("usage") if isinstance(data, dict) else None
+        if not isinstance(usage, dict):
+            return None
+        return count_tokens(usage.get("prompt_tokens")), count_tokens(usage.get("completion_tokens"))
+
+    def _sampling(self, epoch: int) -> dict[str, Any]:
+        """The sampling parameters of one epoch: OpenAI's `seed` set from epoch 1 on."""
+        return self._params if not epoch else {**self._params, "seed": epoch_seed(self._params, epoch)}
 
     def _endpoint_url(self, url: str) -> URL:
         u = URL(url)  # the query (e.g. Azure's ?api-version=...) stays after the endpoint's path
@@ -96,23 +94,23 @@ def _completion_text(data: Any) -> str:
 class OpenAIChatBackend(_OpenAIBackend):
     endpoint = "/chat/completions"
 
-    async def generate(self, prompt: str, system: str = "") -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
-        payload = {"model": self._model, "messages": messages, **self._params}
-        return await self._post(payload, _chat_content, self.cost(f"{system}\n{prompt}" if system else prompt))
+        payload = {"model": self._model, "messages": messages, **self._sampling(epoch)}
+        return await self._post(payload, _chat_content, self.cost(f"{system}\n{prompt}" if system else prompt), trace)
 
 
 class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
     computes_ppl = True
 
-    async def generate(self, prompt: str, system: str = "") -> str:
+    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
         text = f"{system}\n\n{prompt}" if system else prompt
-        payload = {"model": self._model, "prompt": text, **self._params}
-        return await self._post(payload, _completion_text, self.cost(text))
+        payload = {"model": self._model, "prompt": text, **self._sampling(epoch)}
+        return await self._post(payload, _completion_text, self.cost(text), trace)
 
-    async def ppl(self, text: str) -> float:
+    async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}
 
         def parse(data: Any) -> float:
@@ -132,4 +130,4 @@ class OpenAICompletionsBackend(_OpenAIBackend):
                 values = values[:-1]
             return ppl_from_logprobs([float(v) for v in values if v is not None])
 
-        return await self._post(payload, parse, self.cost(text, 1))
+        return await self._post(payload, parse, self.cost(text, 1), trace)

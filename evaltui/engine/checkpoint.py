@@ -12,9 +12,9 @@ import asyncio
 import os
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
 from evaltui.fsutil import atomic_writer, json_bytes, read_json
@@ -143,30 +143,45 @@ def checkpoint_version(path: Path) -> str:
 
 
 # A checkpoint line as Checkpoint.append writes it starts `{"index":N,` (`{"index": N, ` before
-# evaltui wrote compact JSON). Inside a JSON string every quote is escaped, so `"error":{` can
-# only be the key of a failure entry: lines can be classified without parsing them, which keeps
-# resume and merge fast for millions of samples.
-_ENTRY_HEAD = re.compile(rb'\{"index": ?(\d+), ?')
+# evaltui wrote compact JSON), then `"epoch":E,` for every epoch but the first. Inside a JSON
+# string every quote is escaped, so `"error":{` can only be the key of a failure entry: lines
+# can be classified without parsing them, which keeps resume and merge fast for millions of samples.
+_ENTRY_HEAD = re.compile(rb'\{"index": ?(\d+), ?(?:"epoch": ?(\d+), ?)?')
 _ERROR_KEY = re.compile(rb'"error": ?\{')
 
 
-def line_outcome(line: bytes) -> tuple[int, bool] | None:
-    """(index, succeeded) of one complete checkpoint line; None for a line that is no sample's
-    (the version line, garbage). Checkpoint lines are classified without being parsed."""
+class Line(NamedTuple):
+    """One complete line of a checkpoint (or of a per-sample log, which has the same head)."""
+
+    sample: int  # its index (a tuple's own `index` method keeps that name)
+    epoch: int  # 0 when the line has none (every line of a one-epoch run, every older line)
+    ok: bool  # no "error": the sample succeeded
+    offset: int  # where the line starts
+
+
+def line_outcome(line: bytes) -> Line | None:
+    """The sample, epoch and success of one complete checkpoint line (offset 0); None for a line
+    that is no sample's (the version line, garbage). Lines are classified without being parsed."""
     m = _ENTRY_HEAD.match(line)
     if m is not None:
-        return int(m.group(1)), _ERROR_KEY.search(line) is None
+        epoch = m.group(2)
+        return Line(int(m.group(1)), int(epoch) if epoch is not None else 0, _ERROR_KEY.search(line) is None, 0)
+    return _parsed_outcome(line, 0)
+
+
+def _parsed_outcome(line: bytes, offset: int) -> Line | None:
     try:
         entry = fastjson.loads(line)
     except ValueError:
         return None
     if isinstance(entry, dict) and isinstance(entry.get("index"), int):
-        return entry["index"], "error" not in entry
+        epoch = entry.get("epoch", 0)
+        return Line(entry["index"], epoch if isinstance(epoch, int) else 0, "error" not in entry, offset)
     return None
 
 
-def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
-    """(index, succeeded, byte offset) of each complete line; torn or foreign lines are skipped."""
+def scan_checkpoint(path: Path) -> Iterator[Line]:
+    """Every complete line of a sample; torn or foreign lines are skipped."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
@@ -180,52 +195,116 @@ def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
                 break  # torn by a kill mid-write: that sample is simply not done
             m = _ENTRY_HEAD.match(line)  # line_outcome's first case, inline: resume scans millions of lines
             if m is not None:
-                yield int(m.group(1)), _ERROR_KEY.search(line) is None, start
+                epoch = m.group(2)
+                yield Line(int(m.group(1)), int(epoch) if epoch is not None else 0, _ERROR_KEY.search(line) is None, start)
                 continue
-            outcome = line_outcome(line)
-            if outcome is not None:
-                yield outcome[0], outcome[1], start
+            parsed = _parsed_outcome(line, start)
+            if parsed is not None:
+                yield parsed
 
 
-def merge_checkpoints(paths: list[Path], total: int, out: Path) -> int:
+# An epoch with no line when the predictions are merged (it cannot be: a dataset ends `done`
+# only once every (sample, epoch) has one; this keeps a hand-edited checkpoint readable).
+MISSING_EPOCH = {"type": "missing", "status": None, "message": "no answer for this epoch", "attempts": 0}
+
+
+class LineIndex:
+    """Where each (sample, epoch)'s line is among some checkpoint-like files (the checkpoints of
+    every shard layout, or the per-sample logs): its success if it has one, else a failure.
+
+    Keeps ~13 bytes per (sample, epoch), never the lines; read them with `line(key)` inside
+    `with` (key: index * epochs + epoch). `latest`: of several lines the last one (a log's
+    current record) unless it is a failure after a success, rather than the first failure (what
+    the predictions always kept).
+    """
+
+    def __init__(self, paths: list[Path], total: int, *, epochs: int = 1, latest: bool = False):
+        self.paths = [p for p in paths if p.exists()]  # a shard with no samples never wrote one
+        self.epochs = epochs
+        slots = total * epochs
+        self.where = array("q", [-1]) * slots
+        self.which = array("i", [0]) * slots
+        self.good = bytearray(slots)
+        for k, path in enumerate(self.paths):
+            for index, epoch, ok, offset in scan_checkpoint(path):
+                key = index * epochs + epoch
+                if not (0 <= index < total and epoch < epochs):
+                    continue
+                first, had = self.where[key] < 0, self.good[key]
+                if first or (ok and not had) or (latest and (ok or not had)):
+                    self.where[key], self.which[key], self.good[key] = offset, k, ok
+        self._files: list[BinaryIO] = []
+
+    def __enter__(self) -> LineIndex:
+        self._files = [open(p, "rb") for p in self.paths]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for f in self._files:
+            f.close()
+        self._files = []
+
+    def line(self, key: int) -> bytes | None:
+        """The line of this (sample, epoch), without its newline; None when it has none."""
+        if self.where[key] < 0:
+            return None
+        f = self._files[self.which[key]]
+        f.seek(self.where[key])
+        return f.readline().rstrip(b"\n")
+
+
+def merge_checkpoints(paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None) -> int:
     """Write the final predictions file from the shards' checkpoints, streaming, in index order.
 
-    Keeps 10 bytes per sample in memory (where its best line is), never the entries themselves,
-    and copies each line's bytes with the `index` key dropped. Returns the entries written.
+    One epoch: each line's bytes are copied with the `index` key dropped. Several: a sample's
+    lines are parsed and joined into one entry (see _joined). `selection`: the indices to write
+    (a --samples run); all of 0..total-1 by default. Returns the entries written.
     """
-    paths = [p for p in paths if p.exists()]  # a shard with no samples never wrote one
-    where = array("q", [-1]) * total
-    which = array("i", [0]) * total
-    good = bytearray(total)
-    for k, path in enumerate(paths):
-        for index, ok, offset in scan_checkpoint(path):
-            if 0 <= index < total and (where[index] < 0 or (ok and not good[index])):
-                where[index], which[index], good[index] = offset, k, ok
-    files = [open(p, "rb") for p in paths]
     written = 0
-    try:
-        with atomic_writer(out) as w:
-            w.write(b"{")
-            for index in range(total):
-                if where[index] < 0:
-                    continue
-                f = files[which[index]]
-                f.seek(where[index])
-                line = f.readline().rstrip(b"\n")
-                m = _ENTRY_HEAD.match(line)
-                if m is not None:
-                    value = b"{" + line[m.end() :]
-                else:
-                    entry = fastjson.loads(line)
-                    entry.pop("index", None)
-                    value = json_bytes(entry)
-                w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
-                written += 1
-            w.write(b"\n}\n")
-    finally:
-        for f in files:
-            f.close()
+    with LineIndex(paths, total, epochs=epochs) as lines, atomic_writer(out) as w:
+        w.write(b"{")
+        for index in range(total) if selection is None else selection:
+            if epochs == 1:
+                line = lines.line(index)
+                value = None if line is None else _without_index(line)
+            else:
+                value = _joined([lines.line(index * epochs + e) for e in range(epochs)])
+            if value is None:
+                continue
+            w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
+            written += 1
+        w.write(b"\n}\n")
     return written
+
+
+def _without_index(line: bytes) -> bytes:
+    """A one-epoch line as a predictions entry: its bytes without the `index` key."""
+    m = _ENTRY_HEAD.match(line)
+    if m is not None and m.group(2) is None:
+        return b"{" + line[m.end() :]
+    entry = fastjson.loads(line)
+    entry.pop("index", None)
+    entry.pop("epoch", None)
+    return json_bytes(entry)
+
+
+def _joined(lines: list[bytes | None]) -> bytes | None:
+    """One sample's epochs as one predictions entry: `prediction` (and `error`) are epoch 0's, as
+    a one-epoch entry has them; `predictions` lists every epoch's answer in epoch order and, when
+    one failed, `errors` every epoch's error (null where it succeeded). None: no epoch has a line."""
+    if all(line is None for line in lines):
+        return None
+    entries = [None if line is None else fastjson.loads(line) for line in lines]
+    known = next(e for e in entries if e is not None)
+    first = entries[0] or {}
+    joined: dict[str, Any] = {"origin_prompt": known.get("origin_prompt", ""), "prediction": first.get("prediction", ""), "gold": known.get("gold", "")}
+    if first.get("error") is not None or entries[0] is None:
+        joined["error"] = first.get("error") or MISSING_EPOCH
+    joined["predictions"] = [e.get("prediction", "") if e else "" for e in entries]
+    errors = [(e.get("error") if e else MISSING_EPOCH) for e in entries]
+    if any(e is not None for e in errors):
+        joined["errors"] = errors
+    return json_bytes(joined)
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]] | None:
@@ -236,10 +315,30 @@ def read_predictions(path: Path) -> list[dict[str, Any]] | None:
 
 
 def predictions_to_checkpoint(predictions: Path, checkpoint: Path) -> None:
-    """Write a final predictions file back as checkpoint lines (atomically: all or nothing)."""
+    """Write a final predictions file back as checkpoint lines (atomically: all or nothing); an
+    entry of several epochs becomes a line per epoch again."""
     with atomic_writer(checkpoint) as w:
         for entry in iter_predictions(predictions):
-            w.write(json_bytes(entry) + b"\n")
+            for line in _epoch_lines(entry):
+                w.write(json_bytes(line) + b"\n")
+
+
+def _epoch_lines(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    answers = entry.get("predictions")
+    if not isinstance(answers, list):
+        return [entry]
+    errors = entry.get("errors")
+    errors = errors if isinstance(errors, list) and len(errors) == len(answers) else [None] * len(answers)
+    lines = []
+    for epoch, (answer, error) in enumerate(zip(answers, errors, strict=True)):
+        if error == MISSING_EPOCH:
+            continue  # never answered: left to run
+        line: dict[str, Any] = {"index": entry["index"], **({"epoch": epoch} if epoch else {})}
+        line.update(origin_prompt=entry.get("origin_prompt", ""), prediction=answer, gold=entry.get("gold", ""))
+        if error is not None:
+            line["error"] = error
+        lines.append(line)
+    return lines
 
 
 # Bytes of predictions file above which it is streamed. Whole is ~20 % faster to parse, but its

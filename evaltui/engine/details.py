@@ -7,7 +7,6 @@ failed yesterday lists its failures today. Reading is synchronous and streams li
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 from collections.abc import Iterator
 from functools import partial
@@ -17,8 +16,11 @@ from typing import Any, BinaryIO, NamedTuple
 from evaltui import fastjson
 from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
 from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.records import iter_result_details
+from evaltui.engine.samplelog import records_of
 from evaltui.engine.state import Failure
 from evaltui.engine.workdir import WorkDir
+from evaltui.scoring.score import epoch_answers
 
 
 class PredictionSample(NamedTuple):
@@ -26,7 +28,8 @@ class PredictionSample(NamedTuple):
     prompt: str
     prediction: str
     gold: str
-    correct: bool | None  # None until the pair is scored
+    correct: bool | None  # None until the pair is scored (epoch 0's verdict, for several epochs)
+    epoch: int = 0
 
 
 class PairDetails(NamedTuple):
@@ -35,39 +38,48 @@ class PairDetails(NamedTuple):
     status: PairStatus
     failures: list[Failure]  # the samples that still stand failed, in index order
     predictions: list[PredictionSample]
+    # the per-sample log's records of the units shown (the first RECORDED failures, the
+    # predictions), by (index, epoch): their attempts, tries, time and tokens
+    records: dict[tuple[int, int], dict[str, Any]]
 
+
+RECORDED = 20  # failed units whose log records the details show
 
 def read_pair_details(
     workdir: WorkDir, model: str, dataset: str, status: PairStatus, *, predictions: int = 5, max_failures: int = 1000
 ) -> PairDetails:
     entries = _entries(workdir, model, dataset)
-    succeeded: set[int] = set()
-    failed: dict[int, dict[str, Any]] = {}
-    # the answered samples of lowest index (checkpoints are in completion order): a max-heap
-    # by index, each entry read only when it joins
-    lowest: list[tuple[int, dict[str, Any]]] = []
-    for index, ok, entry in entries:
+    succeeded: set[tuple[int, int]] = set()
+    failed: dict[tuple[int, int], dict[str, Any]] = {}
+    # the answered (sample, epoch) units of lowest index (checkpoints are in completion order):
+    # a max-heap by (index, epoch), each entry read only when it joins
+    lowest: list[tuple[tuple[int, int], dict[str, Any]]] = []
+    for index, epoch, ok, entry in entries:
+        key = (index, epoch)
         if ok:
-            succeeded.add(index)
-            failed.pop(index, None)
-            if predictions <= 0 or any(-i == index for i, _ in lowest):
+            succeeded.add(key)
+            failed.pop(key, None)
+            mine = (-index, -epoch)
+            if predictions <= 0 or any(k == mine for k, _ in lowest):
                 continue
             if len(lowest) < predictions:
-                heapq.heappush(lowest, (-index, entry()))
-            elif index < -lowest[0][0]:
-                heapq.heapreplace(lowest, (-index, entry()))
-        elif index not in succeeded:
-            failed[index] = entry()  # a later failure of the same sample replaces the earlier
-    samples = [{"index": -i, **e} for i, e in sorted(lowest, reverse=True)]
+                heapq.heappush(lowest, (mine, entry()))
+            elif mine > lowest[0][0]:
+                heapq.heapreplace(lowest, (mine, entry()))
+        elif key not in succeeded:
+            failed[key] = entry()  # a later failure of the same unit replaces the earlier
+    samples = [{**e, "index": -k[0], "epoch": -k[1]} for k, e in sorted(lowest, reverse=True)]
     failures = [
-        Failure(model, dataset, i, SampleError.from_dict(e.get("error") or {})) for i, e in sorted(failed.items())[:max_failures]
+        Failure(model, dataset, i, SampleError.from_dict(e.get("error") or {}), epoch=ep) for (i, ep), e in sorted(failed.items())[:max_failures]
     ]
     verdicts = _verdicts(workdir.result_file(model, dataset), {s["index"] for s in samples})
-    shown = [
-        PredictionSample(s["index"], _text(s.get("origin_prompt")), _text(s.get("prediction")), _text(s.get("gold")), verdicts.get(s["index"]))
-        for s in samples
-    ]
-    return PairDetails(model, dataset, status, failures, shown)
+    shown = []
+    for s in samples:
+        verdict = _verdict(verdicts.get(s["index"]), s["epoch"])
+        shown.append(PredictionSample(s["index"], _text(s.get("origin_prompt")), _text(s.get("prediction")), _text(s.get("gold")), verdict, s["epoch"]))
+    wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
+    records = records_of(workdir.sample_log_files(model, dataset), wanted) if wanted else {}
+    return PairDetails(model, dataset, status, failures, shown, records)
 
 
 def _read_at(f: BinaryIO, offset: int) -> dict[str, Any]:
@@ -80,9 +92,9 @@ def _read_at(f: BinaryIO, offset: int) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _entries(workdir: WorkDir, model: str, dataset: str) -> Iterator[tuple[int, bool, Any]]:
-    """(index, succeeded, entry loader) of every sample on disk: the checkpoints, or the final
-    predictions when the checkpoints were deleted after the merge."""
+def _entries(workdir: WorkDir, model: str, dataset: str) -> Iterator[tuple[int, int, bool, Any]]:
+    """(index, epoch, succeeded, entry loader) of every (sample, epoch) on disk: the checkpoints,
+    or the final predictions when the checkpoints were deleted after the merge."""
     checkpoints = workdir.checkpoint_files(model, dataset)
     if checkpoints:
         for path in checkpoints:
@@ -91,38 +103,44 @@ def _entries(workdir: WorkDir, model: str, dataset: str) -> Iterator[tuple[int, 
             except FileNotFoundError:
                 continue
             with reader:
-                for index, ok, offset in scan_checkpoint(path):
-                    yield index, ok, partial(_read_at, reader, offset)
+                for index, epoch, ok, offset in scan_checkpoint(path):
+                    yield index, epoch, ok, partial(_read_at, reader, offset)
         return
     path = workdir.predictions_file(model, dataset)
     if not path.exists():
         return
     try:
         for entry in iter_predictions(path):
-            yield entry["index"], entry.get("error") is None, (lambda e=entry: e)
+            for epoch, (prediction, error) in enumerate(epoch_answers(entry)):
+                line = {**entry, "prediction": prediction, "error": error}
+                yield entry["index"], epoch, error is None, (lambda e=line: e)
     except (OSError, ValueError):
         return  # unreadable: the next scoring says so; the details screen shows what it has
 
 
-def _verdicts(result: Path, wanted: set[int]) -> dict[int, bool]:
-    """`correct` of the wanted samples, from the result file's details (one per line as written)."""
-    found: dict[int, bool] = {}
+def _verdict(detail: dict[str, Any] | None, epoch: int) -> bool | None:
+    """One epoch's verdict in a sample's detail (a one-epoch detail has only epoch 0's)."""
+    if detail is None:
+        return None
+    epochs = detail.get("epochs")
+    if isinstance(epochs, list):
+        verdict = epochs[epoch] if epoch < len(epochs) and isinstance(epochs[epoch], dict) else {}
+        value = verdict.get("correct")
+    else:
+        value = detail.get("correct") if epoch == 0 else None
+    return value if isinstance(value, bool) else None
+
+
+def _verdicts(result: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
+    """The details of the wanted samples, from the result file."""
+    found: dict[int, dict[str, Any]] = {}
     if not wanted:
         return found
-    with contextlib.suppress(OSError), open(result, "rb") as f:  # not scored (yet): no verdicts
-        for raw in f:
-            line = raw.strip().rstrip(b",")
-            if not (line.startswith(b"{") and line.endswith(b"}") and b'"correct"' in line):
-                continue
-            try:
-                detail = fastjson.loads(line)
-            except ValueError:
-                continue
-            index = detail.get("index")
-            if index in wanted and isinstance(detail.get("correct"), bool):
-                found[index] = detail["correct"]
-                if len(found) == len(wanted):
-                    break
+    for detail in iter_result_details(result):
+        if detail.get("index") in wanted:
+            found[detail["index"]] = detail
+            if len(found) == len(wanted):
+                break
     return found
 
 

@@ -9,6 +9,7 @@ had not ended `pending`, never `running`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable
 
@@ -23,17 +24,32 @@ from evaltui.plan import DatasetConfig
 
 
 def failure_budget(ds: DatasetConfig, total: int) -> int:
-    """How many samples may fail for good and the dataset still count as done.
+    """How many samples (units, with epochs) may fail for good and the dataset still count as done.
 
-    An integer, rounded down with a little slack, so that 29 failures of 100 are within
-    fail_on_error = 0.29 (whose float product is 28.999999999999996)."""
+    A count is itself; a fraction is rounded down with a little slack, so that 29 failures of
+    100 are within fail_on_error = 0.29 (whose float product is 28.999999999999996);
+    score_on_error lets every one fail."""
+    if ds.score_on_error:
+        return total
+    if isinstance(ds.fail_on_error, int):
+        return ds.fail_on_error
     return math.floor(ds.fail_on_error * total + 1e-9)
 
 
-def _over_budget(ds: DatasetConfig, failed: int, total: int) -> str:
+def stops_early(ds: DatasetConfig) -> bool:
+    """Whether a dataset ends as failed as soon as its failures exceed the budget: when the plan
+    sets fail_on_error. Without one, it runs to the end, so that its failure says how many
+    failed and which fail_on_error would score the rest."""
+    return "fail_on_error" in ds.model_fields_set and not ds.score_on_error
+
+
+def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0) -> str:
     """Why a dataset failed, with the fail_on_error that would score the rest: samples a server
-    refuses for good (a prompt too long) fail again on every re-run."""
-    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error:g})"
+    refuses for good (a prompt too long) fail again on every re-run. `unsent`: how many were
+    not sent because it stopped early."""
+    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error!r})"
+    if unsent:
+        return text + f"; stopped early, {unsent} not sent: a re-run sends them first, then tries the failed ones again"
     if failed < total:
         text += f"; fail_on_error = {math.ceil(failed / total * 10_000) / 10_000:g} would score the others"
     return text
@@ -49,6 +65,13 @@ class PairEnding:
         self.emit = emit
         self.on_inferred = on_inferred
 
+    def write_status(self, run: DatasetRun, shard: ShardRun, status: str, error: str = "") -> None:
+        """The shard's status file, with its counts as they stand."""
+        self.statuses.write(
+            self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
+            error=error, version=run.version, epochs=run.epochs, samples=run.samples,
+        )
+
     async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
         """Close a shard whose samples are all finished: its final status, and the final
         predictions when it is the pair's last. Shielded: a Ctrl-C as the checkpoints are being
@@ -59,14 +82,14 @@ class PairEnding:
     async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         m, d = self.model, run.cfg.abbr
         n = len(run.shards)
-        shard.checkpoint.close()
+        shard.close()
         # fail_on_error is a budget for the whole dataset, so the outcome does not depend on
         # `shards`: a shard fails when the dataset's failures so far exceed it, and the last
         # shard to end therefore fails exactly when the dataset's total does.
         failed = sum(s.failed for s in run.shards)
         ok = failed <= failure_budget(run.cfg, run.total)
         status = PairStatus.DONE if ok else PairStatus.FAIL
-        error = "" if ok else _over_budget(run.cfg, failed, run.total)
+        error = "" if ok else over_budget(run.cfg, failed, run.total, run.unsent)
         shard.outstanding = -1  # finished
         all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = PairStatus.FAIL
@@ -76,7 +99,7 @@ class PairEnding:
             if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
-        self.statuses.write(m, d, shard.shard, n, status, total=shard.total, completed=shard.completed, failed=shard.failed, error=error, version=run.version)
+        self.write_status(run, shard, status, error)
         # Only once its status file says so: should the merge or the write fail (a full disk),
         # close_interrupted still finds the shard unfinished and says `pending`, not `running`.
         shard.status = status
@@ -85,6 +108,20 @@ class PairEnding:
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
             self._end_dataset(run, final_status, path, error)
 
+    async def stop_early(self, run: DatasetRun) -> None:
+        """The dataset's failures exceed its budget (stops_early): none of its samples is handed
+        out any more; the ones in flight are awaited, their shards end `fail` as they come back."""
+        run.todo, run.stopped_early = iter(()), True
+        unsent = 0
+        for s in run.shards:
+            if s.outstanding > 0:
+                unsent += s.outstanding - s.in_flight
+                s.outstanding = s.in_flight
+        run.unsent, run.remaining = unsent, sum(max(0, s.outstanding) for s in run.shards)
+        for s in run.shards:
+            if s.outstanding == 0:
+                await self.finish_shard(run, s)
+
     def end_failed(self, run: DatasetRun, shards: list[ShardRun], error: str) -> None:
         """End the dataset as failed: `fail` (with why) for these shards, DatasetInferred, the
         watcher woken; none of its samples is handed out any more."""
@@ -92,9 +129,9 @@ class PairEnding:
         run.started, run.todo, run.remaining = True, iter(()), 0
         run.loaded.set()
         for s in shards:
-            s.checkpoint.close()
+            s.close()
             s.status, s.outstanding = PairStatus.FAIL, -1
-            self.statuses.write(m, d, s.shard, n, "fail", total=s.total, completed=s.completed, failed=s.failed, error=error, version=run.version)
+            self.write_status(run, s, "fail", error)
             self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
         self._end_dataset(run, PairStatus.FAIL, "", error)
 
@@ -112,23 +149,20 @@ class PairEnding:
         """Merge the checkpoints into the final file, in a thread: it reads every line."""
         m, d = self.model, run.cfg.abbr
         paths = self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
-        await anyio.to_thread.run_sync(merge_checkpoints, paths, run.total, self.workdir.predictions_file(m, d))
+        out = self.workdir.predictions_file(m, d)
+        await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection))
 
     def close_interrupted(self, runs: list[DatasetRun]) -> None:
         """On cancellation: close checkpoints and say in the status files that work is left.
 
         Every shard that has not ended (`done`/`fail`) is said `pending`, so no status file is
         left `running` by a run that stopped."""
-        m = self.model
         for run in runs:
             if not run.started:
                 continue
             for s in run.shards:
                 if s.status is None:
-                    s.checkpoint.close()
+                    s.close()
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
-                        self.statuses.write(
-                            m, run.cfg.abbr, s.shard, len(run.shards), "pending", total=s.total, completed=s.completed,
-                            failed=s.failed, error="interrupted; run again to resume", version=run.version,
-                        )
+                        self.write_status(run, s, "pending", "interrupted; run again to resume")

@@ -66,8 +66,7 @@ class CheckpointTally:
         for line in lines:
             outcome = line_outcome(line)
             if outcome is not None:
-                index, ok = outcome
-                out.append(Outcome(index, None if ok else _error_of(line)))
+                out.append(Outcome(outcome.sample, None if outcome.ok else _error_of(line), outcome.epoch))
         return out
 
 

@@ -53,6 +53,10 @@ class SampleError(NamedTuple):
         return cls(str(d.get("type", "")), status if isinstance(status, int) else None, str(d.get("message", "")), int(d.get("attempts") or 0))
 
 
+# The metrics of a scored pair besides its main one (`pass@10` next to `pass@1`), in order.
+Metrics = tuple[tuple[str, "float | None"], ...]
+
+
 class RunStarted(NamedTuple):
     work_dir: str
     models: tuple[str, ...]
@@ -77,6 +81,7 @@ class DatasetPlanned(NamedTuple):
     status: PairStatus = PairStatus.PENDING  # or DONE (inferred earlier), SCORED (scored earlier)
     metric: str = ""  # with SCORED: the score kept from the earlier run
     score: float | None = None
+    extra: Metrics = ()  # with SCORED: its other metrics
 
 
 class DatasetStarted(NamedTuple):
@@ -87,10 +92,13 @@ class DatasetStarted(NamedTuple):
 
 
 class SampleFinished(NamedTuple):
+    """One (sample, epoch) answered; counts are of those."""
+
     model: str
     dataset: str
     shard: int
     sample_index: int
+    epoch: int = 0
 
 
 class SampleFailed(NamedTuple):
@@ -99,6 +107,19 @@ class SampleFailed(NamedTuple):
     shard: int
     sample_index: int
     error: SampleError
+    epoch: int = 0
+
+
+class SampleRetried(NamedTuple):
+    """A (sample, epoch) whose request retries were spent is tried again as a whole (retry_on_error)."""
+
+    model: str
+    dataset: str
+    shard: int
+    sample_index: int
+    attempt: int  # the try now starting: 2, 3, ...
+    error: SampleError  # why the try before it failed
+    epoch: int = 0
 
 
 class ShardStatusChanged(NamedTuple):
@@ -187,6 +208,7 @@ class DatasetScored(NamedTuple):
     score: float | None
     error: str = ""
     result_file: str = ""
+    extra: Metrics = ()  # its other metrics (pass_at_k of several k)
 
 
 class WatchSkipped(NamedTuple):
@@ -225,6 +247,7 @@ Event = (
     | DatasetStarted
     | SampleFinished
     | SampleFailed
+    | SampleRetried
     | ShardStatusChanged
     | DatasetInferred
     | ModelLoad

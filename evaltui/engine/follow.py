@@ -93,9 +93,10 @@ class ShardWatch:
         self.status: ShardStatus | None = None
         self.was: ShardStatus | None = None  # the status before the last change
         self.tally = view.tally(spec.model, spec.dataset, shard, spec.shards)
-        self.ok: set[int] = set()
-        self.standing: dict[int, SampleError] = {}  # failed and never answered, in the order they failed
-        self.counted: dict[int, None] = {}  # the failures said (SampleFailed) in the pair's current run
+        # units are (sample, epoch): a dataset run for several epochs has a line for each
+        self.ok: set[tuple[int, int]] = set()
+        self.standing: dict[tuple[int, int], SampleError] = {}  # failed and never answered, in the order they failed
+        self.counted: dict[tuple[int, int], None] = {}  # the failures said (SampleFailed) in the pair's current run
 
     @property
     def running(self) -> bool:
@@ -132,19 +133,20 @@ class ShardWatch:
         m, d = self.spec.model, self.spec.dataset
         out: list[ev.Event] = []
         for o in outcomes:
-            if o.sample in self.ok:
+            unit = (o.sample, o.epoch)
+            if unit in self.ok:
                 continue
             if o.error is None:
-                self.ok.add(o.sample)
-                self.standing.pop(o.sample, None)
+                self.ok.add(unit)
+                self.standing.pop(unit, None)
                 if say:
-                    out.append(ev.SampleFinished(m, d, self.shard, o.sample))
+                    out.append(ev.SampleFinished(m, d, self.shard, o.sample, o.epoch))
             else:
-                self.standing.pop(o.sample, None)  # the newest failure of a sample goes last
-                self.standing[o.sample] = o.error
-                if say and o.sample not in self.counted:
-                    self.counted[o.sample] = None
-                    out.append(ev.SampleFailed(m, d, self.shard, o.sample, o.error))
+                self.standing.pop(unit, None)  # the newest failure of a unit goes last
+                self.standing[unit] = o.error
+                if say and unit not in self.counted:
+                    self.counted[unit] = None
+                    out.append(ev.SampleFailed(m, d, self.shard, o.sample, o.error, o.epoch))
         return out
 
     def changed(self) -> ev.ShardStatusChanged:
@@ -207,7 +209,7 @@ class PairWatch:
             if s.running and s.status is not None:  # a run in progress: its own failures, not those it is yet to retry
                 failures = failures[len(failures) - min(len(failures), s.status.failed or 0) :]
             s.counted = dict.fromkeys(failures)
-            out += [ev.SampleFailed(m, d, s.shard, i, s.standing[i]) for i in failures]
+            out += [ev.SampleFailed(m, d, s.shard, i, s.standing[(i, e)], e) for i, e in failures]
             if s.status is not None:
                 out.append(s.changed())
         return out + self._inferred() + self._scored()

@@ -17,22 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from evaltui.backends import Backend, BackendError
+from evaltui.backends import Backend
 from evaltui.backends.replicas import EJECTED, Replica
-from evaltui.datasets import DatasetError, Sample, open_records, render_sample
+from evaltui.datasets import DatasetError, open_records, render_sample
 from evaltui.engine import events as ev
-from evaltui.engine.ending import PairEnding
+from evaltui.engine import samplelog
+from evaltui.engine.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.redact import model_secrets, redact
+from evaltui.engine.redact import model_secrets
 from evaltui.engine.runs import DatasetRun, ShardRun
+from evaltui.engine.sample import SampleInference, failed_entry
+from evaltui.engine.todo import first_pass_skip, todo
 from evaltui.engine.workdir import StatusWriter, WorkDir
-from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan import ModelConfig, Plan
+from evaltui.redaction import redact
 
 # Samples in a row that found no server (connection refused, unknown host, or every request
 # refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
@@ -41,29 +46,6 @@ NO_SERVER_AFTER = 8
 _NO_SERVER_STATUSES = (401, 403, 404, 405)
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
-
-
-def _todo(shards: list[ShardRun], done: set[int], records: Iterator[dict[str, Any] | None], path: str) -> Iterator[tuple[ShardRun, int, dict[str, Any] | str]]:
-    """The samples left to run, in index order, each with its record read from the data file as
-    workers take them (or why it could not be read): a dataset's records are never all in memory.
-
-    The file was checked whole when the plan was loaded; should it change under a running
-    dataset, the samples it no longer holds fail with the reason and the rest go on.
-    """
-    problem = ""
-    for s in shards:
-        for i in s.indices:
-            record: dict[str, Any] | str | None = problem
-            if not problem:
-                try:
-                    record = next(records)  # None for a sample in `done` (not read)
-                except StopIteration:
-                    problem = record = f"{path} now has only {i} records, expected {shards[-1].indices.stop}"
-                except DatasetError as e:
-                    problem = record = str(e)
-            if i not in done:
-                assert record is not None
-                yield s, i, record
 
 
 class WorkerPool:
@@ -94,6 +76,7 @@ class WorkerPool:
         self._early_start_below = 2 * model.max_workers
         self.requests = 0  # samples answered or failed for good in this run
         self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
+        self._inference = SampleInference(backend, self._secrets)
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
@@ -213,7 +196,7 @@ class WorkerPool:
         m, d = self.model.abbr, run.cfg.abbr
         try:
             # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
-            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, run.done)
+            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, first_pass_skip(run))
         except (DatasetError, OSError) as e:
             self._ending.end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
@@ -221,14 +204,14 @@ class WorkerPool:
         for s in run.shards:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
-        run.todo = _todo(run.shards, run.done, records, run.cfg.path)
+        run.todo = todo(run, records, partial(open_records, self.plan, run.cfg))
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         loop = asyncio.get_running_loop()  # its call_soon: a turn's checkpoint lines go out in one write
         for s in run.shards:
             if s.outstanding:
-                s.checkpoint.open(defer=loop.call_soon)
+                s.open(defer=loop.call_soon)
                 s.last_write = time.monotonic()
-                self.statuses.write(m, d, s.shard, len(run.shards), "running", total=s.total, completed=s.completed, failed=0, version=run.version)
+                self._ending.write_status(run, s, "running")
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._ending.finish_shard(run, s)
@@ -256,8 +239,43 @@ class WorkerPool:
                 continue
             await self._sample(run, *job)
 
-    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, record: dict[str, Any] | str) -> None:
+    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
+        shard.in_flight += 1  # until it is counted below: an early stop (stop_early) waits for it
+        entry = await self._answer(run, shard, index, epoch, record)
+        self.requests += 1
+        shard.checkpoint.append(entry)
+        await shard.checkpoint.written()  # on disk before this worker sends its next request
+        m, d = self.model.abbr, cfg.abbr
+        if "error" in entry:
+            shard.failed += 1
+            self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"]), epoch))
+            self._check_server(entry["error"])
+        else:
+            shard.completed += 1
+            self._server_seen = True
+            self.emit(ev.SampleFinished(m, d, shard.shard, index, epoch))
+        shard.outstanding -= 1
+        shard.in_flight -= 1
+        run.remaining -= 1
+        if "error" in entry and not run.stopped_early and stops_early(cfg) and sum(s.failed for s in run.shards) > failure_budget(cfg, run.total):
+            await self._ending.stop_early(run)
+        if shard.outstanding == 0:
+            await self._ending.finish_shard(run, shard)
+        else:
+            now = time.monotonic()
+            if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
+                shard.last_write = now
+                self._ending.write_status(run, shard, "running")
+        if run.remaining < self._early_start_below:
+            self._maybe_start_more()
+
+    async def _answer(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> dict[str, Any]:
+        """The unit's checkpoint entry (an error when its record or templates fail); its line of
+        the per-sample log, when there is one, is appended."""
+        cfg = run.cfg
+        clock, started = time.monotonic(), time.time() if shard.log is not None else 0.0
+        answer = None
         try:
             if isinstance(record, str):
                 raise DatasetError(record)
@@ -266,35 +284,20 @@ class WorkerPool:
             kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             if isinstance(e, DatasetError):
                 kind, message = "dataset", f"record {index}: {e}"
-            error = {"type": kind, "status": None, "message": message, "attempts": 0}
-            entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": error}
+            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
         else:
-            entry = await self._infer(cfg, sample)
-        self.requests += 1
-        shard.checkpoint.append(entry)
-        await shard.checkpoint.written()  # on disk before this worker sends its next request
-        m, d = self.model.abbr, cfg.abbr
-        if "error" in entry:
-            shard.failed += 1
-            self.emit(ev.SampleFailed(m, d, shard.shard, index, SampleError.from_dict(entry["error"])))
-            self._check_server(entry["error"])
-        else:
-            shard.completed += 1
-            self._server_seen = True
-            self.emit(ev.SampleFinished(m, d, shard.shard, index))
-        shard.outstanding -= 1
-        run.remaining -= 1
-        if shard.outstanding == 0:
-            await self._ending.finish_shard(run, shard)
-        else:
-            now = time.monotonic()
-            if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
-                shard.last_write = now
-                self.statuses.write(
-                    m, d, shard.shard, len(run.shards), "running", total=shard.total, completed=shard.completed, failed=shard.failed, version=run.version
-                )
-        if run.remaining < self._early_start_below:
-            self._maybe_start_more()
+            on_retry = partial(self._retrying, run, shard, index, epoch)
+            answer = await self._inference.answer(cfg, sample, epoch, on_retry, run.tokens, traced=shard.log is not None)
+            entry = answer.entry
+        if run.tokens is not None:
+            run.tokens.finished(index)
+        if shard.log is not None:
+            trace, tries, system = (answer.trace, answer.tries, sample.system) if answer is not None else (None, 1, "")
+            shard.log.append(samplelog.record(entry, trace, system, tries, started, time.monotonic() - clock))
+        return entry
+
+    def _retrying(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
+        self.emit(ev.SampleRetried(self.model.abbr, run.cfg.abbr, shard.shard, index, number, SampleError.from_dict(why), epoch))
 
     def _check_server(self, error: dict[str, Any]) -> None:
         """Stop the model when its first samples all found no server (see NO_SERVER_AFTER), or
@@ -335,21 +338,3 @@ class WorkerPool:
                 run.started, run.todo, run.remaining = True, iter(()), 0
                 run.loaded.set()
         self._next_to_start = self._cursor = len(self.runs)  # all of it is over: nothing more to run
-
-    async def _infer(self, cfg: DatasetConfig, sample: Sample) -> dict[str, Any]:
-        """The checkpoint entry of one sample: its answer (gen), chosen continuation (ppl) or error."""
-        entry: dict[str, Any] = {"index": sample.index, "origin_prompt": sample.prompt}
-        try:
-            if cfg.mode == "ppl":
-                ppls = [await self.backend.ppl(sample.prompt + c) for c in sample.choices]
-                best = min(range(len(ppls)), key=ppls.__getitem__)
-                entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
-            else:
-                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
-        except BackendError as e:
-            error = e.as_dict()
-            entry.update(prediction="", gold=sample.target, error={**error, "message": redact(error["message"], self._secrets)})
-        except Exception as e:  # a bug must cost one sample, not the whole run
-            message = redact(f"{type(e).__name__}: {e}", self._secrets)
-            entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": message, "attempts": 1})
-        return entry

@@ -378,7 +378,7 @@ class OpenCompassView:
             PredictionSample(i, _text(e.get("origin_prompt")), _text(e.get("prediction")), _text(e.get("gold")), None)
             for i, e in entries[:predictions]
         ]
-        return PairDetails(model, dataset, status, [], shown)
+        return PairDetails(model, dataset, status, [], shown, {})  # OpenCompass keeps no per-sample log
 
 
 def _text(value: Any) -> str:

@@ -8,15 +8,18 @@ every checkpoint line and hashes the data file, so the session runs it in a work
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from evaltui.datasets import file_fingerprint
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
 from evaltui.engine.events import PairStatus
-from evaltui.engine.runs import DatasetRun, ShardRun, shard_ranges
+from evaltui.engine.runs import DatasetRun, ShardRun, shard_indices
+from evaltui.engine.sample import SampleTokens
 from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.fsutil import read_json
-from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan import DatasetConfig, ModelConfig, Plan, samples_spec
 
 
 def plan_pairs(
@@ -37,8 +40,9 @@ def plan_pairs(
     runs = []
     for ds in datasets:
         total = totals[ds.abbr]
+        epochs = plan.epochs(ds)
         version = _drop_stale_work(plan, model, wd, ds, emit)
-        if _kept_whole(m, wd, ds, total, emit):
+        if _kept_whole(m, wd, ds, total if ds.sample_ids is None else len(ds.sample_ids), epochs, emit):
             continue
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
             # Checkpoints deleted after the merge (as OpenCompass users do): the final file
@@ -47,21 +51,41 @@ def plan_pairs(
         # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
         wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
-        done: set[int] = set()
+        indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
+        chosen = None if ds.sample_ids is None else set(ds.sample_ids)
+        done: set[int] = set()  # keys of the (sample, epoch) units answered: index * epochs + epoch
+        failed: set[int] = set()
         for path in wd.checkpoint_files(m, ds.abbr):
-            for index, ok, _ in scan_checkpoint(path):
-                if ok and 0 <= index < total:
-                    done.add(index)
+            for index, epoch, ok, _ in scan_checkpoint(path):
+                if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
+                    (done if ok else failed).add(index * epochs + epoch)
         n = ds.shards
+        samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
         shards = []
-        for k, r in enumerate(shard_ranges(total, n)):
+        for k, part in enumerate(shard_indices(indices, n)):
             cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
-            completed = sum(1 for i in r if i in done)
-            shards.append(ShardRun(k, r, cp, completed=completed))
-            statuses.write(m, ds.abbr, k, n, "pending", total=len(r), completed=completed, failed=0, version=version, reset=True)
-        runs.append(DatasetRun(ds, total, version, shards, done, remaining=total - len(done)))
-        emit(ev.DatasetPlanned(m, ds.abbr, total, n, len(done), 0, PairStatus.PENDING))
+            shard = ShardRun(k, part, cp, completed=_done_in(part, done, epochs), epochs=epochs)
+            if plan.run.sample_log:
+                shard.log = Checkpoint(wd.sample_log_file(m, ds.abbr, k, n), version)
+            shards.append(shard)
+            statuses.write(
+                m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs, samples=samples
+            )
+        units = len(indices) * epochs
+        failed -= done
+        run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
+        run.selection, run.samples = ds.sample_ids, samples
+        run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
+        runs.append(run)
+        emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
     return runs
+
+
+def _done_in(indices: Sequence[int], done: set[int], epochs: int) -> int:
+    """How many (sample, epoch) units of these samples are in `done`."""
+    if epochs == 1:
+        return sum(1 for i in indices if i in done)
+    return sum(1 for i in indices for e in range(epochs) if i * epochs + e in done)
 
 
 def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> str:
@@ -89,13 +113,16 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     return version
 
 
-def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, emit: ev.Sink) -> bool:
+def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int, emit: ev.Sink) -> bool:
     """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
     n = ds.shards
     statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
     if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
         return False
-    if sum(s.get("total", -1) for s in statuses) != total:  # another limit
+    samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
+    if any(s.get("epochs", 1) != epochs or s.get("samples", "") != samples for s in statuses):  # other epochs, another selection
+        return False
+    if sum(s.get("total", -1) for s in statuses) != total * epochs:  # another limit
         return False
     if any(s.get("failed", 0) for s in statuses):
         # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
@@ -104,12 +131,15 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, emit: ev.Sin
     completed = sum(s.get("completed", 0) for s in statuses)
     result = wd.read_result(m, ds.abbr)
     if result is None or "error" in result:
-        emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.DONE))
+        emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.DONE))
         return True
-    from evaltui.scoring import main_metric  # only when an earlier score is kept
+    from evaltui.scoring import Reduction  # only when an earlier score is kept
 
-    metric = main_metric(ds.evaluator.type)
-    value = result.get(metric)
-    score = float(value) if isinstance(value, (int, float)) else None
-    emit(ev.DatasetPlanned(m, ds.abbr, total, n, completed, 0, PairStatus.SCORED, metric, score))
+    metric, *others = Reduction.of(ds.evaluator, epochs).metrics
+    extra = tuple((name, _number(result.get(name))) for name in others)
+    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, _number(result.get(metric)), extra))
     return True
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

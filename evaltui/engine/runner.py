@@ -137,8 +137,10 @@ class Runner:
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
         with self.bus.lock:  # called from a front end's thread while the engine's adds pairs
-            scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs}
-        return self._run_summary().leaderboard(scores)
+            scored = [(key, p) for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs]
+            scores = {key: p.score for key, p in scored}
+            extra = {(*key, metric): value for key, p in scored for metric, value in p.extra}
+        return self._run_summary().leaderboard(scores, extra)
 
     def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
         """A pair's failed samples with their errors and a few predictions next to their gold.
@@ -187,6 +189,8 @@ class Runner:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
                     if aside:
                         self.emit(ev.Notice(f"--fresh: the earlier work is set aside in {aside.pop()}"))
+                for notice in _repeated_greedily(self.plan):
+                    self.emit(notice)
                 settle_heap()
                 return await self._session(self.pairs, retry=False)
         finally:
@@ -283,8 +287,8 @@ class Runner:
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 summary = self._run_summary()
-                scores = summary.result_scores(self.workdir.read_result)
-                table = summary.leaderboard(scores)
+                scores, extra = summary.result_metrics(self.workdir.read_result)
+                table = summary.leaderboard(scores, extra)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)
@@ -359,6 +363,22 @@ class Runner:
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
         return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
+
+
+def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
+    """A warning for each model that decodes greedily but is sent datasets of several epochs:
+    every epoch would get the same answer (pass@k would be pass@1)."""
+    notices = []
+    repeated = [d.abbr for d in plan.datasets if plan.epochs(d) > 1]
+    for m in plan.models if repeated else ():
+        kwargs = m.generation_kwargs
+        temperature = kwargs.get("temperature")
+        sampled = kwargs.get("do_sample") is True if m.type == "lightllm" or temperature is None else isinstance(temperature, (int, float)) and temperature > 0
+        if not sampled:
+            notices.append(ev.Notice(
+                f"{m.abbr}: {', '.join(repeated)} run several epochs, but the model decodes greedily (no do_sample = true or temperature > 0 "
+                "in generation_kwargs): every epoch will get the same answer", "warning"))
+    return notices
 
 
 def _only_os_errors(exc: BaseException) -> OSError | None:

@@ -37,6 +37,7 @@ class Failure(NamedTuple):
     sample_index: int
     error: ev.SampleError
     shard: int = 0
+    epoch: int = 0
 
 
 @dataclass
@@ -77,10 +78,12 @@ class PairState:
     shard_events: dict[int, ev.ShardStatusChanged] = field(default_factory=dict, repr=False)  # the last of each shard
     score: float | None = None
     metric: str = ""
+    extra: ev.Metrics = ()  # the other metrics, once scored
     error: str = ""
     started_at: float | None = None
     finished_at: float | None = None
     done_this_run: int = 0  # samples finished since started_at, for throughput and ETA
+    sample_retries: int = 0  # whole-sample tries after the first (retry_on_error), in this run
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
     # the deltas of the events that come by the thousand, shared: only this pair's counters moved
     counted: Delta = field(init=False, repr=False, compare=False)
@@ -164,8 +167,13 @@ class RunState:
         p = self.pair(e.model, e.dataset)
         p.failed += 1
         self._sample_done(p)
-        self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard))
+        self.failures.append(Failure(e.model, e.dataset, e.sample_index, e.error, e.shard, e.epoch))
         return p.failed_one
+
+    def _sample_retried(self, e: ev.SampleRetried) -> Delta:
+        p = self.pair(e.model, e.dataset)
+        p.sample_retries += 1
+        return p.counted
 
     def _model_load(self, e: ev.ModelLoad) -> Delta:
         self.load[e.model] = e
@@ -214,7 +222,7 @@ class RunState:
     def _dataset_started(self, e: ev.DatasetStarted) -> Delta:
         p = self.pair(e.model, e.dataset)
         before = p.status
-        p.total, p.started_at, p.finished_at, p.done_this_run = e.total, self.clock(), None, 0
+        p.total, p.started_at, p.finished_at, p.done_this_run, p.sample_retries = e.total, self.clock(), None, 0, 0
         self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
         p.completed = e.total - e.remaining
         p.status = PairStatus.RUNNING
@@ -239,7 +247,7 @@ class RunState:
     def _dataset_scored(self, e: ev.DatasetScored) -> Delta:
         p = self.pair(e.model, e.dataset)
         before = p.status
-        p.metric, p.score, p.error = e.metric, e.score, e.error
+        p.metric, p.score, p.extra, p.error = e.metric, e.score, e.extra, e.error
         p.status = PairStatus.ERROR if e.error else PairStatus.SCORED
         return _changed(p, before, scores=True, settled=True)
 
@@ -249,7 +257,7 @@ class RunState:
         p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
         p.status = e.status
         p.shard_status, p.shard_events, p.error = {}, {}, ""
-        p.metric, p.score = e.metric, e.score
+        p.metric, p.score, p.extra = e.metric, e.score, e.extra
         return _PLANNED
 
     def _retry_started(self, e: ev.RetryStarted) -> Delta:
@@ -260,7 +268,7 @@ class RunState:
         for model, dataset in e.pairs:
             p = self.pair(model, dataset)
             self._forget_failures(p)
-            p.status, p.score, p.error = PairStatus.PENDING, None, ""
+            p.status, p.score, p.extra, p.error = PairStatus.PENDING, None, (), ""
             if (model, dataset) in self.skipped:
                 self.skipped.remove((model, dataset))
         return Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
@@ -348,10 +356,10 @@ class RunState:
         for key, p in self.pairs.items():
             if p.status == PairStatus.RUNNING:
                 out.append(ev.DatasetStarted(p.model, p.dataset, p.total, p.total - p.completed))
-            score = (p.metric, p.score) if p.status == PairStatus.SCORED else ("", None)
+            score = (p.metric, p.score, p.extra) if p.status == PairStatus.SCORED else ("", None, ())
             out.append(ev.DatasetPlanned(p.model, p.dataset, p.total, p.shards, p.completed, max(0, p.failed - kept.get(key, 0)), p.status, *score))
             out.extend(p.shard_events[k] for k in sorted(p.shard_events))
-        out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error) for f in self.failures)
+        out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error, f.epoch) for f in self.failures)
         out.extend(ev.DatasetScored(p.model, p.dataset, p.metric, None, p.error) for p in self.pairs.values() if p.status == PairStatus.ERROR)
         if self.skipped:
             out.append(ev.WatchSkipped(tuple(self.skipped), "skipped earlier in this run"))
@@ -418,6 +426,7 @@ class RunState:
 _FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
     ev.SampleFinished: RunState._sample_finished,
     ev.SampleFailed: RunState._sample_failed,
+    ev.SampleRetried: RunState._sample_retried,
     ev.ModelLoad: RunState._model_load,
     ev.ReplicaStateChanged: RunState._replica_state_changed,
     ev.ReplicasDown: RunState._replicas_down,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from evaltui.plan import DatasetConfig, ModelConfig
+from evaltui.datasets import file_fingerprint
+from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.scoring.score import JUDGE_REVISIONS
 
 
@@ -29,8 +30,26 @@ def evaluator_version(ds: DatasetConfig) -> str:
     """Fingerprint of how a dataset is scored (its settings and the judge's revision); a result
     made another way is scored again."""
     assert ds.evaluator is not None
-    keys = ds.evaluator.model_dump(mode="json")
+    keys = ds.evaluator.versioned_dump()
     revision = JUDGE_REVISIONS.get(keys["type"])
     if revision is not None:
         keys["revision"] = revision
+    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
+    """Fingerprint of the questions a dataset asks and how their answers are judged — its data
+    file's contents, templates, limit, epochs, selection and evaluator — but not where the file
+    lies, its abbr or how a run is split and tolerates failures: two work dirs whose datasets
+    have the same one scored the same samples the same way (what `evaltui compare` requires).
+    "" when the data file cannot be read."""
+    data = file_fingerprint(plan, ds)
+    if data is None:
+        return ""
+    keys = {
+        "dataset": ds.model_dump(mode="json", include={"columns", "prompt", "system", "target", "mode", "choices", "limit", "sample_ids"}),
+        "epochs": plan.epochs(ds),
+        "evaluator": evaluator_version(ds),
+        "data": data,
+    }
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]

@@ -51,6 +51,7 @@ class Outcome(NamedTuple):
 
     sample: int  # its index
     error: SampleError | None = None
+    epoch: int = 0  # of a dataset run for several epochs
 
 
 class Tally(Protocol):

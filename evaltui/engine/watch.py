@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -36,10 +37,10 @@ from anyio.abc import TaskGroup
 from evaltui.datasets import load_records
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import iter_predictions, read_predictions
-from evaltui.engine.versions import evaluator_version
+from evaltui.engine.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
-from evaltui.plan import Plan
+from evaltui.plan import DatasetConfig, Plan, samples_spec
 
 Pair = tuple[str, str]
 Replace = Callable[[str, Path], None]
@@ -87,8 +88,8 @@ class ScoreGate:
         return replace
 
 
-def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace) -> float:
-    """Score one pair from its files, write its result file, return the main metric.
+def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace) -> dict[str, float]:
+    """Score one pair from its files, write its result file, return its metrics (the main one first).
 
     Runs in a worker thread. Text evaluators stream: predictions are read, judged and written
     out as details one at a time, so scoring a million samples holds none of them; code_exec
@@ -97,33 +98,48 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
 
     ds = plan.dataset(dataset)
+    epochs = plan.epochs(ds)
     path = workdir.predictions_file(model, dataset)
-    metric = scoring.main_metric(ds.evaluator.type)
     scored_with = evaluator_version(ds)  # a later run with another evaluator scores again
     out = workdir.result_file(model, dataset)
     if ds.evaluator.type == "code_exec":
         predictions = read_predictions(path)
         if predictions is None:
             raise ValueError(f"predictions file missing or unreadable: {path}")
-        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir))
+        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs)
         details = result.pop("details")
         with atomic_writer(out, replace=replace) as w:
-            w.write(dumps_readable({**result, "scored_with": scored_with, "details": details}).encode("utf-8"))
-        return float(result[metric])
-    total = correct = 0
+            w.write(dumps_readable({**result, **_run_as(plan, ds, epochs), "scored_with": scored_with, "details": details}).encode("utf-8"))
+        return {name: float(value) for name, value in result.items()}
+    reduction = scoring.Reduction.of(ds.evaluator, epochs)
+    sums = scoring.MetricSums(reduction)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out.parent) as details:
-        for detail in scoring.iter_details(ds.evaluator, iter_predictions(path)):
-            details.write(b"%s\n    %s" % (b"," if total else b"", json_bytes(detail)))
-            total += 1
-            correct += bool(detail["correct"])
-        value = scoring.percent(correct, total)
+        for detail in scoring.iter_details(ds.evaluator, iter_predictions(path), reduction):
+            details.write(b"%s\n    %s" % (b"," if sums.count else b"", json_bytes(detail)))
+            sums.add(detail)
+        metrics = sums.result()
         details.seek(0)
         with atomic_writer(out, replace=replace) as w:
-            w.write(b'{\n  %s: %s,\n  "scored_with": "%s",\n  "details": [' % (json.dumps(metric).encode(), json.dumps(value).encode(), scored_with.encode()))
+            w.write(b"{\n")
+            for name, value in {**metrics, **_run_as(plan, ds, epochs)}.items():
+                w.write(b"  %s: %s,\n" % (json.dumps(name).encode(), json.dumps(value).encode()))
+            w.write(b'  "scored_with": "%s",\n  "details": [' % scored_with.encode())
             shutil.copyfileobj(details, w)
-            w.write(b"\n  ]\n}\n" if total else b"]\n}\n")
-    return value
+            w.write(b"\n  ]\n}\n" if sums.count else b"]\n}\n")
+    return metrics
+
+
+def _run_as(plan: Plan, ds: DatasetConfig, epochs: int) -> dict[str, Any]:
+    """What a result says of how its samples were run: the dataset's fingerprint (which
+    `evaltui compare` checks), and when not all once by mean, its epochs and reducer, the
+    selection (`samples`) when not all of them."""
+    head: dict[str, Any] = {"dataset_version": dataset_fingerprint(plan, ds)}
+    if epochs != 1 or ds.evaluator.reducer != "mean":
+        head.update(epochs=epochs, reducer=ds.evaluator.reducer)
+    if ds.sample_ids is not None:
+        head["samples"] = samples_spec(ds.sample_ids)
+    return head
 
 
 class WatchScorer:
@@ -251,7 +267,7 @@ class WatchScorer:
         await anyio.sleep(0.5)
         await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
-    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace) -> float:
+    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace) -> dict[str, float]:
         """In a worker thread: score `pair` once one of the `eval_workers` slots is free."""
         with self._slots:
             if not self.gate.current(pair, token):
@@ -259,10 +275,11 @@ class WatchScorer:
             return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace)
 
     async def _score(self, pair: Pair, scope: anyio.CancelScope) -> None:
-        from evaltui.scoring import main_metric
+        from evaltui.scoring import Reduction
 
         model, dataset = pair
-        metric = main_metric(self.plan.dataset(dataset).evaluator.type)
+        ds = self.plan.dataset(dataset)
+        metric = Reduction.of(ds.evaluator, self.plan.epochs(ds)).main
         result_file = str(self.workdir.result_file(model, dataset))
         token = self.gate.token(pair)
         replace = self.gate.replacer(pair, token)
@@ -274,7 +291,7 @@ class WatchScorer:
                 try:
                     # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
-                    value = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)
+                    metrics = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
@@ -286,7 +303,8 @@ class WatchScorer:
                         self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
                     return
                 if self.gate.current(pair, token):
-                    self.emit(ev.DatasetScored(model, dataset, metric, value, "", result_file))
+                    extra: ev.Metrics = tuple((name, value) for name, value in metrics.items() if name != metric)
+                    self.emit(ev.DatasetScored(model, dataset, metric, metrics[metric], "", result_file, extra))
         finally:
             if self._scoring.get(pair) is scope:
                 del self._scoring[pair]

@@ -101,6 +101,9 @@ class WorkDir:
     def result_file(self, model: str, dataset: str) -> Path:
         return self.root / "results" / model / f"{dataset}.json"
 
+    def sample_log_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
+        return self.logs_dir / "samples" / model / f"{dataset}{shard_suffix(shard, shards)}.jsonl"
+
     # -- whole-pair housekeeping
     def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
         """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
@@ -120,6 +123,10 @@ class WorkDir:
     def status_files(self, model: str, dataset: str) -> list[Path]:
         return self._pair_files(self.root / "infer_status" / model, "", dataset, ".json")
 
+    def sample_log_files(self, model: str, dataset: str) -> list[Path]:
+        """Every per-sample log of the pair, of any shard layout."""
+        return self._pair_files(self.logs_dir / "samples" / model, "", dataset, ".jsonl")
+
     def set_aside_pair(self, model: str, dataset: str) -> Path | None:
         """Move everything a run wrote for one model×dataset under `superseded/<time>/` (for
         --fresh and changed data or settings); the folder it went to, None if there was nothing.
@@ -129,7 +136,7 @@ class WorkDir:
         so a kill half-way leaves the next run still knowing to set aside what is left.
         """
         files = [self.predictions_file(model, dataset), self.result_file(model, dataset)]
-        files += self.checkpoint_files(model, dataset) + self.status_files(model, dataset)
+        files += self.checkpoint_files(model, dataset) + self.sample_log_files(model, dataset) + self.status_files(model, dataset)
         files = [p for p in files if p.exists()]
         if not files:
             return None
@@ -302,7 +309,11 @@ class StatusWriter:
         error: str = "",
         version: str = "",
         reset: bool = False,
+        epochs: int = 1,
+        samples: str = "",
     ) -> bool:
+        """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs;
+        `samples`: the selection run (sample_ids, --samples) when not all of them."""
         path = self.workdir.status_file(model, dataset, shard, shards)
         if not reset and path in self._final:
             return False
@@ -315,6 +326,10 @@ class StatusWriter:
             "updated_at": now_iso(),
             "version": version,
         }
+        if epochs != 1:
+            data["epochs"] = epochs
+        if samples:
+            data["samples"] = samples
         atomic_write_json(path, data)
         if status in TERMINAL:
             self._final[path] = status

@@ -12,7 +12,7 @@ files are checked against the templates), so neither imports it but for type che
 
 from evaltui.datasets import template_fields
 from evaltui.plan.errors import PlanError
-from evaltui.plan.load import load_plan, read_snapshot, select
+from evaltui.plan.load import load_plan, parse_samples, read_snapshot, samples_spec, select
 from evaltui.plan.schema import (
     ABBR_RE,
     MAX_WORKERS,
@@ -41,6 +41,8 @@ __all__ = [
     "expand_home",
     "load_plan",
     "read_snapshot",
+    "parse_samples",
+    "samples_spec",
     "select",
     "template_fields",
 ]

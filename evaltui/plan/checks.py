@@ -241,7 +241,8 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
         path = plan.dataset_path(ds)
     except ValueError as e:
         return [f"path: {e}"]
-    return _check_data_file(path, ds.columns) + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator)
+    checks = _check_data_file(path, ds.columns) + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator)
+    return checks + _check_epochs(plan, ds) + _check_error_policy(ds)
 
 
 def _check_data_file(path: Path, columns: list[str]) -> list[str]:
@@ -300,4 +301,33 @@ def _check_pattern(ev: EvaluatorConfig) -> list[str]:
         re.compile(ev.pattern)
     except re.error as e:
         return [f"evaluator.pattern: invalid regular expression: {e}"]
+    return []
+
+
+def _check_epochs(plan: Plan, ds: DatasetConfig) -> list[str]:
+    """The reducer's k against the epochs it reduces; ppl mode has nothing to repeat."""
+    epochs = plan.epochs(ds)
+    source = "" if ds.epochs is not None else f" (run.epochs = {epochs} applies to it)"
+    problems: list[str] = []
+    if ds.mode == "ppl" and epochs > 1:
+        problems.append(f"epochs: ppl mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1{source}")
+    ev, ks = ds.evaluator, ds.evaluator.ks()
+    if ev.reducer not in ("at_least_k", "pass_at_k"):
+        if ks:
+            problems.append(f"evaluator.k: only used by the at_least_k and pass_at_k reducers (reducer is {ev.reducer!r})")
+        return problems
+    if not ks:
+        example = f"k = {min(epochs, 2)}" if ev.reducer == "at_least_k" or epochs == 1 else f"k = [1, {epochs}]"
+        problems.append(f"evaluator.k: required by the {ev.reducer} reducer (e.g. {example})")
+    elif ev.reducer == "at_least_k" and len(ks) > 1:
+        problems.append(f"evaluator.k: at_least_k takes one k (got {ev.k!r})")
+    elif max(ks) > epochs:
+        problems.append(f"evaluator.k: {max(ks)} is more than the {epochs} epochs each sample gets{source}")
+    return problems
+
+
+def _check_error_policy(ds: DatasetConfig) -> list[str]:
+    if ds.score_on_error and ds.fail_on_error != 0:
+        why = "score_on_error = true scores every failed sample as wrong"
+        return [f"fail_on_error: has no effect with score_on_error = true ({why}; got {ds.fail_on_error!r}); keep one of them"]
     return []

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from evaltui.datasets import check_dataset
+from evaltui.datasets import check_dataset, count_records
 from evaltui.plan.checks import check_semantics
 from evaltui.plan.errors import PlanError, pydantic_problems, toml_error
-from evaltui.plan.schema import Plan
+from evaltui.plan.schema import DatasetConfig, Plan
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,7 +42,10 @@ def load_plan(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = N
     if check_data:
         for i, ds in enumerate(plan.datasets):
             if not any(p.startswith(f"datasets[{i}].") for p in problems):
-                problems += [f"datasets[{i}].{p}" for p in check_dataset(plan, ds)]
+                found = check_dataset(plan, ds)
+                if not found and ds.sample_ids is not None:
+                    found = _beyond(plan, ds, ds.sample_ids, "sample_ids")
+                problems += [f"datasets[{i}].{p}" for p in found]
     if problems:
         raise PlanError([f"{name}: {p}" for p in problems])
     return plan
@@ -62,6 +65,45 @@ def read_snapshot(path: str | os.PathLike[str]) -> Plan:
         raise PlanError([f"{path}: {p}" for p in pydantic_problems(e, raw)]) from None
 
 
+def _beyond(plan: Plan, ds: DatasetConfig, indices: list[int], field: str) -> list[str]:
+    """A problem when the highest index is not a sample of the dataset (its records, up to limit)."""
+    count = count_records(plan, ds)
+    if indices and indices[-1] >= count:
+        return [f"{field}: {indices[-1]} is not a sample of this dataset, which has {count} (indices count from 0)"]
+    return []
+
+
+def samples_spec(indices: Sequence[int]) -> str:
+    """Sorted indices written as parse_samples reads them, runs as ranges: `3,17,40-60`."""
+    parts: list[str] = []
+    start = prev = None
+    for i in [*indices, None]:
+        if prev is not None and i == prev + 1:
+            prev = i
+            continue
+        if start is not None:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = i
+    return ",".join(parts)
+
+
+def parse_samples(text: str) -> list[int]:
+    """`3,17,40-60` as the sorted indices it names (a range includes both ends); ValueError if it is not that."""
+    found: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        first, dash, last = part.partition("-")
+        if not (first.isdigit() and (not dash or last.isdigit())):
+            raise ValueError(f"{part!r} is neither an index nor a range like 40-60")
+        lo, hi = int(first), int(last) if dash else int(first)
+        if hi < lo:
+            raise ValueError(f"the range {part} ends before it starts")
+        if hi - lo > 10_000_000:
+            raise ValueError(f"the range {part} is longer than 10,000,000 samples")
+        found.update(range(lo, hi + 1))
+    return sorted(found)
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         raw_bytes = path.read_bytes()
@@ -78,8 +120,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise PlanError([f"{path.name}: {toml_error(e)}"]) from None
 
 
-def select(plan: Plan, models: list[str] | None, datasets: list[str] | None) -> Plan:
-    """The plan restricted to `--models` / `--datasets`; PlanError naming unknown abbrs."""
+def select(plan: Plan, models: list[str] | None, datasets: list[str] | None, samples: list[int] | None = None) -> Plan:
+    """The plan restricted to `--models` / `--datasets` / `--samples` (the same indices of every
+    dataset, in place of its sample_ids); PlanError naming unknown abbrs or indices."""
     problems: list[str] = []
     for flag, wanted, items in (("--models", models, plan.models), ("--datasets", datasets, plan.datasets)):
         if wanted is None:
@@ -93,6 +136,12 @@ def select(plan: Plan, models: list[str] | None, datasets: list[str] | None) -> 
     update: dict[str, Any] = {}
     if models is not None:
         update["models"] = [m for m in plan.models if m.abbr in models]
-    if datasets is not None:
-        update["datasets"] = [d for d in plan.datasets if d.abbr in datasets]
+    chosen = [d for d in plan.datasets if datasets is None or d.abbr in datasets]
+    if samples is not None:
+        problems = [f"{plan.source.name}: --samples: {d.abbr}: {p.split(': ', 1)[1]}" for d in chosen for p in _beyond(plan, d, samples, "--samples")]
+        if problems:
+            raise PlanError(problems)
+        chosen = [d.model_copy(update={"sample_ids": samples}) for d in chosen]
+    if datasets is not None or samples is not None:
+        update["datasets"] = chosen
     return plan.model_copy(update=update)

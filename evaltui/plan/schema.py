@@ -6,8 +6,10 @@ that fit the data) is checked in `checks`, and the one-line messages are made in
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -19,6 +21,8 @@ from evaltui.redaction import REDACTED, SECRET_HEADER_RE
 ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_WORKERS = 4096
 MAX_REPLY_BYTES = 16 * 2**20  # the default cap on one reply's body: memory is bounded by max_workers × this
+MAX_EPOCHS = 1000
+REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
 HOUR, DAY = 3600.0, 86400.0  # upper bounds: a typo like 1e300 is an error, not an overflow hours later
 
 # A model's `type` names its backend: the registry is the one list of them (a Literal, so a typo
@@ -46,6 +50,8 @@ class RunConfig(_Strict):
     log_interval: float = Field(30.0, gt=0, le=DAY)
     watch_interval: float = Field(5.0, gt=0, le=HOUR)
     heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
+    epochs: int = Field(1, ge=1, le=MAX_EPOCHS)  # what a dataset without `epochs` of its own runs
+    sample_log: bool = True  # logs/samples/: every (sample, epoch)'s prompt, attempts, answer and usage
 
 
 class ModelConfig(_Strict):
@@ -112,11 +118,46 @@ class ModelConfig(_Strict):
         return isinstance(self.url, str) and self.url.startswith("sim://")
 
 
+# Keys added after results were first fingerprinted, with their defaults: left out of a
+# fingerprint while at their default, so a plan that does not use them keeps the versions (the
+# leaderboard's column, the evaluator's) it had before they existed.
+LATER_DATASET_KEYS: dict[str, Any] = {
+    "epochs": None, "retry_on_error": 0, "score_on_error": False, "time_limit": 0.0, "token_limit": 0, "sample_ids": None,
+}
+LATER_EVALUATOR_KEYS: dict[str, Any] = {"reducer": "mean", "k": None}
+
+
+def _without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in later or v != later[k]}
+
+
 class EvaluatorConfig(_Strict):
     type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec"]
     pattern: str | None = None
     timeout: float = Field(10.0, gt=0, le=DAY)
     memory_mb: int = Field(1024, ge=16, le=1 << 20)
+    reducer: Literal["mean", "max", "median", "mode", "at_least_k", "pass_at_k"] = "mean"
+    k: int | list[int] | None = None  # at_least_k: one k; pass_at_k: one or several
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _k_shape(cls, v: Any) -> Any:
+        """One positive integer, or (pass_at_k) a list of distinct ones; how k fits the epochs is in checks."""
+        if v is None:
+            return v
+        values = v if isinstance(v, list) else [v]
+        if not values or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in values):
+            raise ValueError(f"must be an integer ≥ 1 or a list of them (got {v!r})")
+        if len(set(values)) != len(values):
+            raise ValueError(f"lists the same k twice (got {v!r})")
+        return v
+
+    def versioned_dump(self) -> dict[str, Any]:
+        return _without_later(self.model_dump(mode="json"), LATER_EVALUATOR_KEYS)
+
+    def ks(self) -> tuple[int, ...]:
+        """k as a tuple (empty when not given)."""
+        return () if self.k is None else tuple(self.k) if isinstance(self.k, list) else (self.k,)
 
 
 class DatasetConfig(_Strict):
@@ -130,8 +171,49 @@ class DatasetConfig(_Strict):
     choices: list[str] = Field(default_factory=list)
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
-    fail_on_error: float = Field(0.0, ge=0, le=1)
+    fail_on_error: int | float = 0.0  # a fraction (float, 0–1) or a count (integer) of samples that may fail
+    retry_on_error: int = Field(0, ge=0, le=100)  # whole-sample tries after a request's retries are spent
+    score_on_error: bool = False  # failed samples are scored as wrong, however many (fail_on_error = 1.0)
+    epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)  # None: [run] epochs
+    time_limit: float = Field(0.0, ge=0, le=DAY)  # s a (sample, epoch) may take, all its tries together; 0: no limit
+    token_limit: int = Field(0, ge=0, le=10**12)  # tokens a sample may use, all its epochs and tries together; 0: no limit
+    sample_ids: list[int] | None = None  # run only these samples (indices, from 0); None: all
     evaluator: EvaluatorConfig  # when the plan names none: ppl for mode "ppl", else exact
+
+    @field_validator("fail_on_error", mode="before")
+    @classmethod
+    def _fraction_or_count(cls, v: Any) -> Any:
+        """A float is a fraction of the samples, an integer a count of them: 1.0 lets every sample
+        fail, 1 lets one."""
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"expected a fraction between 0 and 1 or a count (an integer ≥ 0) of samples (got {v!r})")
+        if isinstance(v, float) and not 0.0 <= v <= 1.0:
+            example = int(v) if math.isfinite(v) and v > 1 else 5
+            raise ValueError(f"a fraction must be between 0 and 1; a count of samples is an integer, e.g. {example} (got {v!r})")
+        if isinstance(v, int) and not 0 <= v <= 1 << 40:
+            raise ValueError(f"a count of samples must be ≥ 0 (got {v!r})")
+        return 0.0 if v == 0 else v  # none may fail, however it is written
+
+    @field_validator("sample_ids")
+    @classmethod
+    def _indices(cls, v: list[int] | None) -> list[int] | None:
+        """Indices from 0, each once, in order (that they are below the record count is checked with the data)."""
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("lists no sample; leave it out to run them all")
+        if any(i < 0 for i in v):
+            raise ValueError(f"sample indices count from 0 (got {min(v)})")
+        if len(set(v)) != len(v):
+            twice = next(i for i, n in Counter(v).items() if n > 1)
+            raise ValueError(f"lists sample {twice} twice")
+        return sorted(v)
+
+    def versioned_dump(self) -> dict[str, Any]:
+        """The dataset's settings as fingerprints hash them (JSON types, later keys at their defaults left out)."""
+        data = _without_later(self.model_dump(mode="json"), LATER_DATASET_KEYS)
+        data["evaluator"] = self.evaluator.versioned_dump()
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -170,6 +252,10 @@ class Plan(_Strict):
 
     def dataset(self, abbr: str) -> DatasetConfig:
         return next(d for d in self.datasets if d.abbr == abbr)
+
+    def epochs(self, ds: DatasetConfig) -> int:
+        """How many times each sample of `ds` is sent: its own `epochs`, else the run's."""
+        return ds.epochs if ds.epochs is not None else self.run.epochs
 
     def snapshot(self) -> dict[str, Any]:
         """The resolved plan for `<work_dir>/plan.toml`: defaults filled in, no secrets, no None."""

@@ -9,6 +9,7 @@ from .gsm8k import extract_gold_number, extract_prediction_number
 from .judgement import Judgement
 from .leaderboard import DatasetRow, Leaderboard, RankedModel, build_leaderboard, rank_models
 from .normalize import normalize
+from .reducers import MetricSums, Reduction, pass_at_k
 from .sandbox import run_program
 from .score import EVALUATOR_TYPES, iter_details, main_metric, percent, score
 from .summary import render_csv, render_md, render_txt, write_summary
@@ -19,7 +20,9 @@ __all__ = [
     "DatasetRow",
     "Judgement",
     "Leaderboard",
+    "MetricSums",
     "RankedModel",
+    "Reduction",
     "build_leaderboard",
     "dataset_version",
     "extract_choice",
@@ -28,6 +31,7 @@ __all__ = [
     "iter_details",
     "main_metric",
     "normalize",
+    "pass_at_k",
     "percent",
     "rank_models",
     "render_csv",

@@ -2,7 +2,9 @@
 
 Kept apart from the renderers so the UI, the headless `--json` output and the summary files
 all show the same numbers.  Layout follows OpenCompass's summary: one row per dataset
-(`dataset, version, metric, mode, <model scores...>`) and an `Average` row.  A model's average
+(`dataset, version, metric, mode, <model scores...>`) and an `Average` row.  A dataset with
+more than one metric (pass_at_k of several k: `pass@1`, `pass@10`) has a row per metric, the
+main one first; only the main ones make the average.  A model's average
 appears in that row only when it has a score for every dataset: a mean over fewer datasets
 would not be comparable with the other models'.  The ranking (for the live UI) does use the
 partial mean, together with how many datasets it covers.
@@ -24,6 +26,13 @@ class DatasetRow(NamedTuple):
     version: str
     metric: str
     mode: str
+    main: bool = True  # False: another metric of the dataset named above it (pass@10 under pass@1)
+    note: str = ""  # shown after the metric: " (subset of 61)" when only some samples were run
+
+    @property
+    def label(self) -> str:
+        """The metric as the table shows it."""
+        return self.metric + self.note
 
 
 class RankedModel(NamedTuple):
@@ -45,20 +54,32 @@ def _mean(values: list[float]) -> float | None:
 class Leaderboard:
     datasets: tuple[DatasetRow, ...]
     models: tuple[str, ...]
-    scores: Mapping[tuple[str, str], float | None] = field(default_factory=dict)
+    scores: Mapping[tuple[str, str], float | None] = field(default_factory=dict)  # the main metric's, by (model, dataset)
+    extra: Mapping[tuple[str, str, str], float | None] = field(default_factory=dict)  # the others', by (model, dataset, metric)
 
     def score(self, model: str, dataset: str) -> float | None:
         value = self.scores.get((model, dataset))
         return None if value is None else float(value)
 
+    def value(self, model: str, row: DatasetRow) -> float | None:
+        """The model's score in this row: the dataset's main metric, or the row's other one."""
+        if row.main:
+            return self.score(model, row.abbr)
+        value = self.extra.get((model, row.abbr, row.metric))
+        return None if value is None else float(value)
+
+    @property
+    def main_rows(self) -> tuple[DatasetRow, ...]:
+        return tuple(row for row in self.datasets if row.main)
+
     def _present(self, model: str) -> list[float]:
-        found = (self.score(model, row.abbr) for row in self.datasets)
+        found = (self.score(model, row.abbr) for row in self.main_rows)
         return [value for value in found if value is not None]
 
     def average(self, model: str) -> float | None:
-        """Mean over all datasets, or None while any of them is unscored."""
+        """Mean over all datasets (their main metrics), or None while any of them is unscored."""
         present = self._present(model)
-        if not self.datasets or len(present) < len(self.datasets):
+        if not self.main_rows or len(present) < len(self.main_rows):
             return None
         return _mean(present)
 
@@ -69,7 +90,7 @@ class Leaderboard:
     def rows(self) -> list[list[str]]:
         """Every cell as display text: the dataset rows, then the Average row."""
         body = [
-            [*row, *(format_score(self.score(model, row.abbr)) for model in self.models)]
+            [row.abbr, row.version, row.label, row.mode, *(format_score(self.value(model, row)) for model in self.models)]
             for row in self.datasets
         ]
         body.append([*AVERAGE_ROW, *(format_score(self.average(model)) for model in self.models)])
@@ -80,7 +101,7 @@ class Leaderboard:
         ranked = []
         for model in self.models:
             present = self._present(model)
-            ranked.append(RankedModel(model, _mean(present), len(present), len(self.datasets)))
+            ranked.append(RankedModel(model, _mean(present), len(present), len(self.main_rows)))
         order = {model: i for i, model in enumerate(self.models)}
         return sorted(
             ranked,
@@ -89,15 +110,18 @@ class Leaderboard:
 
 
 def build_leaderboard(
-    datasets: Iterable[tuple[str, str, str, str]],
+    datasets: Iterable[tuple[str, str, str, str] | DatasetRow],
     models: Iterable[str],
     scores: Mapping[tuple[str, str], float | None],
+    extra: Mapping[tuple[str, str, str], float | None] | None = None,
 ) -> Leaderboard:
-    """`datasets` as (abbr, version, metric, mode) in display order; `scores` by (model, abbr)."""
+    """`datasets` as (abbr, version, metric, mode[, main]) in display order; `scores` by (model,
+    abbr); `extra` the other metrics' by (model, abbr, metric)."""
     return Leaderboard(
         datasets=tuple(DatasetRow(*row) for row in datasets),
         models=tuple(models),
         scores=dict(scores),
+        extra=dict(extra or {}),
     )
 
 

@@ -3,6 +3,8 @@
 The result has the shape of OpenCompass's results files (`{"accuracy": 71.23, "details":
 [...]}`), so the summary and anyone's tooling read it the same way.  A sample that failed at
 inference (it has an `"error"`) is never judged: it scores 0 and its detail keeps the error.
+A dataset of several epochs judges each sample once per epoch and reduces the verdicts
+(reducers.py); its details add `epochs` (each epoch's verdict) and `scores` (the reduced values).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from .choice import judge_choice
 from .code_exec import is_pass, run_code_samples
 from .gsm8k import judge_gsm8k
 from .judgement import Judge
+from .reducers import EVALUATOR_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
 
-EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
+__all__ = ["EVALUATOR_TYPES", "JUDGE_REVISIONS", "epoch_answers", "iter_details", "main_metric", "percent", "score"]
 
 # Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
 # that results the earlier code scored are scored again by a re-run.
@@ -31,27 +34,11 @@ _FIXED_JUDGES: dict[str, Judge] = {
 }
 
 
-def _type_name(evaluator_type: Any) -> str:
-    """Accept a plain string or a str-valued Enum."""
-    return str(getattr(evaluator_type, "value", evaluator_type))
-
-
-def main_metric(evaluator_type: Any) -> str:
-    name = _type_name(evaluator_type)
-    if name not in EVALUATOR_TYPES:
-        raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATOR_TYPES)}")
-    return "pass@1" if name == "code_exec" else "accuracy"
-
-
 def _as_text(value: Any) -> str:
     """Keeps falsy references: `0` becomes "0", not ""; only a missing value becomes ""."""
     if value is None:
         return ""
     return value if isinstance(value, str) else str(value)
-
-
-def percent(correct: int, total: int) -> float:
-    return round(100.0 * correct / total, 2) if total else 0.0
 
 
 def _detail(position: int, sample: dict[str, Any], extracted: str | None, correct: bool) -> dict[str, Any]:
@@ -71,27 +58,67 @@ def _failed_at_inference(sample: dict[str, Any]) -> bool:
     return sample.get("error") is not None
 
 
-def _judge_text(judge: Judge, predictions: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def epoch_answers(sample: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(prediction, error or None) of each epoch of a predictions entry (one for a one-epoch entry)."""
+    predictions = sample.get("predictions")
+    if not isinstance(predictions, list):
+        return [(_as_text(sample.get("prediction")), sample.get("error"))]
+    errors = sample.get("errors")
+    if not isinstance(errors, list) or len(errors) != len(predictions):
+        errors = [None] * len(predictions)
+    return [(_as_text(p), e) for p, e in zip(predictions, errors, strict=True)]
+
+
+def _epoch_verdict(extracted: str | None, correct: bool, error: Any, **extra: Any) -> dict[str, Any]:
+    verdict: dict[str, Any] = {"extracted": extracted, "correct": bool(correct), **extra}
+    if error is not None:
+        verdict["error"] = error.get("type") if isinstance(error, dict) else str(error)
+    return verdict
+
+
+def _reduced_detail(position: int, sample: dict[str, Any], epochs: list[dict[str, Any]], reduction: Reduction) -> dict[str, Any]:
+    """The detail of a sample judged once per epoch: epoch 0's verdict where a one-epoch detail
+    has it, every epoch's under `epochs`, the reduced values under `scores`."""
+    first = epochs[0]
+    detail = _detail(position, sample, first["extracted"], first["correct"])
+    detail["epochs"] = epochs
+    detail["scores"] = reduction.reduce([e["correct"] for e in epochs])
+    return detail
+
+
+def _judge_text(judge: Judge, predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
     for position, sample in enumerate(predictions):
-        if _failed_at_inference(sample):
-            yield _detail(position, sample, None, False)
+        if reduction.trivial:
+            if _failed_at_inference(sample):
+                yield _detail(position, sample, None, False)
+                continue
+            verdict = judge(_as_text(sample.get("prediction")), _as_text(sample.get("gold")))
+            yield _detail(position, sample, verdict.extracted, verdict.correct)
             continue
-        verdict = judge(_as_text(sample.get("prediction")), _as_text(sample.get("gold")))
-        yield _detail(position, sample, verdict.extracted, verdict.correct)
+        gold = _as_text(sample.get("gold"))
+        epochs = []
+        for prediction, error in epoch_answers(sample):
+            if error is not None:
+                epochs.append(_epoch_verdict(None, False, error))
+            else:
+                extracted, correct = judge(prediction, gold)
+                epochs.append(_epoch_verdict(extracted, correct, None))
+        yield _reduced_detail(position, sample, epochs, reduction)
 
 
-def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """One detail per sample, lazily, for every evaluator but code_exec.
+def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reduction: Reduction | None = None) -> Iterator[dict[str, Any]]:
+    """One detail per sample, lazily, for every evaluator but code_exec (`reduction`: how its
+    epochs are reduced; by default one epoch, nothing reduced).
 
     Lets the watch-scorer stream a dataset of millions of predictions from file to result file
     without holding them; code_exec runs its samples in parallel and needs them all at once.
     """
-    name = _type_name(getattr(evaluator, "type", None))
+    name = type_name(getattr(evaluator, "type", None))
     main_metric(name)
     if name == "code_exec":
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
     judge = make_regex_judge(getattr(evaluator, "pattern", None)) if name == "regex" else _FIXED_JUDGES[name]
-    return _judge_text(judge, predictions)
+    return _judge_text(judge, predictions, reduction or Reduction.of(evaluator, 1))
 
 
 def _inference_failure(error: Any) -> str:
@@ -109,45 +136,60 @@ def _record_for(position: int, sample: dict[str, Any], records: Sequence[Any]) -
 
 
 def _judge_code(
-    evaluator: Any, predictions: Sequence[dict[str, Any]], records: Sequence[Any] | None, workers: int, tmp_root: str | None
+    evaluator: Any, predictions: Sequence[dict[str, Any]], records: Sequence[Any] | None, workers: int, tmp_root: str | None, reduction: Reduction
 ) -> list[dict[str, Any]]:
     if records is None:
         raise ValueError("evaluator type 'code_exec' needs the dataset records (prompt, test, entry_point)")
+    answers = [epoch_answers(sample) for sample in predictions]
     runnable = [
-        (position, sample) for position, sample in enumerate(predictions) if not _failed_at_inference(sample)
+        (position, epoch, prediction)
+        for position, sample in enumerate(predictions)
+        for epoch, (prediction, error) in enumerate(answers[position])
+        if error is None
     ]
     results = run_code_samples(
-        [(_as_text(sample.get("prediction")), _record_for(position, sample, records)) for position, sample in runnable],
+        [(prediction, _record_for(position, predictions[position], records)) for position, _, prediction in runnable],
         timeout=float(getattr(evaluator, "timeout", 10.0)),
         memory_mb=int(getattr(evaluator, "memory_mb", 1024)),
         workers=workers,
         tmp_root=tmp_root,
     )
-    by_position = dict(zip((position for position, _ in runnable), results, strict=False))
+    ran = dict(zip(((position, epoch) for position, epoch, _ in runnable), results, strict=True))
     details = []
     for position, sample in enumerate(predictions):
-        if position in by_position:
-            completion, result = by_position[position]
-            detail = _detail(position, sample, completion, is_pass(result))
+        epochs = []
+        for epoch, (_, error) in enumerate(answers[position]):
+            completion, result = ran.get((position, epoch), (None, _inference_failure(error)))
+            epochs.append(_epoch_verdict(completion, is_pass(result), error, result=result))
+        if reduction.trivial:
+            detail = _detail(position, sample, epochs[0]["extracted"], epochs[0]["correct"])
+            detail["result"] = epochs[0]["result"]
         else:
-            detail = _detail(position, sample, None, False)
-            result = _inference_failure(sample["error"])
-        detail["result"] = result
+            detail = _reduced_detail(position, sample, epochs, reduction)
         details.append(detail)
     return details
 
 
 def score(
-    evaluator: Any, predictions: Sequence[dict[str, Any]], records: Sequence[Any] | None = None, *, workers: int = 2, tmp_root: str | None = None
+    evaluator: Any,
+    predictions: Sequence[dict[str, Any]],
+    records: Sequence[Any] | None = None,
+    *,
+    workers: int = 2,
+    tmp_root: str | None = None,
+    epochs: int = 1,
 ) -> dict[str, Any]:
-    """`{<main metric>: percent rounded to 2 decimals, "details": [one per sample]}`.
+    """`{<metric>: percent rounded to 2 decimals, ..., "details": [one per sample]}`, the main
+    metric first (several with pass_at_k of several k).
 
-    `tmp_root`: where code_exec puts each program's temporary directory."""
-    name = _type_name(getattr(evaluator, "type", None))
-    metric = main_metric(name)
-    if name == "code_exec":
-        details = _judge_code(evaluator, predictions, records, workers, tmp_root)
+    `tmp_root`: where code_exec puts each program's temporary directory; `epochs`: how many
+    each entry holds (its reducer is the evaluator's)."""
+    reduction = Reduction.of(evaluator, epochs)
+    if type_name(getattr(evaluator, "type", None)) == "code_exec":
+        details = _judge_code(evaluator, predictions, records, workers, tmp_root, reduction)
     else:
-        details = list(iter_details(evaluator, predictions))
-    correct = sum(1 for detail in details if detail["correct"])
-    return {metric: percent(correct, len(details)), "details": details}
+        details = list(iter_details(evaluator, predictions, reduction))
+    sums = MetricSums(reduction)
+    for detail in details:
+        sums.add(detail)
+    return {**sums.result(), "details": details}

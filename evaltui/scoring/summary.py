@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from evaltui.fsutil import atomic_write_text
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
-from .score import main_metric
+from .reducers import Reduction
 from .version import dataset_version
 
 if TYPE_CHECKING:
@@ -109,31 +109,63 @@ class RunSummary:
         self._rows: tuple[DatasetRow, ...] | None = None
 
     def rows(self) -> tuple[DatasetRow, ...]:
-        """The leaderboard's rows (abbr, version, metric, mode).
+        """The leaderboard's rows (abbr, version, metric, mode): one per dataset, and one more
+        for each of its other metrics (pass_at_k of several k).
 
         The version hashes each dataset as the resolved plan records it (`<work_dir>/plan.toml`),
         so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
         if self._rows is None:
-            self._rows = tuple(DatasetRow(d.abbr, self._version(d), main_metric(d.evaluator.type), d.mode) for d in self.plan.datasets)
+            rows = []
+            for d in self.plan.datasets:
+                version = self._version(d)
+                # a selection's score is not the dataset's: it says so (and its version differs)
+                subset = "" if d.sample_ids is None else f" (subset of {len(d.sample_ids)})"
+                main, *others = self._metrics(d)
+                rows.append(DatasetRow(d.abbr, version, main, d.mode, note=subset))
+                rows.extend(DatasetRow(d.abbr, version, metric, d.mode, main=False, note=subset) for metric in others)
+            self._rows = tuple(rows)
         return self._rows
 
-    def _version(self, d: DatasetConfig) -> str:
-        return dataset_version({**d.model_dump(mode="json"), "path": str(self.plan.dataset_path(d).resolve())})
+    def _metrics(self, d: DatasetConfig) -> tuple[str, ...]:
+        return Reduction.of(d.evaluator, self.plan.epochs(d)).metrics
 
-    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
-        return build_leaderboard(self.rows(), self.models, scores)
+    def _version(self, d: DatasetConfig) -> str:
+        data = {**d.versioned_dump(), "path": str(self.plan.dataset_path(d).resolve())}
+        data.pop("epochs", None)
+        if self.plan.epochs(d) != 1:  # as resolved: the run's epochs and the dataset's own are the same thing
+            data["epochs"] = self.plan.epochs(d)
+        return dataset_version(data)
+
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
+        return build_leaderboard(self.rows(), self.models, scores, extra)
 
     def result_scores(self, read_result: Callable[[str, str], Mapping[str, Any] | None]) -> dict[tuple[str, str], float | None]:
         """Every pair's main metric as its result file holds it (`read_result(model, dataset)`);
         None for a pair not scored, failed, or whose file cannot be read."""
+        return self.result_metrics(read_result)[0]
+
+    def result_metrics(
+        self, read_result: Callable[[str, str], Mapping[str, Any] | None]
+    ) -> tuple[dict[tuple[str, str], float | None], dict[tuple[str, str, str], float | None]]:
+        """The main metric of every pair, by (model, dataset), and its other metrics, by (model,
+        dataset, metric), as the result files hold them."""
         scores: dict[tuple[str, str], float | None] = {}
+        extra: dict[tuple[str, str, str], float | None] = {}
         for m in self.plan.models:
             for d in self.plan.datasets:
                 try:
                     result = read_result(m.abbr, d.abbr)
                 except OSError:
                     result = None
-                metric = main_metric(d.evaluator.type)
-                value = result.get(metric) if result and "error" not in result else None
-                scores[(m.abbr, d.abbr)] = value if isinstance(value, (int, float)) else None
-        return scores
+                usable = result if result and "error" not in result else {}
+                main, *others = self._metrics(d)
+                scores[(m.abbr, d.abbr)] = _number(usable.get(main))
+                for metric in others:
+                    extra[(m.abbr, d.abbr, metric)] = _number(usable.get(metric))
+        return scores, extra
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

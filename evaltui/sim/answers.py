@@ -16,6 +16,7 @@ import sys
 import zlib
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any
 
 BOS_ID = 1
 VOCAB = 32000
@@ -36,13 +37,17 @@ _NUMBER_RE = re.compile(r"[0-9]+(?:,[0-9]{3})*(?:\.[0-9]+)?")
 _INDENTED_LINE_RE = re.compile(r"^[ \t]+\S", re.M)
 
 
-def answers_correctly(model: str, prompt: str, accuracy: float) -> bool:
-    """Whether `model` answers `prompt` right; the one rule tests predict scores with."""
+def answers_correctly(model: str, prompt: str, accuracy: float, seed: int | None = None) -> bool:
+    """Whether `model` answers `prompt` right; the one rule tests predict scores with.
+
+    `seed`: a sampled request's (see `sampling_seed`); each seed draws anew, as sampling at a
+    temperature does, and None (greedy decoding, or no seed sent) keeps the one answer."""
     if accuracy >= 1:
         return True
     if accuracy <= 0:
         return False
-    digest = hashlib.sha256(f"{model}\0{prompt}".encode()).digest()
+    text = f"{model}\0{prompt}" if seed is None else f"{model}\0{prompt}\0{seed}"
+    digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < accuracy
 
 
@@ -190,12 +195,23 @@ class AnswerKey:
                 fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
-def generate(key: AnswerKey, model: str, prompt: str, accuracy: float) -> str:
-    """The full (untruncated) reply of `model` to `prompt`."""
+def sampling_seed(params: dict[str, Any]) -> int | None:
+    """The seed a request samples with: its `seed` when it samples (OpenAI: temperature > 0;
+    LightLLM: do_sample), else None — a greedy server gives one answer whatever the seed."""
+    seed = params.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        return None
+    temperature = params.get("temperature", 1.0)
+    sampled = params["do_sample"] is True if "do_sample" in params else isinstance(temperature, (int, float)) and temperature > 0
+    return seed if sampled else None
+
+
+def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int | None = None) -> str:
+    """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None)."""
     answer = key.gen_answer(prompt)
     if answer is None:
         return DONT_KNOW
-    if answers_correctly(model, prompt, accuracy):
+    if answers_correctly(model, prompt, accuracy, seed):
         return answer
     return wrong_answer(answer)
 

@@ -34,7 +34,7 @@ class LightLLMDialect:
         def make(accuracy: float) -> Reply:
             key = cfg.answer_key
             text, n_out, finish = answers.truncate(
-                answers.generate(key, call.model, inputs, accuracy), max_new)
+                answers.generate(key, call.model, inputs, accuracy, answers.sampling_seed(params)), max_new)
             pieces, lps = answers.text_logprobs(key, call.model, inputs, accuracy) \
                 if cfg.prompt_logprobs else (answers.tokenize(inputs), None)
             out: dict[str, Any] = {

@@ -76,7 +76,7 @@ class OpenAIDialect:
 
         def make(accuracy: float) -> Reply:
             text, n_out, finish = answers.truncate(
-                answers.generate(self.config.answer_key, call.model, user, accuracy), limit)
+                answers.generate(self.config.answer_key, call.model, user, accuracy, answers.sampling_seed(body)), limit)
             n_in = len(answers.tokenize(all_text))
             usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
             call.tokens = n_in + n_out
@@ -122,7 +122,7 @@ class OpenAIDialect:
             n_in_total = n_out_total = 0
             for index, p in enumerate(prompts):
                 gen, n_out, finish = answers.truncate(
-                    answers.generate(key, call.model, p, accuracy), limit)
+                    answers.generate(key, call.model, p, accuracy, answers.sampling_seed(body)), limit)
                 if want_logprobs and echo:
                     pieces, lps = answers.text_logprobs(key, call.model, p, accuracy)
                 else:

@@ -1,5 +1,6 @@
 """The details of one model×dataset: its failed samples with their errors, a few predictions
-next to their gold. Reading them means reading prediction files, so it happens in a thread
+next to their gold, and what the per-sample log says of those: every attempt, the tries, the
+time and tokens. Reading them means reading prediction files, so it happens in a thread
 worker while the screen shows a loading indicator; the event loop never touches the disk."""
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class DetailsScreen(Screen[None]):
             yield DataTable(id="details-failures", cursor_type="row")
             yield Static("Predictions next to their gold", classes="details-heading")
             yield DataTable(id="details-predictions", cursor_type="row")
+            yield Static("Their attempts (the per-sample log)", classes="details-heading")
+            yield DataTable(id="details-records", cursor_type="row")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -63,14 +66,33 @@ class DetailsScreen(Screen[None]):
         for f in d.failures:
             e = f.error
             status = "-" if e.status is None else str(e.status)
-            failures.add_row(Text(str(f.sample_index)), Text(e.type), Text(status), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
+            failures.add_row(Text(_unit(f.sample_index, f.epoch)), Text(e.type), Text(status), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
         if not d.failures:
             failures.add_row(Text("none"), Text(""), Text(""), Text(""), Text(""))
         preds = self.query_one("#details-predictions", DataTable)
         preds.add_columns("sample", "ok", "prediction", "gold")
         for p in d.predictions:
             ok = "–" if p.correct is None else ("✔" if p.correct else "✘")
-            preds.add_row(Text(str(p.sample_index)), Text(ok), Text(fmt.one_line(p.prediction, 80)), Text(fmt.one_line(p.gold, 60)))
+            preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(fmt.one_line(p.prediction, 80)), Text(fmt.one_line(p.gold, 60)))
         if not d.predictions:
             preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
+        self._show_records(d)
         failures.focus()
+
+    def _show_records(self, d: PairDetails) -> None:
+        table = self.query_one("#details-records", DataTable)
+        table.add_columns("sample", "epoch", "tries", "attempts", "took", "tokens")
+        for (index, epoch), r in sorted(d.records.items()):
+            attempts = " · ".join(f"{a[2] or '-'} {a[3]} {a[1]:.2f}s" for a in r.get("attempts", []) if isinstance(a, list) and len(a) >= 4)
+            usage = r.get("usage") or {}
+            tokens = str(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)) if usage else "-"
+            took = f"{r['took']:.2f}s" if isinstance(r.get("took"), (int, float)) else "-"
+            cells = [str(index), str(epoch), str(r.get("tries", 1)), fmt.one_line(attempts or "none", 120), took, tokens]
+            table.add_row(*map(Text, cells))
+        if not d.records:
+            table.add_row(Text("none"), Text(""), Text(""), Text("(sample_log = false, or nothing run yet)"), Text(""), Text(""))
+
+
+def _unit(index: int, epoch: int) -> str:
+    """A sample's index, and its epoch after the first (`3 e1`)."""
+    return f"{index} e{epoch}" if epoch else str(index)

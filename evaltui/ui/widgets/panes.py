@@ -70,7 +70,8 @@ class EngineStrip(Widget):
 
 def failure_line(f: Failure) -> str:
     status = f.error.status if f.error.status is not None else "-"
-    return f"{f.model}/{f.dataset} #{f.sample_index} {f.error.type} {status}: {fmt.one_line(f.error.message)}"
+    epoch = f" epoch {f.epoch}" if f.epoch else ""
+    return f"{f.model}/{f.dataset} #{f.sample_index}{epoch} {f.error.type} {status}: {fmt.one_line(f.error.message)}"
 
 
 class FailuresLog(Log):
@@ -130,7 +131,7 @@ class LeaderboardTable(DataTable[Text]):
         if board is None:
             return
         ranked = board.ranking()
-        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(palette.items()))
+        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(sorted(board.extra.items())), tuple(palette.items()))
         if signature == self._shown:
             return
         self._shown = signature
@@ -167,11 +168,11 @@ class LeaderboardTable(DataTable[Text]):
         best = fmt.colour(palette, "success")
         rows: dict[str, list[Text]] = {}
         for row in board.datasets:
-            cells = [Text(row.abbr), Text(row.metric)]
+            cells = [Text(row.abbr), Text(row.label)]
             for r in ranked:
-                value = board.score(r.model, row.abbr)
+                value = board.value(r.model, row)
                 cells.append(Text(format_score(value), justify="right"))
-            rows[row.abbr] = cells
+            rows[row.abbr if row.main else f"{row.abbr} {row.metric}"] = cells
         average = [Text("Average", style="bold"), Text("naive_average")]
         for r in ranked:
             if r.average is None:

@@ -1,0 +1,144 @@
+"""`evaltui compare WORK_DIR_A WORK_DIR_B`: two runs' scores side by side, and the samples that flipped.
+
+Per dataset scored in both (the same model in both, or — when each run has one model — the
+two models), the main metric of each, the delta, and the samples right in A and wrong in B and
+the other way round. A sample counts as right when its score is at least 0.5 (one epoch:
+correct; several: its reduced score). Datasets whose fingerprints differ (data, prompts,
+evaluator, epochs or selection: versions.dataset_fingerprint) are not compared, with one line
+naming them, unless --force: their scores would not mean the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from evaltui.commands.common import WorkDirArgs, add_selection, open_view
+from evaltui.engine.records import PairView, WorkDirView, iter_result_details
+from evaltui.engine.versions import dataset_fingerprint
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evaltui compare",
+        description="Compare two runs: per dataset the score of each, the delta, and the samples that flipped.",
+        epilog="Datasets whose fingerprints differ (data, prompts, evaluator, epochs, selection) are refused unless --force. See README.md.",
+    )
+    p.add_argument("a", metavar="WORK_DIR_A", help="the first run's work dir")
+    p.add_argument("b", metavar="WORK_DIR_B", help="the second run's work dir")
+    add_selection(p)
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON (every flipped sample) instead of a table")
+    p.add_argument("--force", action="store_true", help="compare datasets even when their fingerprints differ")
+    p.add_argument("--list", type=int, default=20, metavar="N", help="table: at most N flipped sample indices per direction (default 20)")
+    return p
+
+
+class Row(NamedTuple):
+    dataset: str
+    model_a: str
+    model_b: str
+    metric: str
+    a: float | None
+    b: float | None
+    right_to_wrong: list[int]
+    wrong_to_right: list[int]
+    samples: int  # scored in both
+    fingerprints: tuple[str, str]
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.a is None or self.b is None else round(self.b - self.a, 2)
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    view_a = open_view(WorkDirArgs(args.a, None, None))
+    view_b = open_view(WorkDirArgs(args.b, None, None))
+    if view_a is None or view_b is None:
+        return 2
+    matched = _matched(view_a.pairs(args.model, args.dataset), view_b.pairs(args.model, args.dataset))
+    if not matched:
+        print(f"evaltui: compare: no model×dataset is scored in both {args.a} and {args.b}", file=sys.stderr)
+        return 1
+    prints = [(_fingerprint(view_a, a), _fingerprint(view_b, b)) for a, b in matched]
+    differ = [(a, fa, fb) for (a, _), (fa, fb) in zip(matched, prints, strict=True) if fa != fb or not fa]
+    if differ and not args.force:
+        for pair, fa, fb in differ:
+            print(f"evaltui: compare: {pair.dataset}: the datasets differ (fingerprint {fa or 'unknown'} in A, {fb or 'unknown'} in B: "
+                  "their data, prompts, evaluator, epochs or selection); --force compares them anyway", file=sys.stderr)
+        return 2
+    rows = [_row(view_a, view_b, a, b, f) for (a, b), f in zip(matched, prints, strict=True)]
+    if args.json:
+        print(json.dumps({"a": str(view_a.workdir.root), "b": str(view_b.workdir.root), "rows": [{**r._asdict(), "delta": r.delta} for r in rows]}, indent=2))
+    else:
+        sys.stdout.write(render(rows, args.list))
+    return 0
+
+
+def _matched(pairs_a: list[PairView], pairs_b: list[PairView]) -> list[tuple[PairView, PairView]]:
+    """The scored pairs of A and B to compare: the same model and dataset; or, when each run
+    has one model, the same dataset."""
+    scored_a = [p for p in pairs_a if p.metrics]
+    scored_b = {(p.model, p.dataset): p for p in pairs_b if p.metrics}
+    same = [(a, scored_b[(a.model, a.dataset)]) for a in scored_a if (a.model, a.dataset) in scored_b]
+    if same or len({p.model for p in pairs_a}) != 1 or len({p.model for p in pairs_b}) != 1:
+        return same
+    by_dataset = {p.dataset: p for p in scored_b.values()}
+    return [(a, by_dataset[a.dataset]) for a in scored_a if a.dataset in by_dataset]
+
+
+def _fingerprint(view: WorkDirView, pair: PairView) -> str:
+    """The result's record of it, or computed from the run's plan and data (an older result)."""
+    return pair.dataset_version or dataset_fingerprint(view.plan, view.plan.dataset(pair.dataset))
+
+
+def _row(view_a: WorkDirView, view_b: WorkDirView, a: PairView, b: PairView, prints: tuple[str, str]) -> Row:
+    assert a.metrics is not None and b.metrics is not None
+    metric = next(iter(a.metrics))
+    right_a = dict(_verdicts(view_a, a, metric))
+    to_wrong, to_right, both = [], [], 0
+    for index, right in _verdicts(view_b, b, metric):
+        if index not in right_a:
+            continue
+        both += 1
+        if right_a[index] and not right:
+            to_wrong.append(index)
+        elif right and not right_a[index]:
+            to_right.append(index)
+    return Row(a.dataset, a.model, b.model, metric, a.metrics.get(metric), b.metrics.get(metric), to_wrong, to_right, both, prints)
+
+
+def _verdicts(view: WorkDirView, pair: PairView, metric: str) -> Iterator[tuple[int, bool]]:
+    for detail in iter_result_details(view.workdir.result_file(pair.model, pair.dataset)):
+        scores = detail.get("scores")
+        value = scores.get(metric, 0.0) if isinstance(scores, dict) else 1.0 if detail.get("correct") else 0.0
+        yield detail["index"], value >= 0.5
+
+
+def render(rows: list[Row], most: int) -> str:
+    """The table, then the flipped samples of each row that has any."""
+    header = ["dataset", "model", "metric", "A", "B", "delta", "right→wrong", "wrong→right", "samples"]
+    cells = [
+        [r.dataset, r.model_a if r.model_a == r.model_b else f"{r.model_a} → {r.model_b}", r.metric, _score(r.a), _score(r.b),
+         "-" if r.delta is None else f"{r.delta:+.2f}", str(len(r.right_to_wrong)), str(len(r.wrong_to_right)), str(r.samples)]
+        for r in rows
+    ]
+    widths = [max(len(line[c]) for line in [header, *cells]) for c in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(cell.ljust(w) if c < 3 else cell.rjust(w) for c, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+
+    out = [line(header), "  ".join("-" * w for w in widths), *(line(c) for c in cells)]
+    for r in rows:
+        for label, indices in (("right→wrong", r.right_to_wrong), ("wrong→right", r.wrong_to_right)):
+            if indices:
+                shown = ", ".join(map(str, indices[:most])) + (f", … ({len(indices) - most} more)" if len(indices) > most else "")
+                out.append(f"{r.dataset} {r.model_a}: {label}: {shown}")
+    return "\n".join(out) + "\n"
+
+
+def _score(value: Any) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,131 @@
+"""`evaltui show WORK_DIR`: what happened to each sample of a run, read from its files.
+
+Headless and read-only: it runs nothing and never takes the work dir's lock, so it works on a
+run in progress (showing what is on disk so far) as on one long finished. One block per
+model×dataset, a line per (sample, epoch) — its verdict, error, attempts, time and tokens —
+with `--full` its prompt and answer too. `--export json|jsonl` writes the same records, with
+the plan, versions and metrics, as one file (docs/export.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from evaltui.commands.common import WorkDirArgs, add_selection, open_view
+from evaltui.commands.export import EXPORT_FORMATS, export
+from evaltui.engine.records import PairView, WorkDirView
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evaltui show",
+        description="Print each (sample, epoch) of a run's work dir: verdict, error, attempts, time and tokens.",
+        epilog="Reads the files only (a run in progress shows what is on disk so far). See README.md, 'Looking at a run'.",
+    )
+    p.add_argument("work_dir", metavar="WORK_DIR", help="the run's work dir (its plan.toml, predictions/, results/, logs/)")
+    add_selection(p)
+    p.add_argument("--failed", action="store_true", help="only the samples whose inference failed")
+    p.add_argument("--wrong", action="store_true", help="only the samples scored wrong (failed ones included)")
+    p.add_argument("--full", action="store_true", help="also each sample's prompt and answer")
+    p.add_argument("--limit", type=int, default=0, metavar="N", help="at most N samples per model×dataset (0: all)")
+    p.add_argument("--export", choices=EXPORT_FORMATS, help="write the plan, versions, metrics and records as one JSON or JSON Lines file instead")
+    p.add_argument("-o", "--output", metavar="FILE", help="--export: the file to write (default: standard output)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    view = open_view(WorkDirArgs(args.work_dir, args.model, args.dataset))
+    if view is None:
+        return 2
+    pairs = view.pairs(args.model, args.dataset)
+
+    def chosen(pair: PairView) -> Iterator[dict[str, Any]]:
+        return _filtered(view.records(pair.model, pair.dataset), args.failed, args.wrong, args.limit)
+
+    if args.export:
+        return export(view, pairs, chosen, args.export, args.output)
+    out = sys.stdout
+    with contextlib.suppress(BrokenPipeError):  # `evaltui show … | head`
+        for pair in pairs:
+            out.write(pair_line(view, pair) + "\n")
+            for record in chosen(pair):
+                out.write(record_line(record) + "\n")
+                if args.full:
+                    _texts(out, record)
+    return 0
+
+
+def _filtered(records: Iterator[dict[str, Any]], failed: bool, wrong: bool, limit: int) -> Iterator[dict[str, Any]]:
+    shown = 0
+    for r in records:
+        if failed and "error" not in r:
+            continue
+        if wrong and not ("error" in r or r.get("correct") is False):
+            continue
+        yield r
+        shown += 1
+        if limit and shown >= limit:
+            return
+
+
+def pair_line(view: WorkDirView, pair: PairView) -> str:
+    """`m/d: scored, accuracy 71.25, pass@10 90.00 · 400 of 400 done, 0 failed · 100 samples × 4 epochs`"""
+    state = pair.status or "not run"
+    if pair.metrics:
+        state += ", " + ", ".join(f"{name} {value:.2f}" for name, value in pair.metrics.items())
+    if pair.error:
+        state += f" ({pair.error})"
+    counts = f"{pair.completed} of {pair.total} done, {pair.failed} failed" if pair.total else "nothing run yet"
+    shape = f"{pair.total // max(pair.epochs, 1)} samples × {pair.epochs} epochs" if pair.epochs > 1 else ""
+    subset = f"subset {pair.samples}" if pair.samples else ""
+    return " · ".join(part for part in (f"{pair.model}/{pair.dataset}: {state}", counts, shape, subset) if part)
+
+
+def record_line(r: dict[str, Any]) -> str:
+    """`  #3 e1  wrong  "12" (gold "11")  2 attempts: 503 http 1.20 s, 200 ok 0.90 s  took 2.41 s  43 tokens`"""
+    where = f"#{r['index']}" + (f" e{r['epoch']}" if r.get("epoch") else "")
+    parts = [f"  {where:<10}"]
+    error = r.get("error")
+    if error is not None:
+        code = f" {error.get('status')}" if error.get("status") is not None else ""
+        parts.append(f"FAILED {error.get('type')}{code}: {_one_line(str(error.get('message', '')), 120)}")
+    elif "correct" in r:
+        gold = f" (gold {_quoted(r.get('gold'))})" if not r["correct"] else ""
+        parts.append(f"{'right' if r['correct'] else 'wrong'}  {_quoted(r.get('extracted'))}{gold}")
+    else:
+        parts.append("answered (not scored yet)")
+    attempts = r.get("attempts") or []
+    if attempts:
+        said = ", ".join(f"{a.get('status') or '-'} {a.get('outcome')} {a.get('seconds', 0):.2f} s" for a in attempts[:6])
+        parts.append(f"{len(attempts)} attempt{'s' if len(attempts) > 1 else ''}: {said}{', …' if len(attempts) > 6 else ''}")
+    if r.get("tries", 1) > 1:
+        parts.append(f"{r['tries']} tries")
+    if "took" in r:
+        parts.append(f"took {r['took']:.2f} s")
+    usage = r.get("usage")
+    if usage:
+        parts.append(f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens")
+    return "  ".join(parts)
+
+
+def _texts(out: TextIO, r: dict[str, Any]) -> None:
+    for label in ("system", "prompt", "answer"):
+        if r.get(label):
+            lines = str(r[label]).splitlines() or [""]
+            out.write(f"      {label}: {lines[0]}\n")
+            for line in lines[1:]:
+                out.write(f"      {' ' * len(label)}  {line}\n")
+
+
+def _quoted(value: Any) -> str:
+    return "-" if value is None else '"' + _one_line(str(value), 60) + '"'
+
+
+def _one_line(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,173 @@
+"""One (sample, epoch) through the backend: its tries, its limits, and the checkpoint entry they end in.
+
+The backend retries each request (`retry`, with backoff); `retry_on_error = N` tries the whole
+sample again up to N more times once a request's retries are spent on errors worth retrying
+(connection, timeout, 408, 429, 5xx, an unparseable reply) — a server down for longer than one
+request's backoff. An error a try cannot change (a 400, a template that does not fill) fails
+at once. The entry of a sample that failed for good keeps why each earlier try failed.
+
+Limits end a unit as failed with their own error class: `time-limit` (time_limit seconds for
+all its tries together) and `token-limit` (token_limit tokens for all of a sample's epochs and
+tries, as the server reports them: a request is not sent once the sample has used them; the
+reply that crosses the limit is kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import anyio
+
+from evaltui.backends import Backend, BackendError, Trace
+from evaltui.datasets import Sample
+from evaltui.engine.redact import redact
+from evaltui.plan import DatasetConfig
+
+OnRetry = Callable[[int, dict[str, Any]], None]  # (the try about to start, from 2; why the last one failed)
+
+
+def head(index: int, epoch: int) -> dict[str, Any]:
+    """A checkpoint line's first keys: the index, and the epoch when it is not the first (so a
+    one-epoch run writes the lines it always wrote, and older checkpoints read as epoch 0)."""
+    return {"index": index, "epoch": epoch} if epoch else {"index": index}
+
+
+def failed_entry(index: int, epoch: int, error: dict[str, Any]) -> dict[str, Any]:
+    """The entry of a sample that failed before a request could be made (its record or templates)."""
+    return {**head(index, epoch), "origin_prompt": "", "prediction": "", "gold": "", "error": error}
+
+
+class SampleTokens:
+    """token_limit for the samples of one dataset in this run: the tokens each has used over its
+    epochs and tries. A sample is known while it has units queued or in flight (`expect`, then
+    `finished` for each), so it holds as many entries as samples are under way, not the dataset.
+    A resumed run counts afresh for the units it still has to send."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._used: dict[int, int] = {}
+        self._left: dict[int, int] = {}
+
+    def expect(self, index: int, units: int) -> None:
+        self._left[index] = self._left.get(index, 0) + units
+
+    def finished(self, index: int) -> None:
+        left = self._left.get(index, 0) - 1
+        if left > 0:
+            self._left[index] = left
+        else:
+            self._left.pop(index, None)
+            self._used.pop(index, None)
+
+    def used(self, index: int) -> int:
+        return self._used.get(index, 0)
+
+    def spend(self, index: int, tokens: int) -> None:
+        self._used[index] = self._used.get(index, 0) + tokens
+
+    def of(self, index: int) -> _Budget:
+        return _Budget(self, index)
+
+
+class _Budget:
+    """One sample's share of SampleTokens, as a Trace asks it (backends.trace.SampleBudget)."""
+
+    __slots__ = ("tokens", "index")
+
+    def __init__(self, tokens: SampleTokens, index: int):
+        self.tokens, self.index = tokens, index
+
+    def refusal(self) -> str | None:
+        used = self.tokens.used(self.index)
+        if used < self.tokens.limit:
+            return None
+        return f"the sample has used {used} tokens (the server's count, over its epochs and tries) of its token_limit = {self.tokens.limit}"
+
+    def spend(self, tokens: int) -> None:
+        self.tokens.spend(self.index, tokens)
+
+
+class Answer(NamedTuple):
+    entry: dict[str, Any]  # the checkpoint entry
+    trace: Trace | None  # its attempts and tokens, when they were kept
+    tries: int  # whole tries made (retry_on_error)
+
+
+class SampleInference:
+    """How one model's pool turns a rendered sample into its checkpoint entry."""
+
+    def __init__(self, backend: Backend, secrets: tuple[str, ...]):
+        self.backend = backend
+        self.secrets = secrets  # masked in failure messages: servers echo requests
+
+    async def answer(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None, traced: bool = False
+    ) -> Answer:
+        """One (sample, epoch)'s checkpoint entry — its answer (gen), chosen continuation (ppl)
+        or error, after up to 1 + retry_on_error tries within its limits — with the trace of its
+        attempts when one is kept (`traced`: the per-sample log wants it; a limit needs it)."""
+        entry = head(sample.index, epoch)
+        entry["origin_prompt"] = sample.prompt
+        trace = Trace(tokens.of(sample.index)) if tokens is not None else Trace() if traced or cfg.time_limit else None
+        earlier: list[dict[str, Any]] = []
+        if not cfg.time_limit:
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
+            return Answer(entry, trace, len(earlier) + 1)
+        with anyio.move_on_after(cfg.time_limit) as scope:
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
+        if scope.cancelled_caught:
+            assert trace is not None
+            trace.interrupted("time-limit")
+            message = f"no answer within time_limit = {cfg.time_limit:g} s"
+            error: dict[str, Any] = {"type": "time-limit", "status": None, "message": message, "attempts": len(trace.attempts)}
+            if earlier:
+                error["tries"] = [*earlier, _reason(error)]
+            entry.update(prediction="", gold=sample.target, error=error)
+            entry.pop("ppl", None)
+        return Answer(entry, trace, len(earlier) + 1)
+
+    async def _tries(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None, earlier: list[dict[str, Any]]
+    ) -> None:
+        """Up to 1 + retry_on_error tries, the reason of each failed one but the last added to `earlier`."""
+        tries = 1 + cfg.retry_on_error
+        for number in range(1, tries + 1):
+            if number > 1:
+                on_retry(number, earlier[-1])
+                # the schedule the request retries were on, continued (a try's first attempt
+                # waits what a retry after the last one would have): the server gets a breather
+                await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number - 1))
+            error, again = await self._try(cfg, sample, epoch, entry, trace)
+            if error is None:
+                return
+            if not again or number == tries:
+                if earlier:
+                    error["tries"] = [*earlier, _reason(error)]
+                entry.update(prediction="", gold=sample.target, error=error)
+                return
+            earlier.append(_reason(error))
+
+    async def _try(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], trace: Trace | None
+    ) -> tuple[dict[str, Any] | None, bool]:
+        """One try: fills `entry` with the answer, or returns (the error, whether another try may help)."""
+        try:
+            if cfg.mode == "ppl":
+                ppls = [await self.backend.ppl(sample.prompt + c, trace=trace) for c in sample.choices]
+                best = min(range(len(ppls)), key=ppls.__getitem__)
+                entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
+            else:
+                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace), gold=sample.target)
+            return None, False
+        except BackendError as e:
+            error = e.as_dict()
+            return {**error, "message": redact(error["message"], self.secrets)}, e.retryable
+        except Exception as e:  # a bug must cost one sample, not the whole run
+            message = redact(f"{type(e).__name__}: {e}", self.secrets)
+            return {"type": "internal", "status": None, "message": message, "attempts": 1}, False
+
+
+def _reason(error: dict[str, Any]) -> dict[str, Any]:
+    """What one failed try says in the entry's `tries`."""
+    return {key: error.get(key) for key in ("type", "status", "message", "attempts")}

@@ -1,0 +1,133 @@
+"""Epochs reduced to one score per sample, and the dataset's metrics from those (Inspect AI's reducers).
+
+A dataset run for K epochs judges each sample K times; its reducer turns the K verdicts into one
+value in [0, 1] (several for `pass_at_k` with several k), and a dataset metric is the mean of
+that value over its samples, in percent. With one epoch and `mean` nothing is reduced and the
+details keep the shape they always had (`Reduction.trivial`).
+
+Metric names: `mean` keeps the evaluator's own (`accuracy`; `pass@1` for code_exec, of which the
+mean over n epochs is the unbiased estimate); `pass_at_k` names one metric per k (`pass@10`);
+the others say how they reduced (`accuracy_max`, `accuracy_at_least_2`; `pass_max` for code).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
+
+
+def type_name(evaluator_type: Any) -> str:
+    """Accept a plain string or a str-valued Enum."""
+    return str(getattr(evaluator_type, "value", evaluator_type))
+
+
+def main_metric(evaluator_type: Any) -> str:
+    """The evaluator's own metric: what one epoch's verdicts average to."""
+    name = type_name(evaluator_type)
+    if name not in EVALUATOR_TYPES:
+        raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATOR_TYPES)}")
+    return "pass@1" if name == "code_exec" else "accuracy"
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k of Chen et al. (2021): 1 − C(n−c, k) / C(n, k), for c right of n tries.
+
+    As their product form 1 − ∏_{i=n−c+1}^{n} (1 − k/i), which neither overflows nor loses
+    precision to huge binomials (C(200, 100) has 59 digits)."""
+    if not 0 < k <= n or not 0 <= c <= n:
+        raise ValueError(f"pass@{k} of {c} right in {n}: needs 0 < k ≤ n and 0 ≤ c ≤ n")
+    if n - c < k:
+        return 1.0
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
+
+
+def _mode(values: Sequence[float]) -> float:
+    """The most frequent value; a tie goes to the one seen first (epoch 0's side), as Counter keeps it."""
+    return Counter(values).most_common(1)[0][0]
+
+
+_SIMPLE: dict[str, Callable[[Sequence[float]], float]] = {
+    "mean": lambda v: math.fsum(v) / len(v),
+    "max": max,
+    "median": lambda v: float(statistics.median(v)),
+    "mode": _mode,
+}
+
+
+class Reduction:
+    """How one dataset's epochs become per-sample values and dataset metrics."""
+
+    def __init__(self, evaluator_type: Any, reducer: str = "mean", ks: Sequence[int] = (), epochs: int = 1):
+        self.base = main_metric(evaluator_type)
+        self.reducer = reducer
+        self.ks = tuple(ks)
+        self.epochs = epochs
+        self.trivial = epochs == 1 and reducer == "mean"
+        self.metrics = self._names()
+
+    @classmethod
+    def of(cls, evaluator: Any, epochs: int) -> Reduction:
+        """From a dataset's evaluator settings (an EvaluatorConfig or anything with the same fields)."""
+        ks = evaluator.ks() if hasattr(evaluator, "ks") else ()
+        return cls(getattr(evaluator, "type", None), getattr(evaluator, "reducer", "mean"), ks, epochs)
+
+    def _names(self) -> tuple[str, ...]:
+        if self.reducer == "mean":
+            return (self.base,)
+        if self.reducer == "pass_at_k":
+            return tuple(f"pass@{k}" for k in self.ks)
+        word = "pass" if self.base == "pass@1" else self.base
+        label = f"at_least_{self.ks[0]}" if self.reducer == "at_least_k" else self.reducer
+        return (f"{word}_{label}",)
+
+    @property
+    def main(self) -> str:
+        return self.metrics[0]
+
+    def reduce(self, correct: Sequence[bool]) -> dict[str, float]:
+        """Each metric's value for one sample from its epochs' verdicts (a failed epoch is wrong)."""
+        values = [1.0 if c else 0.0 for c in correct]
+        if self.reducer == "pass_at_k":
+            right = sum(1 for c in correct if c)
+            return {f"pass@{k}": pass_at_k(len(values), right, k) for k in self.ks}
+        if self.reducer == "at_least_k":
+            return {self.main: 1.0 if sum(values) >= self.ks[0] else 0.0}
+        return {self.main: float(_SIMPLE[self.reducer](values))}
+
+
+class MetricSums:
+    """The dataset's metrics, accumulated one detail at a time (details stream past, never held)."""
+
+    def __init__(self, reduction: Reduction):
+        self.reduction = reduction
+        self.count = 0
+        self._sums = dict.fromkeys(reduction.metrics, 0.0)
+        self._correct = 0
+
+    def add(self, detail: dict[str, Any]) -> None:
+        self.count += 1
+        if self.reduction.trivial:
+            self._correct += bool(detail["correct"])
+            return
+        for name, value in detail["scores"].items():
+            self._sums[name] += value
+
+    def result(self) -> dict[str, float]:
+        """{metric: percent rounded to 2 decimals}, the main metric first; 0.0 for no samples."""
+        if self.reduction.trivial:
+            return {self.reduction.main: percent(self._correct, self.count)}
+        if not self.count:
+            return dict.fromkeys(self.reduction.metrics, 0.0)
+        return {name: round(100.0 * total / self.count, 2) for name, total in self._sums.items()}
+
+
+def percent(correct: int, total: int) -> float:
+    return round(100.0 * correct / total, 2) if total else 0.0
