@@ -339,7 +339,7 @@ class Backend(ABC):
         """One attempt at `replica`: the parsed answer (and the tokens the reply says it used,
         when there is a token budget), a BackendError that ends the request, or _Retry; how it
         went is noted in `noted` (a Trace, or nothing)."""
-        epoch, sent = replica.epoch, self._clock()
+        epoch, sent, load = replica.epoch, self._clock(), replica.in_flight
         try:
             reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
         except ReplyTooLarge as e:  # the same prompt gets as long a reply again: no retry
@@ -357,7 +357,7 @@ class Backend(ABC):
             raise
         status = reply.status
         if 200 <= status < 300:
-            self.router.release(replica, epoch, sent, status)
+            self.router.release(replica, epoch, sent, status, load=load)
             try:
                 data = reply_json(reply.body)
                 answer = parse(data)

@@ -125,10 +125,11 @@ class Router:
                 return r
         return await self._wait(avoid)
 
-    def release(self, r: Replica, epoch: int, sent_at: float, status: int, error: str = "") -> bool:
-        """An attempt sent to `r` in `epoch` at `sent_at` ended with `status` (NO_REPLY, TIMED_OUT
-        or the HTTP status). True when it failed because `r` went out of service meanwhile (or
-        now): the request is sent again elsewhere, and this attempt does not count."""
+    def release(self, r: Replica, epoch: int, sent_at: float, status: int, error: str = "", load: int = 1) -> bool:
+        """An attempt sent to `r` in `epoch` at `sent_at`, with `load` attempts out at `r` then
+        (itself included), ended with `status` (NO_REPLY, TIMED_OUT or the HTTP status). True
+        when it failed because `r` went out of service meanwhile (or now): the request is sent
+        again elsewhere, and this attempt does not count."""
         r.in_flight -= 1
         self.in_flight -= 1
         r.requests += 1
@@ -136,7 +137,7 @@ class Router:
             self.seen = True
             r.failures = 0
             if r.limit is not None:
-                r.limit.on_answer(sent_at, self._clock() - sent_at, r.in_flight + 1)
+                r.limit.on_answer(sent_at, self._clock() - sent_at, load)
             if self._waiters:
                 self._hand_off()
             return False
