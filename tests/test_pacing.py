@@ -121,6 +121,39 @@ def test_the_estimates_in_flight_fit_ahead_seconds_of_the_budget() -> None:
     assert third_at == [pytest.approx(1001.0)]
 
 
+def test_a_waiter_cancelled_behind_the_oldest_leaves_the_oldest_its_wake_up() -> None:
+    # The oldest waiter sleeps until a settlement; one behind it is cancelled. Its way out must
+    # not take the oldest one's sleep with it, or the settlement wakes nobody (a hang).
+    clock = FakeClock()
+    budget = TokenBudget(600.0, clock=clock, sleep=clock.sleep)  # 10 tokens a second: 60 may be in flight
+    woke: list[str] = []
+
+    async def oldest() -> None:
+        await budget.acquire(50)  # 50 in flight already: room only once it settles
+        woke.append("oldest")
+
+    async def main() -> None:
+        await budget.acquire(50)
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(oldest)
+                await anyio.wait_all_tasks_blocked()
+                behind = anyio.CancelScope()
+                tg.start_soon(acquire_in, behind, budget)
+                await anyio.wait_all_tasks_blocked()
+                behind.cancel()
+                await anyio.wait_all_tasks_blocked()
+                budget.settle(50, 0)  # the first request's reply: room for the oldest waiter
+
+    anyio.run(main)
+    assert woke == ["oldest"]
+
+
+async def acquire_in(scope: anyio.CancelScope, budget: TokenBudget) -> None:
+    with scope:
+        await budget.acquire(50)
+
+
 @pytest.mark.parametrize(("text", "tokens"), [("", 0), ("abcd", 1), ("abcde", 2), ("x" * 400, 100), ("数学题", 3)])
 def test_the_estimate_is_utf8_bytes_over_four_rounded_up(text: str, tokens: int) -> None:
     assert estimate_tokens(text) == tokens

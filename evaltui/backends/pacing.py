@@ -72,12 +72,14 @@ class TokenBudget:
             if self._queue[0] is not turn:
                 await turn.wait()
             while (wait := self._wait(cost)) > 0:
-                with anyio.CancelScope() as self._nap:
+                with anyio.CancelScope() as nap:
+                    self._nap = nap
                     await (self._sleep(wait) if wait != math.inf else anyio.sleep_forever())  # until a settlement
                 self._nap = None
             self._hold(cost)
         finally:
-            self._nap = None
+            if self._queue[0] is turn:  # only the oldest sleeps in _nap: a waiter behind it leaves it be
+                self._nap = None
             self._queue.remove(turn)
             if self._queue:
                 self._queue[0].set()
