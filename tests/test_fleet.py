@@ -1,7 +1,8 @@
 """A model served by several replicas, end to end through the engine, each replica a real
-simulator on 127.0.0.1: one dies mid-run, all go down for a while, all stay down, and a server
-that refuses above 16 in flight against an adaptive limit. What must hold: the exact score,
-every sample in the checkpoint once, and never a hang or a lost sample."""
+simulator on 127.0.0.1: one dies mid-run, one is dead from the start, all go down for a while,
+all stay down, and a server that refuses above 16 in flight against an adaptive limit. What
+must hold: the exact score, every sample in the checkpoint once, never a hang or a lost
+sample — and, with `retry = 0`, no sample failed for a replica the others could stand in for."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 from planmaker import arithmetic, gsm_dataset, key_for, of_type, run_plan, write_jsonl, write_plan
 
-from evaltui.backends.replicas import EJECT_AFTER
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.sim import ModelProfile, SimConfig, SimThread, answers_correctly
@@ -31,7 +31,7 @@ def replica(rows: list[dict[str, Any]], **kw: Any) -> SimConfig:
 
 def fleet_plan(tmp_path: Path, rows: list[dict[str, Any]], sims: list[SimThread], **model: Any) -> Path:
     m = {"abbr": "m", "type": "lightllm", "url": [f"{s.url}/m/generate" for s in sims], "max_workers": 8,
-         "retry": 2 * (EJECT_AFTER - 1), "backoff": 0.0, "timeout": 10.0, **model}
+         "retry": 0, "backoff": 0.0, "timeout": 10.0, **model}
     return write_plan(tmp_path, models=[m], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
 
 
@@ -60,25 +60,48 @@ def restart_later(sims: list[SimThread], rows: list[dict[str, Any]], factory: An
 
 
 def test_a_replica_killed_mid_run_costs_nothing_the_exact_score_and_each_sample_once(tmp_path: Path, sim_factory) -> None:
-    rows = arithmetic(200)
-    dying, other = sim_factory(replica(rows, die_after=40)), sim_factory(replica(rows))
-    code, events, runner = run_plan(fleet_plan(tmp_path, rows, [dying, other]))
+    rows = arithmetic(300)
+    slow = ModelProfile(accuracy=ACCURACY, latency=0.03)  # the run outlasts the ejection
+    dying = sim_factory(replica(rows, die_after=40))
+    others = [sim_factory(SimConfig(answer_key=key_for(rows), default=slow)) for _ in range(2)]
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, [dying, *others]))  # retry = 0
     assert code == 0 and scored(events) == expected(rows)
     entries = checkpoint(runner)
-    assert sorted(i for i, _ in entries) == list(range(200)) and all(ok for _, ok in entries)  # once each, none failed
+    assert sorted(i for i, _ in entries) == list(range(300)) and all(ok for _, ok in entries)  # once each, none failed
+    assert not of_type(events, ev.SampleRetried)
     changes = of_type(events, ev.ReplicaStateChanged)
     assert changes[0].url == f"{dying.url}/m/generate" and changes[0].state == "ejected"
     log = (runner.workdir.logs_dir / "run.log").read_text()
     assert f"m: replica {dying.url}/m/generate ejected" in log
     load = of_type(events, ev.ModelLoad)[-1]
-    assert [r.state for r in load.replicas] in (["ejected", "up"], ["probing", "up"])
-    assert load.replicas[1].requests >= 160
+    assert [r.state for r in load.replicas] in (["ejected", "up", "up"], ["probing", "up", "up"])
+    assert load.replicas[1].requests + load.replicas[2].requests >= 260
     # the per-sample log says which replica each attempt went to
     lines = [json.loads(line) for line in (runner.workdir.logs_dir / "samples" / "m" / "d.jsonl").read_text().splitlines()]
     records = [r for r in lines if "index" in r]  # after the version line
     replicas = [a[4] for r in records for a in r["attempts"]]
-    assert len(records) == 200 and set(replicas) == {f"{dying.url}/m/generate", f"{other.url}/m/generate"}
+    assert len(records) == 300 and set(replicas) == {f"{s.url}/m/generate" for s in (dying, *others)}
     assert all(len(a) == 5 for r in records for a in r["attempts"])
+
+
+def test_a_dead_replica_listed_first_fails_nothing_with_retry_0(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(60)
+    dead, healthy = sim_factory(replica(rows)), sim_factory(replica(rows))
+    dead.stop()  # refused from the start: the model's "no server" stop must not take it for the model's
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, [dead, healthy]))
+    assert code == 0 and scored(events) == expected(rows)
+    assert not of_type(events, ev.SampleFailed)
+
+
+def test_every_replica_dead_stops_the_model_after_a_few_samples(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(100)
+    sims = [sim_factory(replica(rows)) for _ in range(2)]
+    for s in sims:
+        s.stop()
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, sims))
+    assert code == 1
+    assert 0 < len(of_type(events, ev.SampleFailed)) < 20
+    assert "none was answered; stopping this model" in (runner.workdir.logs_dir / "run.log").read_text()
 
 
 def test_every_replica_down_for_a_while_the_run_waits_and_finishes(tmp_path: Path, sim_factory) -> None:

@@ -8,13 +8,17 @@ from typing import Any
 
 import anyio
 import pytest
+from aiohttp import web
+from hostile import LoopbackServer
+from test_backends import FakeClock
 from yarl import URL
 
 from evaltui.backends import Backend, BackendError, make_backend, make_client
-from evaltui.backends.replicas import EJECT_AFTER, EJECTED, UP, Replica, Router
+from evaltui.backends import replicas as rs
+from evaltui.backends.replicas import EJECT_AFTER, EJECTED, NO_REPLY, UP, Replica, Router
 from evaltui.backends.trace import Trace
 from evaltui.plan import ModelConfig
-from evaltui.sim import AnswerKey, ModelProfile, SimConfig, SimThread
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, SimThread
 
 N = 24
 
@@ -101,8 +105,9 @@ def test_max_workers_per_url_caps_each_replica(sim_factory) -> None:
 
 
 def test_a_replica_that_dies_is_ejected_and_its_requests_go_elsewhere_without_costing_retries(sim_factory) -> None:
-    # The slow one holds four requests when it is killed: the first two failures cost their
-    # requests a retry, the third in a row ejects it, and the fourth is sent again for free.
+    # The slow one holds four requests when it is killed: each is cut (or refused when sent
+    # again), which says nothing about the request, so each goes to the other for free — the
+    # ones before the ejection too. With retry = 0, none fails.
     dying = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=30.0)))
     other = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.02)))
     seen: list[tuple[str, str]] = []
@@ -121,11 +126,81 @@ def test_a_replica_that_dies_is_ejected_and_its_requests_go_elsewhere_without_co
             out = await gather(b, prompts(40))
         return out, b.retries
 
-    results, retries = run(model(urls_of(dying, other), retry=1), go)
-    assert right(results, 40)  # retry = 1, yet no request failed
-    assert retries == EJECT_AFTER - 1  # only the failures before the ejection cost a retry
+    results, retries = run(model(urls_of(dying, other), retry=0), go)
+    assert right(results, 40)  # retry = 0, yet no request failed
+    assert retries == 0
     assert seen == [(urls_of(dying)[0], EJECTED)]
     assert other.stats.requests_total == 40
+
+
+def test_a_dead_replica_listed_first_costs_no_request_with_retry_0(sim_factory) -> None:
+    dead = sim_factory(SimConfig(answer_key=key()))
+    dead.stop()  # nothing listens on its port: every attempt there is refused
+    healthy = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.01)))
+    results = run(model(urls_of(dead, healthy), retry=0), lambda b: gather(b, prompts()))
+    assert right(results)
+
+
+def test_a_replica_that_answers_500_is_avoided_then_ejected(sim_factory) -> None:
+    # It fails in a millisecond, so by the fewest in flight alone it would take nearly every
+    # request; once it has failed it takes one at a time, until it is ejected.
+    broken = sim_factory(SimConfig(answer_key=key(), faults=Faults(rate_500=1.0)))
+    healthy = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.01)))
+
+    async def go(b: Backend) -> tuple[list[Any], str]:
+        return await gather(b, prompts(100)), b.router.replicas[0].state
+
+    results, state = run(model(urls_of(broken, healthy), retry=0), go)
+    failed = [r for r in results if isinstance(r, BackendError)]
+    assert len(failed) <= 6 and all(e.status == 500 for e in failed)  # the first ones out, before it was known
+    assert state == EJECTED
+    assert broken.stats.requests_total <= 8
+
+
+def test_a_429_with_retry_after_holds_only_its_replica(sim_factory) -> None:
+    refusing = sim_factory(SimConfig(answer_key=key(), faults=Faults(rate_429=1.0, retry_after=30.0)))
+    healthy = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.01)))
+
+    async def go(b: Backend) -> tuple[list[Any], int]:
+        with anyio.fail_after(20):  # a model-wide hold would keep every request 30 s
+            return await gather(b, prompts(60)), b.retries
+
+    results, retries = run(model(urls_of(refusing, healthy), retry=0), go)
+    assert right(results, 60)  # each refused request went to the other replica, free
+    assert retries == 0
+    assert refusing.stats.requests_total <= 8  # held for 30 s after its first refusals
+
+
+def test_a_replica_refusing_with_503_is_not_ejected_and_its_requests_go_elsewhere(sim_factory) -> None:
+    full = sim_factory(SimConfig(answer_key=key(), faults=Faults(fail_first=1000, fail_first_kind="503", retry_after=0.0)))
+    healthy = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.01)))
+
+    async def go(b: Backend) -> tuple[list[Any], str]:
+        return await gather(b, prompts(60)), b.router.replicas[0].state
+
+    results, state = run(model(urls_of(full, healthy), retry=0), go)
+    assert right(results, 60)
+    assert state == UP  # "full" is the limit's business, not a reason to take it out
+
+
+def test_a_health_check_answering_4xx_means_the_server_is_up_and_5xx_that_it_is_not() -> None:
+    async def models_missing(request: web.Request) -> web.Response:
+        return web.Response(status=404, text="no such route")
+
+    async def broken(request: web.Request) -> web.Response:
+        return web.Response(status=503, text="loading")
+
+    with LoopbackServer({"/a/v1/models": models_missing, "/b/v1/models": broken}) as srv:
+        cfg = ModelConfig.model_validate({"abbr": "m", "type": "openai-chat", "model": "x", "url": [f"{srv.url}/a/v1", f"{srv.url}/b/v1"]})
+
+        async def main() -> list[str | None]:
+            async with make_client(cfg) as client:
+                backend = make_backend(cfg, client)
+                return [await backend._health(r) for r in backend.router.replicas]
+
+        up, down = anyio.run(main)
+    assert up is None
+    assert down is not None and "503" in down
 
 
 def test_an_ejected_replica_is_probed_and_comes_back(sim_factory) -> None:
@@ -182,9 +257,9 @@ def test_a_request_waits_while_every_replica_is_down_and_goes_on_when_one_is_bac
             results = await gather(be, prompts(8), width=1)  # both die on their third request
         return results, be.retries
 
-    results, retries = run(model(urls_of(a, b), retry=2 * EJECT_AFTER), go, probes=True)
+    results, retries = run(model(urls_of(a, b), retry=0), go, probes=True)
     assert right(results, 8) and len(downs) == 1
-    assert retries == 2 * (EJECT_AFTER - 1)  # the wait itself cost none
+    assert retries == 0  # neither the cut and refused attempts nor the wait cost any
 
 
 def test_one_url_is_never_ejected(sim_factory) -> None:
@@ -221,6 +296,8 @@ def test_the_answering_replica_is_known_after_each_request(sim_factory) -> None:
     ("openai-chat", "http://h:1/v1", "http://h:1/v1/models"),
     ("openai-completions", "http://h:1/x/v1/completions?api-version=1", "http://h:1/x/v1/models?api-version=1"),
     ("lightllm-chat", "http://h:1/v1", "http://h:1/health"),
+    ("openai-chat", "https://r.openai.azure.com/openai/deployments/gpt4?api-version=2024-02-01",
+     "https://r.openai.azure.com/openai/models?api-version=2024-02-01"),
 ])
 def test_each_protocol_probes_the_health_check_its_servers_have(type: str, url: str, health: str) -> None:
     cfg = ModelConfig.model_validate({"abbr": "m", "type": type, "url": [url, "http://other:2/v1"], "model": "x"})
@@ -235,35 +312,149 @@ def test_each_protocol_probes_the_health_check_its_servers_have(type: str, url: 
 # ------------------------------------------------------------------------------ the router alone
 
 
-def router(n: int, cap: int) -> Router:
+def router(n: int, cap: int, clock: Any = None, probe: Any = None) -> Router:
     async def healthy(r: Replica) -> str | None:
         return None
 
-    return Router([Replica(i, f"http://r{i}", URL(f"http://r{i}/generate"), URL(f"http://r{i}/health"), cap, None) for i in range(n)], down_timeout=5.0, probe=healthy)
+    replicas = [Replica(i, f"http://r{i}", URL(f"http://r{i}/generate"), URL(f"http://r{i}/health"), cap, None) for i in range(n)]
+    return Router(replicas, down_timeout=5.0, probe=probe or healthy, **({"clock": clock} if clock else {}))
 
 
-def test_a_freed_slot_goes_to_the_oldest_waiter_and_a_cancelled_one_leaks_nothing() -> None:
-    async def main() -> list[str]:
-        rt = router(2, 1)
-        first, second = await rt.acquire(), await rt.acquire()
-        got: list[str] = []
+def fail(rt: Router, r: Replica, n: int = EJECT_AFTER, status: int = 500) -> None:
+    """`n` attempts at `r` that end with `status`."""
+    for _ in range(n):
+        r.in_flight += 1
+        rt.in_flight += 1
+        rt.release(r, r.epoch, 0.0, status, f"HTTP {status}: no")
 
-        async def waiter(name: str) -> None:
-            r = await rt.acquire()
-            got.append(f"{name}@{r.url}")
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(waiter, "a")
-            await anyio.sleep(0.01)
-            with anyio.CancelScope() as gone:
-                gone.cancel()
-                await rt.acquire()  # cancelled while it waits: takes nothing
-            tg.start_soon(waiter, "b")
-            await anyio.sleep(0.01)
-            rt.release(second, 0, 0.0, 200)
-            await anyio.sleep(0.01)
-            rt.release(first, 0, 0.0, 200)
-        assert rt.in_flight == 2 and not rt._waiters
-        return got
+def answer(rt: Router, r: Replica) -> None:
+    r.in_flight += 1
+    rt.in_flight += 1
+    rt.release(r, r.epoch, 0.0, 200)
 
-    assert anyio.run(main) == ["a@http://r1", "b@http://r0"]
+
+def test_a_replica_ejected_again_soon_after_it_came_back_waits_longer_each_time() -> None:
+    # Its health check passes but its requests fail: it must not come back every second.
+    clock = FakeClock()
+
+    async def main() -> list[float]:
+        rt = router(2, 8, clock)
+        a, b = rt.replicas
+        answer(rt, b)  # the other answers: ejection may begin
+        waits = []
+        for _ in range(8):
+            fail(rt, a)
+            assert a.state == EJECTED
+            waits.append(a.due - clock.now)
+            clock.now = a.due
+            await rt._probe_one(a)  # passes
+            assert a.state == UP
+            clock.now += 1.0
+        clock.now += rs.HEALTHY_FOR  # then up for long enough: forgiven
+        fail(rt, a)
+        waits.append(a.due - clock.now)
+        return waits
+
+    waits = anyio.run(main)
+    assert waits == [rs.FIRST_BACK_OFF * 2 ** k for k in range(6)] + [rs.MAX_BACK_OFF, rs.MAX_BACK_OFF, rs.FIRST_BACK_OFF]
+
+
+def test_a_failed_probe_tries_again_within_a_few_seconds() -> None:
+    clock = FakeClock()
+
+    async def down(r: Replica) -> str | None:
+        return "connect: refused"
+
+    async def main() -> list[float]:
+        rt = router(2, 8, clock, probe=down)
+        a, b = rt.replicas
+        answer(rt, b)
+        fail(rt, a)
+        gaps = []
+        for _ in range(6):
+            clock.now = a.due
+            await rt._probe_one(a)
+            gaps.append(a.due - clock.now)
+        return gaps
+
+    gaps = anyio.run(main)
+    assert gaps == [2.0, 4.0, rs.PROBE_MAX, rs.PROBE_MAX, rs.PROBE_MAX, rs.PROBE_MAX]
+
+
+def test_refusals_do_not_eject_a_replica_unless_it_refuses_everything_for_a_while() -> None:
+    clock = FakeClock()
+
+    async def main() -> tuple[str, str]:
+        rt = router(2, 8, clock)
+        a, b = rt.replicas
+        answer(rt, b)
+        fail(rt, a, 20, status=503)
+        fail(rt, a, 20, status=429)
+        after_burst = a.state
+        clock.now += rs.REFUSING_FOR
+        fail(rt, a, 1, status=503)
+        return after_burst, a.state
+
+    assert anyio.run(main) == (UP, EJECTED)
+
+
+def test_a_replica_that_failed_before_any_answer_is_ejected_when_another_answers() -> None:
+    async def main() -> str:
+        rt = router(2, 8)
+        a, b = rt.replicas
+        fail(rt, a, EJECT_AFTER, status=NO_REPLY)
+        assert a.state == UP  # nothing has answered yet: a wrong url fails as fast as with one
+        answer(rt, b)
+        return a.state
+
+    assert anyio.run(main) == EJECTED
+
+
+def test_each_ejected_replica_is_probed_on_its_own() -> None:
+    # One replica's health check hangs (up to its timeout): another ejected meanwhile is
+    # probed when it is due, and comes back, all the same.
+    hang = anyio.Event()
+
+    async def probe(r: Replica) -> str | None:
+        if r.index == 0:
+            await hang.wait()
+        return None
+
+    async def main() -> str:
+        rt = router(3, 8, probe=probe)
+        a, b, c = rt.replicas
+        answer(rt, c)
+        fail(rt, a)
+        a.due = 0.0
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(rt.run_probes)
+                while a.state != "probing":
+                    await anyio.sleep(0.01)
+                fail(rt, b)
+                b.due = 0.0
+                while b.state != UP:
+                    await anyio.sleep(0.01)
+                state = a.state
+                hang.set()
+                tg.cancel_scope.cancel()
+        return state
+
+    assert anyio.run(main) == "probing"
+
+
+def test_the_router_is_silent_only_when_every_replica_failed_and_none_answered() -> None:
+    async def main() -> list[bool]:
+        rt = router(2, 8)
+        a, b = rt.replicas
+        seen = [rt.silent()]  # none tried yet
+        fail(rt, a, 1, status=NO_REPLY)
+        seen.append(rt.silent())  # the other not tried yet
+        fail(rt, b, 1, status=NO_REPLY)
+        seen.append(rt.silent())
+        answer(rt, b)
+        seen.append(rt.silent())
+        return seen
+
+    assert anyio.run(main) == [False, False, True, False]

@@ -27,7 +27,7 @@ from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
 from evaltui.backends.pacing import TokenBudget, estimate_tokens
-from evaltui.backends.replicas import NO_REPLY, TIMED_OUT, Replica, ReplicasDown, Router
+from evaltui.backends.replicas import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown, Router
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.redaction import redact
 
@@ -291,14 +291,16 @@ class Backend(ABC):
     async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0, trace: Trace | None = None) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError.
 
-        An attempt that failed because its replica was ejected meanwhile is sent again at once
-        and does not count (at most twice per replica, so this too ends). With a `trace`, every
+        An attempt that says nothing about its request (see replicas.py: no reply from one of
+        several replicas, a refusal another replica could take instead, or a failure at a
+        replica ejected meanwhile) is sent again at once and does not count — at most
+        EJECT_AFTER times per replica (enough to find each one out), so this too ends. With a `trace`, every
         attempt is noted in it, and one is not sent once its token budget is spent."""
         noted = NO_TRACE if trace is None else trace
         body = fastjson.dumps(payload)
         attempts = self.cfg.retry + 1
         attempt, avoid = 1, None
-        free = 2 * len(self.urls)
+        free = EJECT_AFTER * len(self.urls)  # enough to find every replica out, and no more
         retry_after: float | None = None
         while True:
             await self.bucket.acquire(held=retry_after is None)
@@ -378,11 +380,15 @@ class Backend(ABC):
         noted.end(status, "http")
         message = server_message(reply, self._secrets)
         free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}")
-        raise self._failed(reply, message, replica.endpoint, attempt, free)
+        raise self._failed(reply, message, replica, attempt, free)
 
-    def _failed(self, reply: Reply, message: str, url: URL, attempt: int, free: bool) -> _Retry | BackendError:
-        """What a reply other than 2xx means: another attempt (408, 429, 5xx) or the end of the request."""
-        status = reply.status
+    def _failed(self, reply: Reply, message: str, replica: Replica, attempt: int, free: bool) -> _Retry | BackendError:
+        """What a reply other than 2xx means: another attempt (408, 429, 5xx) or the end of the request.
+
+        A Retry-After speaks for the server: with one url every request of the model waits it
+        out (429s; a 503's only delays its own request); with several it holds that replica
+        alone, and the request goes to another at once."""
+        status, url = reply.status, replica.endpoint
         if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
             where = reply.headers.get("location", "")
             message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
@@ -390,7 +396,10 @@ class Backend(ABC):
             message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
         if status in RETRY_STATUSES or status >= 500:
             retry_after = parse_retry_after(reply.headers.get("retry-after"))
-            if status == 429 and retry_after:
+            if retry_after and len(self.urls) > 1 and status in REFUSALS:
+                self.router.hold(replica, min(retry_after, MAX_RETRY_AFTER))
+                retry_after = None
+            elif status == 429 and retry_after:
                 self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
             return _Retry(BackendError("http", message, status=status, attempts=attempt, retryable=True), retry_after=retry_after, free=free)
         return BackendError("http", message, status=status, attempts=attempt)
@@ -403,12 +412,14 @@ class Backend(ABC):
         self.tokens_used += used or 0
 
     async def _health(self, replica: Replica) -> str | None:
-        """The health check of an ejected replica: None when it answers 2xx, else what it said."""
+        """The health check of an ejected replica: None when the server answers anything but a
+        5xx (a proxy that serves the model may 404 or 401 its health check: the server is
+        there all the same), else what went wrong."""
         try:
             status = await self.client.get(replica.health, self._probe_headers, self._probe_timeout, replica.index)
         except RequestFailed as e:
             return f"{e.kind}: {e.message}"
-        return None if 200 <= status < 300 else f"{replica.health} answered HTTP {status}"
+        return None if status < 500 else f"{replica.health} answered HTTP {status}"
 
 
 def max_new_tokens(kwargs: dict[str, Any]) -> int:

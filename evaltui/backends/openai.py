@@ -56,12 +56,16 @@ class _OpenAIBackend(Backend):
 
     def _health_url(self, url: str) -> URL:
         """`GET /v1/models` of an OpenAI-style server; LightLLM's chat API (type lightllm-chat)
-        has LightLLM's `/health` beside its `/v1`."""
+        has LightLLM's `/health` beside its `/v1`; an Azure deployment
+        (`…/openai/deployments/NAME`) lists its models at `…/openai/models`."""
         u = URL(url)
         base = base_url(u.path)
         if self.cfg.type == "lightllm-chat":
             root = base[: -len("/v1")] if base.endswith("/v1") else base
             return u.with_path(root + "/health").with_query(None)
+        azure = base.rfind("/openai/deployments/")
+        if azure >= 0:
+            return u.with_path(base[:azure] + "/openai/models").with_query(u.query)
         return u.with_path(base + "/models").with_query(u.query)
 
 

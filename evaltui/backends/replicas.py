@@ -6,16 +6,32 @@ outcome, and the Router keeps, per replica:
 
 - **routing**: the next attempt goes to the replica with the fewest requests in flight, ties in
   turn (round robin), below its cap (`max_workers_per_url`, or its adaptive limit); a retry
-  goes elsewhere when it can. An attempt that finds every replica at its cap waits its turn
-  (first come, first served: a freed slot is handed to the oldest waiter, never taken by a
-  newcomer).
+  goes elsewhere when it can. A replica in doubt — its last attempt failed or was refused —
+  takes one attempt at a time until one is answered (a circuit breaker's half-open state): one
+  that fails at once always has the fewest in flight, and by that rule alone would draw nearly
+  every request; one at a time, it is found out in EJECT_AFTER quick attempts. Before any
+  replica has answered, one in doubt is sent an attempt only when no other can take it. An
+  attempt that finds every
+  replica at its cap waits its turn (first come, first served: a freed slot is handed to the
+  oldest waiter, never taken by a newcomer).
+- **holds**: a 429 (or 503) with Retry-After takes its replica out of routing until then; the
+  others go on (with one url the backend holds every request of the model instead).
 - **ejection** (several replicas only, once one of them has answered in this run, so a wrong
-  URL still fails as fast as ever): EJECT_AFTER failures in a row (no reply, a timeout, a 5xx)
-  take a replica out for a back-off (FIRST_BACK_OFF s, doubling per failed probe up to
-  MAX_BACK_OFF); then the backend's health check (`/health` for LightLLM, `/v1/models` for
-  OpenAI-style servers) probes it, and it comes back when that answers 2xx. Attempts that were
-  out at a replica when it was ejected, and failed, are sent again elsewhere without counting
-  against their request's `retry` (`release` says so).
+  URL still fails as fast as ever): EJECT_AFTER failures in a row (no reply, a timeout, a 5xx
+  other than 503) take a replica out; the first time for FIRST_BACK_OFF s, and each ejection
+  that follows its comeback within HEALTHY_FOR s waits twice as long as the one before, up to
+  MAX_BACK_OFF (a replica whose health check passes but whose requests fail would otherwise
+  come back every second). Then the backend's health check probes it (`/health` for LightLLM,
+  `/v1/models` for OpenAI-style servers): any HTTP reply but a 5xx means the server is up (a
+  proxy may not route the health check at all); a failed probe is tried again after 2, 4,
+  then every PROBE_MAX s. Each replica is probed on its own, so one whose probe hangs holds up
+  no other.
+  Refusals (429, 503) say the server is full, not broken: they tell the adaptive limit, and
+  eject only a replica that has refused everything for REFUSING_FOR s.
+- **free re-sends**: an attempt that got no reply (connection refused, reset) or was refused
+  while another replica could take it says nothing about its request; neither does one that was
+  out at a replica when it was ejected. Such an attempt is sent again elsewhere without
+  counting against its request's `retry` (`release` says so; the backend bounds how often).
 - **all down**: when every replica is out, attempts wait for one to come back; after
   `down_timeout` s they fail with ReplicasDown (and so does any attempt while it lasts), which
   the engine turns into a stop of the model with that reason. Nothing waits forever.
@@ -28,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -40,9 +57,13 @@ from evaltui.backends.adaptive import AdaptiveLimit
 UP, EJECTED, PROBING = "up", "ejected", "probing"
 EJECT_AFTER = 3
 FIRST_BACK_OFF = 1.0
-MAX_BACK_OFF = 30.0
+MAX_BACK_OFF = 60.0
+HEALTHY_FOR = 60.0  # s up after a comeback before an ejection starts again from FIRST_BACK_OFF
+PROBE_MAX = 5.0  # s between failed probes, at most: a replica back is readmitted within this
+REFUSING_FOR = 30.0  # s of nothing but refusals (429, 503) after which a replica is ejected
 NO_REPLY, TIMED_OUT = 0, -1  # `status` of an attempt that got no HTTP reply
-_DROPS = frozenset({429, 503, TIMED_OUT})  # what tells an adaptive limit the server is full
+REFUSALS = frozenset({429, 503})  # the server is full: the adaptive limit's business, not ejection's
+_DROPS = REFUSALS | {TIMED_OUT}  # what tells an adaptive limit the server is full
 
 
 class ReplicasDown(Exception):
@@ -55,6 +76,7 @@ class Replica:
     __slots__ = (
         "index", "url", "endpoint", "health", "state", "in_flight", "cap", "limit",
         "requests", "errors", "failures", "epoch", "back_off", "due", "reason", "failed_probes",
+        "ejected_for", "back_at", "refused_since", "held_until",
     )
 
     def __init__(self, index: int, url: str, endpoint: URL, health: URL, cap: int, limit: AdaptiveLimit | None) -> None:
@@ -65,15 +87,27 @@ class Replica:
         self.limit = limit  # adaptive concurrency: its limit instead
         self.requests = 0  # attempts answered or failed
         self.errors = 0  # of those, the ones without a 2xx
-        self.failures = 0  # in a row: no reply, timeout, 5xx
+        self.failures = 0  # in a row: no reply, timeout, 5xx (but 503)
         self.epoch = 0  # times ejected: an attempt sent in an earlier epoch was out when it happened
-        self.back_off = FIRST_BACK_OFF
+        self.back_off = FIRST_BACK_OFF  # ejected: s from the last ejection or failed probe to the next probe
         self.due = 0.0  # when an ejected replica is probed
         self.reason = ""  # why it was ejected (its last error, or the health check's)
         self.failed_probes = 0  # in a row, since it was ejected
+        self.ejected_for = 0.0  # the back-off of its last ejection (the next one soon after doubles it)
+        self.back_at = -math.inf  # when it last came back up
+        self.refused_since: float | None = None  # the first refusal since its last answer
+        self.held_until = 0.0  # a Retry-After: out of routing until then
 
     def capacity(self) -> int:
         return self.limit.limit if self.limit is not None else self.cap
+
+
+def _in_doubt(r: Replica) -> bool:
+    """Its last attempt failed or was refused, and none was answered since."""
+    return r.failures > 0 or r.refused_since is not None
+
+
+LAST = 1 << 30  # added to a replica's load in routing: it is picked only when no other can be
 
 
 Listener = Callable[[Replica], None]
@@ -104,12 +138,12 @@ class Router:
         self._waiters: deque[tuple[asyncio.Future[Replica], Replica | None]] = deque()
         self._gave_up = ""  # the ReplicasDown message, once down_timeout has passed
         self._down_timer: asyncio.TimerHandle | None = None
-        self._changed = asyncio.Event()  # wakes the prober: a replica was ejected
+        self._wake = [asyncio.Event() for _ in replicas]  # wakes a replica's prober: it was ejected
 
     # ------------------------------------------------------------------ per attempt
     async def acquire(self, avoid: Replica | None = None) -> Replica:
         """A replica for one attempt (not `avoid`, the one the last attempt failed on, when
-        another can take it); waits while every replica is at its cap or out."""
+        another can take it); waits while every replica is at its cap, held or out."""
         only = self._only
         if only is not None:
             only.in_flight += 1
@@ -128,52 +162,93 @@ class Router:
     def release(self, r: Replica, epoch: int, sent_at: float, status: int, error: str = "", load: int = 1) -> bool:
         """An attempt sent to `r` in `epoch` at `sent_at`, with `load` attempts out at `r` then
         (itself included), ended with `status` (NO_REPLY, TIMED_OUT or the HTTP status). True
-        when it failed because `r` went out of service meanwhile (or now): the request is sent
-        again elsewhere, and this attempt does not count."""
+        when it says nothing about its request (see "free re-sends" in the module's docstring):
+        it is sent again elsewhere, and does not count."""
         r.in_flight -= 1
         self.in_flight -= 1
         r.requests += 1
         if 200 <= status < 300:
-            self.seen = True
-            r.failures = 0
-            if r.limit is not None:
-                r.limit.on_answer(sent_at, self._clock() - sent_at, load)
-            if self._waiters:
-                self._hand_off()
-            return False
-        r.errors += 1
-        if r.limit is not None and status in _DROPS:
-            r.limit.on_drop(sent_at)
-        failed = status <= NO_REPLY or status >= 500
-        if not failed:  # 4xx: the server is there
-            self.seen = True
-            r.failures = 0
-        elif self._several:
-            r.failures += 1
-            if r.failures >= EJECT_AFTER and r.state == UP and self.seen:
-                self._eject(r, error)
+            self._answered(r, sent_at, load)
+            free = False
+        else:
+            r.errors += 1
+            if r.limit is not None and status in _DROPS:
+                r.limit.on_drop(sent_at)
+            free = self._failed(r, epoch, status, error) if self._several else False
         if self._waiters:
             self._hand_off()
-        return failed and r.epoch != epoch
+        return free
+
+    def _answered(self, r: Replica, sent_at: float, load: int) -> None:
+        r.failures, r.refused_since = 0, None
+        if r.limit is not None:
+            r.limit.on_answer(sent_at, self._clock() - sent_at, load)
+        if not self.seen:
+            self.seen = True  # the first answer: the replicas that failed before it go out now
+            for x in self.replicas:
+                if x.failures >= EJECT_AFTER and x.state == UP:
+                    self._eject(x, x.reason)
+
+    def _failed(self, r: Replica, epoch: int, status: int, error: str) -> bool:
+        """A failed attempt at one of several replicas: ejection, and whether it is free."""
+        now = self._clock()
+        if status in REFUSALS:
+            if r.refused_since is None:
+                r.refused_since = now
+            elif now - r.refused_since >= REFUSING_FOR and r.state == UP and self.seen:
+                self._eject(r, f"refused every request for {REFUSING_FOR:g} s ({error})")
+            return self._other_can_take(r, now)
+        if not (status <= NO_REPLY or status >= 500):  # another 4xx: the server is there
+            self.seen = True
+            r.failures = 0
+            return False
+        r.failures += 1
+        r.reason = error  # why, should it be ejected before any replica answered
+        if r.failures >= EJECT_AFTER and r.state == UP and self.seen:
+            self._eject(r, error)
+        return status == NO_REPLY or r.epoch != epoch
+
+    def hold(self, r: Replica, seconds: float) -> None:
+        """A Retry-After from `r`: no attempt goes to it for `seconds`."""
+        until = self._clock() + seconds
+        if until > r.held_until:
+            r.held_until = until
+            asyncio.get_running_loop().call_later(seconds, self._hand_off)  # its waiters may go then
 
     # ------------------------------------------------------------------ routing
     def _pick(self, avoid: Replica | None) -> Replica | None:
-        """The up replica with the fewest in flight below its cap, ties in turn; `avoid` only
-        when nothing else can take the attempt."""
+        """The open replica with the fewest in flight, ties in turn; `avoid` only when nothing
+        else can take the attempt."""
         best: Replica | None = None
+        least = 0
         n = len(self.replicas)
+        now = self._clock() if self._several else 0.0
         for k in range(n):
             r = self.replicas[(self._turn + k) % n]
-            if r.state != UP or r.in_flight >= r.capacity() or r is avoid:
+            if r is avoid or not self._open(r, now):
                 continue
-            if best is None or r.in_flight < best.in_flight:
-                best = r
+            load = r.in_flight
+            if not self.seen and _in_doubt(r):
+                load += LAST  # nothing has answered yet: one that failed goes only where no other can
+            if best is None or load < least:
+                best, least = r, load
         if best is None:
-            if avoid is None or avoid.state != UP or avoid.in_flight >= avoid.capacity():
+            if avoid is None or not self._open(avoid, now):
                 return None
             best = avoid
         self._turn = (best.index + 1) % n
         return best
+
+    @staticmethod
+    def _open(r: Replica, now: float) -> bool:
+        """Whether `r` may take an attempt now: up, not held, below its cap — or, in doubt,
+        with none in flight."""
+        if r.state != UP or r.held_until > now:
+            return False
+        return r.in_flight < (1 if _in_doubt(r) else r.capacity())
+
+    def _other_can_take(self, r: Replica, now: float) -> bool:
+        return any(x is not r and self._open(x, now) for x in self.replicas)
 
     async def _wait(self, avoid: Replica | None) -> Replica:
         fut: asyncio.Future[Replica] = asyncio.get_running_loop().create_future()
@@ -213,10 +288,13 @@ class Router:
 
     # ------------------------------------------------------------------ out of service
     def _eject(self, r: Replica, reason: str) -> None:
-        r.state, r.reason, r.failed_probes = EJECTED, reason, 0
+        now = self._clock()
+        soon = now - r.back_at < HEALTHY_FOR  # back only a little while: it waits longer this time
+        r.ejected_for = min(MAX_BACK_OFF, 2 * r.ejected_for) if soon and r.ejected_for else FIRST_BACK_OFF
+        r.state, r.reason, r.failed_probes, r.back_off = EJECTED, reason, 0, r.ejected_for
         r.epoch += 1
-        r.due = self._clock() + r.back_off
-        self._changed.set()
+        r.due = now + r.back_off
+        self._wake[r.index].set()
         self._notify(r)
         if all(x.state != UP for x in self.replicas) and self.down_since is None:
             self._all_down()
@@ -241,7 +319,8 @@ class Router:
                 fut.set_exception(ReplicasDown(self._gave_up))
 
     def _back(self, r: Replica) -> None:
-        r.state, r.failures, r.back_off, r.reason, r.failed_probes = UP, 0, FIRST_BACK_OFF, "", 0
+        r.state, r.failures, r.reason, r.failed_probes = UP, 0, "", 0
+        r.back_at, r.refused_since = self._clock(), None
         if self.down_since is not None:
             self.down_since, self._gave_up = None, ""
             if self._down_timer is not None:
@@ -261,21 +340,24 @@ class Router:
             self.on_change(r)
 
     async def run_probes(self) -> None:
-        """Probe each ejected replica once its back-off is over; runs until cancelled (the
-        worker pool runs it beside its workers, with several replicas only)."""
+        """Probe each ejected replica once its back-off is over, each on its own; runs until
+        cancelled (the worker pool runs it beside its workers, with several replicas only)."""
+        async with anyio.create_task_group() as tg:
+            for r in self.replicas:
+                tg.start_soon(self._prober, r)
+
+    async def _prober(self, r: Replica) -> None:
+        wake = self._wake[r.index]
         while True:
-            self._changed.clear()
-            now = self._clock()
-            out = [r for r in self.replicas if r.state == EJECTED]
-            ready = [r for r in out if r.due <= now]
-            if ready:
-                async with anyio.create_task_group() as tg:
-                    for r in ready:
-                        tg.start_soon(self._probe_one, r)
-                continue
-            wait = min((r.due for r in out), default=now + 3600.0) - now
+            wake.clear()
+            wait = math.inf
+            if r.state == EJECTED:
+                wait = r.due - self._clock()
+                if wait <= 0:
+                    await self._probe_one(r)
+                    continue
             with anyio.move_on_after(wait):
-                await self._changed.wait()
+                await wake.wait()
 
     async def _probe_one(self, r: Replica) -> None:
         r.state = PROBING
@@ -289,11 +371,15 @@ class Router:
             return
         r.state, r.reason = EJECTED, f"health check: {problem}"
         r.failed_probes += 1
-        r.back_off = min(MAX_BACK_OFF, 2 * r.back_off)
+        r.back_off = min(PROBE_MAX, 2 * r.back_off)
         r.due = self._clock() + r.back_off
         self._notify(r)
 
     # ------------------------------------------------------------------ reports
+    def silent(self) -> bool:
+        """Every replica was tried and none answered (nor refused with a 4xx of its own)."""
+        return all(r.requests and r.errors == r.requests for r in self.replicas)
+
     def limit(self, max_workers: int) -> int:
         """Requests the model may have in flight now: its replicas' caps (or limits) added up,
         at most `max_workers`."""

@@ -315,7 +315,7 @@ class WorkerPool:
             self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
             return
         self._no_server += 1
-        if self._no_server >= NO_SERVER_AFTER:
+        if self._no_server >= NO_SERVER_AFTER and self.backend.router.silent():  # every replica failed, none answered
             code = f" {error['status']}" if error.get("status") is not None else ""
             why = f"{error.get('type')}{code}: {error.get('message')}"
             self._stopped = f"stopped: the model's server did not answer ({why})"
