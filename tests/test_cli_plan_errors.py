@@ -210,6 +210,11 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
     ("tokens-per-minute-negative", _set("models.0.tokens_per_minute", -5.0), ("models[0].tokens_per_minute: must be ≥ 0",)),
     ("tokens-per-minute-too-small", _set("models.0.tokens_per_minute", 500.0), ("models[0].tokens_per_minute:", "max_new_tokens (1024)", "no request fits")),
     ("tokens-per-minute-string", _set("models.0.tokens_per_minute", "60k"), ("models[0].tokens_per_minute: expected a number",)),
+    ("tokens-per-minute-below-max-tokens", _two(("models.1.tokens_per_minute", 1500.0), ("models.1.generation_kwargs", {"max_tokens": 2048})),
+     ("models[1].tokens_per_minute:", "max_new_tokens (2048)", "no request fits")),
+    ("min-workers-above-the-replicas-caps", _two(("models.0.concurrency", "adaptive"), ("models.0.min_workers", 8), ("models.0.max_workers_per_url", 3),
+                                                  ("models.0.url", ["http://127.0.0.1:1/generate", "http://127.0.0.1:2/generate"]), ("models.0.max_workers", 16)),
+     ("models[0].min_workers: must be ≤ max_workers_per_url × the 2 urls (6) (got 8)",)),
     ("down-timeout-zero", _set("models.0.down_timeout", 0.0), ("models[0].down_timeout: must be > 0",)),
     ("down-timeout-huge", _set("models.0.down_timeout", 1e9), ("models[0].down_timeout: must be ≤ 86400",)),
 ]

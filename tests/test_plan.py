@@ -386,6 +386,16 @@ def test_ppl_mode_has_nothing_to_repeat(tmp_path: Path) -> None:
     ]
 
 
+def test_a_token_budget_below_max_new_tokens_is_fine_when_every_dataset_is_ppl(tmp_path: Path) -> None:
+    # A ppl request is charged its prompt and one new token, whatever max_new_tokens says.
+    data = base_plan()
+    data["models"] = [{"abbr": "c", "type": "openai-completions", "url": "http://127.0.0.1:1/v1", "model": "x",
+                       "tokens_per_minute": 600.0, "generation_kwargs": {"max_new_tokens": 1024}}]
+    data["datasets"] = [data["datasets"][1]]
+    data["datasets"][0].update(mode="ppl", choices=[" A", " B"], evaluator={"type": "ppl"})
+    assert load_plan(write_plan(tmp_path, data)).models[0].tokens_per_minute == 600.0
+
+
 # ---------------------------------------------------------------------------- the error policy
 
 

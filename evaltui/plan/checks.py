@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 from yarl import URL
 
 from evaltui.backends import BACKENDS
+from evaltui.backends.base import max_new_tokens
 from evaltui.datasets import template_fields, templates_of
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, EvaluatorConfig, ModelConfig, Plan, RunConfig, expand_home
 from evaltui.sim.url import sim_options
@@ -26,8 +27,9 @@ DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv")
 def check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
     """Every problem of the validated plan, but for its data files' records (`check_dataset`)."""
     problems = _check_abbrs(plan) + _check_run(plan.run)
+    generates = any(ds.mode != "ppl" for ds in plan.datasets)  # a ppl request generates one token
     for i, m in enumerate(plan.models):
-        problems += [f"models[{i}].{p}" for p in _check_model(m, env)]
+        problems += [f"models[{i}].{p}" for p in _check_model(m, env) + _check_fleet(m, generates)]
     for i, ds in enumerate(plan.datasets):
         problems += [f"datasets[{i}].{p}" for p in _check_dataset_config(plan, ds)]
     return problems
@@ -78,7 +80,7 @@ def _check_run(run: RunConfig) -> list[str]:
 
 
 def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
-    problems = _check_urls(m.url) + _check_fleet(m)
+    problems = _check_urls(m.url)
     if m.type != "lightllm" and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:
@@ -114,8 +116,9 @@ def _check_urls(url: str | list[str]) -> list[str]:
     return problems
 
 
-def _check_fleet(m: ModelConfig) -> list[str]:
-    """The keys of replicas, adaptive concurrency and pacing: set only where they mean something."""
+def _check_fleet(m: ModelConfig, generates: bool) -> list[str]:
+    """The keys of replicas, adaptive concurrency and pacing: set only where they mean something,
+    and consistent (`generates`: some dataset asks the model for more than one new token)."""
     problems: list[str] = []
     if m.max_workers_per_url is not None:
         if len(m.urls) == 1:
@@ -127,13 +130,18 @@ def _check_fleet(m: ModelConfig) -> list[str]:
             problems.append("min_workers: only used when concurrency = 'adaptive' (the limit's floor)")
         elif m.min_workers > m.max_workers:
             problems.append(f"min_workers: must be ≤ max_workers ({m.max_workers}) (got {m.min_workers})")
+        elif m.max_workers_per_url is not None and m.min_workers > m.max_workers_per_url * len(m.urls):
+            problems.append(
+                f"min_workers: must be ≤ max_workers_per_url × the {len(m.urls)} urls "
+                f"({m.max_workers_per_url * len(m.urls)}) (got {m.min_workers})"
+            )
     if m.requests_per_minute and m.rate_per_worker:
         problems.append(
             f"requests_per_minute: the same limit as rate_per_worker (requests/second × 60): set one of them "
             f"(got rate_per_worker = {m.rate_per_worker:g} and requests_per_minute = {m.requests_per_minute:g})"
         )
-    mnt = m.generation_kwargs.get("max_new_tokens", 1024)
-    if m.tokens_per_minute and isinstance(mnt, int) and m.tokens_per_minute < mnt:
+    mnt = max_new_tokens(m.generation_kwargs)  # as the backend reads it (max_tokens too)
+    if m.tokens_per_minute and generates and m.tokens_per_minute < mnt:
         problems.append(
             f"tokens_per_minute: each request is charged its prompt and max_new_tokens ({mnt}) before it is sent, "
             f"so no request fits in a minute of {m.tokens_per_minute:g} tokens; raise it or lower max_new_tokens"
