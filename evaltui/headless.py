@@ -85,14 +85,17 @@ class HeadlessRenderer:
         return f"progress: {c + f}/{n} samples, {f} failed | {running}{fleet}"
 
     def _fleet_part(self, load: ev.ModelLoad) -> str:
-        """A model with several replicas or an adaptive limit: its limit now, and how many are up."""
+        """A model with several replicas or an adaptive limit: its limit now; with several, how
+        many are up and each one's in flight against its limit (or its state, when out)."""
         if not load.replicas:
             return ""
         text = f"{load.model}: {load.in_flight} in flight, limit {load.limit} (max {load.max_workers})"
         if len(load.replicas) > 1:
-            views = self.state.replicas.get(load.model, {})
-            up = sum(1 for v in views.values() if v.state == "up")
-            text += f", replicas {up}/{len(load.replicas)} up"
+            views = list(self.state.replicas.get(load.model, {}).values())
+            up = sum(1 for v in views if v.state == "up")
+            names = replica_names([v.url for v in views])
+            each = ", ".join(f"{n} {v.in_flight}/{v.limit}" if v.state == "up" else f"{n} {v.state}" for n, v in zip(names, views, strict=True))
+            text += f", replicas {up}/{len(load.replicas)} up [{each}]"
         down = self.state.down_for(load.model)
         if down is not None:
             text += f", all down for {_fmt_secs(down)}"
@@ -102,6 +105,13 @@ class HeadlessRenderer:
         while True:
             await anyio.sleep(self.log_interval)
             self.say(self.progress_line())
+
+
+def replica_names(urls: list[str]) -> list[str]:
+    """Short names for a model's replicas in a progress line: each one's host:port, or its URL
+    without the scheme where two share a host and port."""
+    hosts = [u.split("://", 1)[-1].split("/", 1)[0] for u in urls]
+    return [h if hosts.count(h) == 1 else u.split("://", 1)[-1] for h, u in zip(hosts, urls, strict=True)]
 
 
 def leaderboard_json(table: Leaderboard) -> dict[str, Any]:

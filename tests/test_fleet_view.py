@@ -85,6 +85,13 @@ def test_headless_prints_them_and_the_limit_in_progress_lines() -> None:
     r(load(10, 10))
     r(ev.ReplicaStateChanged("m", B, "ejected", "connect: refused", 1.0))
     assert f"m: replica {B} ejected (connect: refused)" in out.getvalue()
-    assert r.progress_line().endswith("| m: 5 in flight, limit 12 (max 16), replicas 1/2 up")
+    assert r.progress_line().endswith("| m: 5 in flight, limit 12 (max 16), replicas 1/2 up [a:1 5/8, b:1 ejected]")
     r(ev.ModelLoad("n", 2, 8, 0, 3))  # fixed, one url: nothing more to say
     assert "n:" not in r.progress_line()
+
+
+def test_replicas_are_named_by_host_and_port_unless_two_share_them() -> None:
+    from evaltui.headless import replica_names
+
+    assert replica_names(["http://gpu1:8000/v1", "http://gpu2:8000/v1"]) == ["gpu1:8000", "gpu2:8000"]
+    assert replica_names(["http://h:1/a/generate", "http://h:1/b/generate", "https://k/v1"]) == ["h:1/a/generate", "h:1/b/generate", "k"]
