@@ -95,3 +95,19 @@ def test_replicas_are_named_by_host_and_port_unless_two_share_them() -> None:
 
     assert replica_names(["http://gpu1:8000/v1", "http://gpu2:8000/v1"]) == ["gpu1:8000", "gpu2:8000"]
     assert replica_names(["http://h:1/a/generate", "http://h:1/b/generate", "https://k/v1"]) == ["h:1/a/generate", "h:1/b/generate", "k"]
+
+
+def test_the_strip_leaves_out_models_whose_inference_is_over_while_others_go_on() -> None:
+    from evaltui.ui.widgets.fleet import strip_models
+
+    s = RunState()
+    workers = {"first": 64, "second": 64, "third": 8}
+    for model in workers:
+        s.apply(ev.DatasetPlanned(model, "d", 10, 1))
+    assert strip_models(s, workers) == workers  # nothing started: all of them
+    s.apply(ev.ShardStatusChanged("first", "d", 0, 1, ev.PairStatus.DONE, 10, 10, 0))
+    s.apply(ev.ShardStatusChanged("second", "d", 0, 1, ev.PairStatus.RUNNING, 10, 3, 0))
+    assert strip_models(s, workers) == {"second": 64, "third": 8}  # third is still to run
+    for model in ("second", "third"):
+        s.apply(ev.ShardStatusChanged(model, "d", 0, 1, ev.PairStatus.DONE, 10, 10, 0))
+    assert strip_models(s, workers) == workers  # all over: all of them again

@@ -5,8 +5,21 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from evaltui.engine.events import PairStatus
 from evaltui.engine.state import RunState
 from evaltui.ui import fmt
+
+_INFERRING = (PairStatus.PENDING, PairStatus.RUNNING)
+
+
+def strip_models(state: RunState, max_workers: dict[str, int]) -> dict[str, int]:
+    """The models whose load the strip shows: those with inference still to do, while any has
+    (a finished one would keep its place at the front and push the others past 80 columns);
+    every model once none has."""
+    busy = {p.model for p in state.pairs.values() if p.status in _INFERRING}
+    if not busy or busy >= max_workers.keys():
+        return max_workers
+    return {m: w for m, w in max_workers.items() if m in busy}
 
 
 def model_load(state: RunState, model: str, max_workers: int, *, live: bool, palette: fmt.Palette) -> Text:

@@ -17,7 +17,7 @@ from textual.widgets.data_table import RowKey
 from evaltui.engine.state import Failure, RunState
 from evaltui.scoring.leaderboard import Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt
-from evaltui.ui.widgets.fleet import model_load
+from evaltui.ui.widgets.fleet import model_load, strip_models
 from evaltui.ui.widgets.progress import repaint_row
 
 
@@ -45,7 +45,7 @@ class EngineStrip(Widget):
             text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
         text.append("\n")
         text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
-        for i, (model, limit) in enumerate(max_workers.items()):
+        for i, (model, limit) in enumerate(strip_models(state, max_workers).items()):
             text.append("  " if i else "")
             text.append_text(model_load(state, model, limit, live=live, palette=palette))
         if not max_workers:
