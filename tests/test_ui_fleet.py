@@ -47,7 +47,11 @@ def test_enter_on_a_model_shows_its_replicas_and_the_strip_how_many_are_up(tmp_p
             assert [c[0] for c in cells] == [f"{dying.url}/m/generate", f"{other.url}/m/generate"]
             assert cells[0][1] in ("ejected", "probing") and cells[1][1] == "up"
             assert int(cells[1][5]) == 0 and int(cells[0][5]) >= 1  # errors
-            assert "adaptive" in app.screen.query_one("#fleet-limits").render().plain
+            limits = app.screen.query_one("#fleet-limits").render().plain
+            assert "adaptive" in limits
+            # the run has ended: no rate, nothing in flight, no limit "now"
+            assert all(c[2] == "0" and c[4] == "–" for c in cells) and "now" not in limits
+            assert "the run has ended" in app.screen.query_one("#fleet-title").render().plain
             await pilot.press("escape")
             await pilot.pause()
             assert not isinstance(app.screen, FleetScreen)

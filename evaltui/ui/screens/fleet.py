@@ -46,7 +46,9 @@ class FleetScreen(Screen[None]):
         load = state.load.get(m.abbr)
         title = Text(f"{m.abbr} — {len(m.urls)} replica{'s' if len(m.urls) > 1 else ''}, {m.concurrency} concurrency", style="bold")
         down = state.down_for(m.abbr)
-        if down is not None:
+        if not state.live:  # the counters are the run's last: nothing is in flight, nothing has a rate now
+            title.append("  (the run has ended: counters as it left them)", style=fmt.colour(self.palette, "foreground-muted"))
+        elif down is not None:
             waiting = f"  ALL DOWN for {fmt.duration(down)}, waiting up to {fmt.duration(m.down_timeout)}"
             title.append(waiting, style=f"bold {fmt.colour(self.palette, 'error')}")
         self.query_one("#fleet-title", Static).update(title)
@@ -55,13 +57,14 @@ class FleetScreen(Screen[None]):
         row = table.cursor_row  # the row a user moved to stays highlighted across the repaint
         table.clear()
         views = state.replicas.get(m.abbr, {})
+        live = state.live
         if not views:  # one url, fixed: the model's own load is its replica's
-            in_flight = str(load.in_flight) if load else "0"
+            in_flight = str(load.in_flight) if load and live else "0"
             table.add_row(Text(m.urls[0]), self._state("up"), Text(in_flight), Text(str(m.max_workers)), Text("–"), Text("–"), Text(""))
         for v in views.values():
             table.add_row(
-                Text(v.url), self._state(v.state), Text(str(v.in_flight)), Text(str(v.limit)),
-                Text(fmt.rate(v.rate)), Text(str(v.errors)), Text(fmt.one_line(v.reason, 120)),
+                Text(v.url), self._state(v.state), Text(str(v.in_flight if live else 0)), Text(str(v.limit)),
+                Text(fmt.rate(v.rate if live else None)), Text(str(v.errors)), Text(fmt.one_line(v.reason, 120)),
             )
         table.move_cursor(row=row)
 
@@ -71,7 +74,8 @@ class FleetScreen(Screen[None]):
     def _limits(self, limit: int, tokens: int) -> str:
         m = self.model
         if m.concurrency == "adaptive":
-            parts = [f"in flight at most {limit} now (adaptive, between {m.min_workers or 1} and {m.max_workers})"]
+            when = "now" if self.state.live else "when the run ended"
+            parts = [f"in flight at most {limit} {when} (adaptive, between {m.min_workers or 1} and {m.max_workers})"]
         else:
             parts = [f"in flight at most {m.max_workers}"]
         if m.max_workers_per_url:
@@ -79,7 +83,8 @@ class FleetScreen(Screen[None]):
         if m.request_rate:
             parts.append(f"{m.request_rate * 60:g} requests/min")
         if m.tokens_per_minute:
-            parts.append(f"tokens {self._tokens_per_minute(tokens)}/min of {m.tokens_per_minute:g}")
+            rate = self._tokens_per_minute(tokens) if self.state.live else "–"
+            parts.append(f"tokens {rate}/min of {m.tokens_per_minute:g}")
         return " · ".join(parts)
 
     def _tokens_per_minute(self, tokens: int) -> str:
