@@ -6,6 +6,7 @@ subprocesses against simulators in their own processes), as ratios to what shoul
     python bench/fleet.py overhead   [--n 20000] [--repeat 3]  # CPU per request at 1 URL: main vs this tree
     python bench/fleet.py replicas   [--n 20000] [--c 128]     # two simulators as replicas, against the floor
     python bench/fleet.py sessions   [--n 20000] [--c 128]     # raw aiohttp: one session for 2 replicas or 2
+    python bench/fleet.py shift      [--n 600] [--repeat 1]    # adaptive vs fixed 64: short answers, then long ones
 
 adaptive: the server answers in L = 50 ms and refuses above 16 in flight with 429 (Retry-After:
 0, so only the client's limit decides); the floor is N·L/16. Fixed 64 runs with the default
@@ -16,6 +17,10 @@ the server's own token count over its request window, per minute, against the bu
 overhead: a 1-URL fixed model, the code of /work/main (PYTHONPATH) and of this tree alternating,
 and this tree with concurrency = "adaptive"; CPU of the evaltui process per request.
 replicas: one model with two simulator URLs at C = 128; floor = N·L/C.
+shift: a server that never queues (a loopback aiohttp server in this process) answers N prompts
+in 50 ms, then N others in 1 s (two datasets, one after the other); max_workers = 64, fixed and
+adaptive, this tree's and main's; floor = N·(0.05 + 1)/64. The old latency rule read the longer
+answers as a queue and cut the limit to 1.
 Run by hand; the machine is noisy, so A/B runs alternate in the same minutes.
 """
 
@@ -27,6 +32,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -201,9 +207,61 @@ async def _raw(n: int, c: int, urls: list[str], shared: bool) -> tuple[float, fl
             await s.close()
 
 
+def shift(args: argparse.Namespace) -> None:
+    import threading
+
+    from aiohttp import web
+
+    n, short, long = args.n, 0.05, 1.0
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        await asyncio.sleep(long if "long" in body["messages"][-1]["content"] else short)
+        return web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}})
+
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(web.Application())
+    runner.app.router.add_post("/v1/chat/completions", chat)
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def start() -> int:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+    port = asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    floor = n * (short + long) / 64
+    print(f"server: {n} prompts answered in {short * 1000:.0f} ms, then {n} in {long:.0f} s, never queueing; "
+          f"max_workers = 64; floor {floor:.2f} s")
+    with tempfile.TemporaryDirectory(prefix="evaltui-fleet-") as tmp:
+        folder = Path(tmp)
+        datasets = []
+        for kind in ("short", "long"):
+            path = folder / f"{kind}.jsonl"
+            path.write_text("".join(json.dumps({"question": f"{kind} question {i}", "answer": "A"}) + "\n" for i in range(n)))
+            datasets.append({"abbr": kind, "path": str(path), "prompt": "{question}", "target": "{answer}", "evaluator": {"type": "exact"}})
+        variants = [("main, fixed 64", MAIN, "fixed"), ("main, adaptive ≤64", MAIN, "adaptive"),
+                    ("this, fixed 64", None, "fixed"), ("this, adaptive ≤64", None, "adaptive")]
+        for _ in range(args.repeat):
+            for name, tree, concurrency in variants:
+                p = folder / "plan.toml"
+                model = {"abbr": "m", "type": "openai-chat", "model": "m", "url": f"http://127.0.0.1:{port}/v1",
+                         "max_workers": 64, "concurrency": concurrency, "generation_kwargs": {"max_new_tokens": 4}}
+                p.write_text(tomli_w.dumps({"run": {"work_dir": str(folder / "out")}, "models": [model], "datasets": datasets}))
+                env = dict(w.ENV, PYTHONPATH=str(tree)) if tree else w.ENV
+                t0 = time.monotonic()
+                done = subprocess.run([*w.EVALTUI, str(p), "--no-ui", "--fresh"], env=env, capture_output=True, text=True, timeout=900)
+                wall = time.monotonic() - t0
+                print(f"{name:<20} wall {wall:7.2f} s  floor/wall {floor / wall:.2f}  exit {done.returncode}", flush=True)
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("adaptive", "tokens", "overhead", "replicas", "sessions"))
+    ap.add_argument("what", choices=("adaptive", "tokens", "overhead", "replicas", "sessions", "shift"))
     ap.add_argument("--n", type=int, default=None, help="samples (default: 2000 for adaptive, 20000 otherwise)")
     ap.add_argument("--c", type=int, default=128, help="replicas, sessions: requests in flight (default 128)")
     ap.add_argument("--repeat", type=int, default=1)
@@ -211,9 +269,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="tokens: about how long the run lasts (default 60)")
     ap.add_argument("--max-new-tokens", type=int, default=16, help="tokens: what each request is charged besides its prompt until corrected (default 16)")
     args = ap.parse_args()
-    args.n = args.n or (2000 if args.what == "adaptive" else 20000)
+    args.n = args.n or {"adaptive": 2000, "shift": 600}.get(args.what, 20000)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}, python {sys.version.split()[0]}")
-    {"adaptive": adaptive, "tokens": tokens, "overhead": overhead, "replicas": replicas, "sessions": sessions}[args.what](args)
+    {"adaptive": adaptive, "tokens": tokens, "overhead": overhead, "replicas": replicas, "sessions": sessions, "shift": shift}[args.what](args)
     return 0
 
 
