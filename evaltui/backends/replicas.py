@@ -139,6 +139,7 @@ class Router:
         self._gave_up = ""  # the ReplicasDown message, once down_timeout has passed
         self._down_timer: asyncio.TimerHandle | None = None
         self._wake = [asyncio.Event() for _ in replicas]  # wakes a replica's prober: it was ejected
+        self._marks = [(0, 0) for _ in replicas]  # each replica's (requests, errors) when `mark` was called
 
     # ------------------------------------------------------------------ per attempt
     async def acquire(self, avoid: Replica | None = None) -> Replica:
@@ -376,9 +377,13 @@ class Router:
         self._notify(r)
 
     # ------------------------------------------------------------------ reports
+    def mark(self) -> None:
+        """From now on `silent` looks only at the attempts made after this call."""
+        self._marks = [(r.requests, r.errors) for r in self.replicas]
+
     def silent(self) -> bool:
-        """Every replica was tried and none answered (nor refused with a 4xx of its own)."""
-        return all(r.requests and r.errors == r.requests for r in self.replicas)
+        """Every replica was tried since `mark` and every attempt failed (a 4xx counts as failed)."""
+        return all(r.requests > n and r.errors - e == r.requests - n for r, (n, e) in zip(self.replicas, self._marks, strict=True))
 
     def limit(self, max_workers: int) -> int:
         """Requests the model may have in flight now: its replicas' caps (or limits) added up,

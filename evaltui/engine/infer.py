@@ -122,6 +122,7 @@ class WorkerPool:
             return
         # Work added later (a retry) finds out again whether the server is there: it may be down now.
         self._stopped, self._no_server, self._server_seen = "", 0, False
+        self.backend.router.mark()
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
