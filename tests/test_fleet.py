@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.sim import ModelProfile, SimConfig, SimThread, answers_correctly
+
+pytestmark = pytest.mark.reliability  # RELIABILITY.md §2 (issue 16)
 
 ACCURACY = 0.7
 

@@ -121,6 +121,7 @@ def test_the_estimates_in_flight_fit_ahead_seconds_of_the_budget() -> None:
     assert third_at == [pytest.approx(1001.0)]
 
 
+@pytest.mark.reliability
 def test_a_waiter_cancelled_behind_the_oldest_leaves_the_oldest_its_wake_up() -> None:
     # The oldest waiter sleeps until a settlement; one behind it is cancelled. Its way out must
     # not take the oldest one's sleep with it, or the settlement wakes nobody (a hang).

@@ -104,6 +104,7 @@ def test_max_workers_per_url_caps_each_replica(sim_factory) -> None:
     assert a.stats.max_in_flight == b.stats.max_in_flight == 3
 
 
+@pytest.mark.reliability
 def test_a_replica_that_dies_is_ejected_and_its_requests_go_elsewhere_without_costing_retries(sim_factory) -> None:
     # The slow one holds four requests when it is killed: each is cut (or refused when sent
     # again), which says nothing about the request, so each goes to the other for free — the
@@ -141,6 +142,7 @@ def test_a_dead_replica_listed_first_costs_no_request_with_retry_0(sim_factory) 
     assert right(results)
 
 
+@pytest.mark.reliability
 def test_a_replica_that_answers_500_is_avoided_then_ejected(sim_factory) -> None:
     # It fails in a millisecond, so by the fewest in flight alone it would take nearly every
     # request; once it has failed it takes one at a time, until it is ejected.
@@ -157,6 +159,7 @@ def test_a_replica_that_answers_500_is_avoided_then_ejected(sim_factory) -> None
     assert broken.stats.requests_total <= 8
 
 
+@pytest.mark.reliability
 def test_a_429_with_retry_after_holds_only_its_replica(sim_factory) -> None:
     refusing = sim_factory(SimConfig(answer_key=key(), faults=Faults(rate_429=1.0, retry_after=30.0)))
     healthy = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.01)))
@@ -171,6 +174,7 @@ def test_a_429_with_retry_after_holds_only_its_replica(sim_factory) -> None:
     assert refusing.stats.requests_total <= 8  # held for 30 s after its first refusals
 
 
+@pytest.mark.reliability
 def test_a_replica_refusing_with_503_is_not_ejected_and_its_requests_go_elsewhere(sim_factory) -> None:
     full = sim_factory(SimConfig(answer_key=key(), faults=Faults(fail_first=1000, fail_first_kind="503", retry_after=0.0)))
     healthy = sim_factory(SimConfig(answer_key=key(), default=ModelProfile(latency=0.01)))
@@ -334,6 +338,7 @@ def answer(rt: Router, r: Replica) -> None:
     rt.release(r, r.epoch, 0.0, 200)
 
 
+@pytest.mark.reliability
 def test_a_replica_ejected_again_soon_after_it_came_back_waits_longer_each_time() -> None:
     # Its health check passes but its requests fail: it must not come back every second.
     clock = FakeClock()
@@ -360,6 +365,7 @@ def test_a_replica_ejected_again_soon_after_it_came_back_waits_longer_each_time(
     assert waits == [rs.FIRST_BACK_OFF * 2 ** k for k in range(6)] + [rs.MAX_BACK_OFF, rs.MAX_BACK_OFF, rs.FIRST_BACK_OFF]
 
 
+@pytest.mark.reliability
 def test_a_failed_probe_tries_again_within_a_few_seconds() -> None:
     clock = FakeClock()
 
@@ -411,6 +417,7 @@ def test_a_replica_that_failed_before_any_answer_is_ejected_when_another_answers
     assert anyio.run(main) == EJECTED
 
 
+@pytest.mark.reliability
 def test_each_ejected_replica_is_probed_on_its_own() -> None:
     # One replica's health check hangs (up to its timeout): another ejected meanwhile is
     # probed when it is due, and comes back, all the same.
