@@ -140,6 +140,7 @@ class Router:
         self._down_timer: asyncio.TimerHandle | None = None
         self._wake = [asyncio.Event() for _ in replicas]  # wakes a replica's prober: it was ejected
         self._marks = [(0, 0) for _ in replicas]  # each replica's (requests, errors) when `mark` was called
+        self._holds = False  # some replica was held (routing reads the clock from then on)
 
     # ------------------------------------------------------------------ per attempt
     async def acquire(self, avoid: Replica | None = None) -> Replica:
@@ -214,6 +215,7 @@ class Router:
         until = self._clock() + seconds
         if until > r.held_until:
             r.held_until = until
+            self._holds = True
             asyncio.get_running_loop().call_later(seconds, self._hand_off)  # its waiters may go then
 
     # ------------------------------------------------------------------ routing
@@ -222,14 +224,17 @@ class Router:
         else can take the attempt."""
         best: Replica | None = None
         least = 0
-        n = len(self.replicas)
-        now = self._clock() if self._several else 0.0
-        for k in range(n):
-            r = self.replicas[(self._turn + k) % n]
-            if r is avoid or not self._open(r, now):
+        replicas, n, seen = self.replicas, len(self.replicas), self.seen
+        now = self._clock() if self._holds else 0.0
+        for k in range(n):  # _open and _in_doubt, inlined: this runs for every attempt
+            r = replicas[(self._turn + k) % n]
+            if r is avoid or r.state != UP or r.held_until > now:
                 continue
+            doubt = r.failures > 0 or r.refused_since is not None
             load = r.in_flight
-            if not self.seen and _in_doubt(r):
+            if load >= (1 if doubt else r.capacity()):
+                continue
+            if doubt and not seen:
                 load += LAST  # nothing has answered yet: one that failed goes only where no other can
             if best is None or load < least:
                 best, least = r, load
