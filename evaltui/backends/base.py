@@ -22,7 +22,7 @@ import anyio
 from yarl import URL
 
 from evaltui import fastjson
-from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
+from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
 from evaltui.redaction import redact
 
 if TYPE_CHECKING:
@@ -130,16 +130,9 @@ def parse_retry_after(value: str | None) -> float | None:
 MESSAGE_CHARS, TEXT_CHARS, SNIPPET_CHARS = 1000, 500, 200
 
 
-def clipped(text: str, secrets: tuple[str, ...], limit: int) -> str:
-    """`text` on one line, at most `limit` characters, with `secrets` masked before it is cut (so a
-    key the cut falls inside leaves nothing behind); only a bounded head of a huge body is looked at."""
-    head = text[: 4 * limit + 4096]
-    return " ".join(redact(head, secrets).split())[:limit]
-
-
-def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
+def server_message(reply: Reply) -> str:
     """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the
-    text (shortened, with `secrets` masked first: servers and proxies echo requests back)."""
+    text — on one line, shortened (the secrets in it are masked when the failure leaves `_post`)."""
     try:
         data = fastjson.loads(reply.body)
     except ValueError:
@@ -147,11 +140,11 @@ def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict) and err.get("message"):
-            return clipped(str(err["message"]), secrets, MESSAGE_CHARS)
+            return one_line(str(err["message"]), MESSAGE_CHARS)
         for key in ("message", "detail", "error"):
             if isinstance(data.get(key), str) and data[key]:
-                return clipped(data[key], secrets, MESSAGE_CHARS)
-    text = clipped(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), secrets, TEXT_CHARS)
+                return one_line(data[key], MESSAGE_CHARS)
+    text = one_line(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), TEXT_CHARS)
     return text or reply.reason or f"HTTP {reply.status}"
 
 
@@ -178,12 +171,12 @@ def is_event_stream(reply: Reply) -> bool:
     return reply.headers.get("content-type", "").startswith("text/event-stream") or reply.body.startswith(b"data:")
 
 
-def unparseable(reply: Reply, error: Exception, secrets: tuple[str, ...]) -> str:
-    """What came instead of the protocol's JSON, masked and shortened; an HTML page said as such."""
-    snippet = clipped(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), secrets, SNIPPET_CHARS)
+def unparseable(reply: Reply, error: Exception) -> str:
+    """What came instead of the protocol's JSON, shortened; an HTML page said as such."""
+    snippet = one_line(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), SNIPPET_CHARS)
     if "html" in reply.headers.get("content-type", "") or snippet.startswith("<"):
         return f"the server answered with an HTML page, not JSON (is the model's url its API?): {snippet!r}"
-    return f"unparseable reply ({error}): {snippet!r}"
+    return f"unparseable reply ({one_line(str(error), SNIPPET_CHARS)}): {snippet!r}"
 
 
 class Backend(ABC):
@@ -216,8 +209,9 @@ class Backend(ABC):
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
-        # what this backend sends that a server may echo back (masked in any form, whole or in part)
-        self._secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
+        #: What this backend sends that a server may echo back (masked in any form, whole or in part,
+        #: in its failures; the engine masks its own failure messages with the same).
+        self.secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
 
     @abstractmethod
@@ -228,8 +222,15 @@ class Backend(ABC):
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
 
     async def _post(self, url: URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
-        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError."""
-        body = fastjson.dumps(payload)
+        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError,
+        its message masked here, once (each piece of it was cut short where it was made)."""
+        try:
+            return await self._attempts(url, fastjson.dumps(payload), parse)
+        except BackendError as e:
+            e.message = redact(e.message, self.secrets)
+            raise
+
+    async def _attempts(self, url: URL, body: bytes, parse: Callable[[Any], T]) -> T:
         attempts = self.cfg.retry + 1
         last: BackendError | None = None
         retry_after: float | None = None
@@ -241,41 +242,47 @@ class Backend(ABC):
             retry_after = None
             try:
                 reply = await self.client.post(url, body, self._headers, self._timeout)
+                message = None
             except ReplyTooLarge as e:
-                raise BackendError("reply-too-large", e.message, status=e.status, attempts=attempt) from None
+                if 200 <= e.reply.status < 300:  # the same question gets as long an answer again
+                    raise BackendError("reply-too-large", e.message, status=e.reply.status, attempts=attempt) from None
+                reply, message = e.reply, e.message  # an error reply too large to read: its status decides
             except RequestFailed as e:
                 if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                     raise BackendError("connect", e.message, attempts=attempt) from None
                 last = BackendError(e.kind, e.message, attempts=attempt, retryable=True)
                 continue
-            status = reply.status
-            if 200 <= status < 300:
+            if 200 <= reply.status < 300:
                 try:
                     return parse(reply_json(reply.body))
                 except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
                     if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
-                        raise BackendError("bad-reply", EVENT_STREAM, status=status, attempts=attempt) from None
-                    last = BackendError("bad-reply", unparseable(reply, e, self._secrets), status=status, attempts=attempt, retryable=True)
+                        raise BackendError("bad-reply", EVENT_STREAM, status=reply.status, attempts=attempt) from None
+                    last = BackendError("bad-reply", unparseable(reply, e), status=reply.status, attempts=attempt, retryable=True)
                     continue
                 except BackendError as e:
                     e.attempts = attempt
                     raise
-            message = server_message(reply, self._secrets)
-            if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
-                where = reply.headers.get("location", "")
-                message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
-            elif status in (404, 405):
-                message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
-            if status in RETRY_STATUSES or status >= 500:
-                retry_after = parse_retry_after(reply.headers.get("retry-after"))
-                if status == 429 and retry_after:
-                    self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
-                last = BackendError("http", message, status=status, attempts=attempt, retryable=True)
-                continue
-            raise BackendError("http", message, status=status, attempts=attempt)
+            last = self._http_error(reply, message or server_message(reply), url, attempt)
+            if not last.retryable:
+                raise last
+            retry_after = parse_retry_after(reply.headers.get("retry-after"))
+            if reply.status == 429 and retry_after:
+                self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
         assert last is not None
         last.attempts = attempts
         raise last
+
+    def _http_error(self, reply: Reply, message: str, url: URL, attempt: int) -> BackendError:
+        """The failure a non-2xx reply is, said so a user can act on it; retryable for 408, 429, 5xx."""
+        status = reply.status
+        if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
+            where = one_line(reply.headers.get("location", ""), TEXT_CHARS)
+            message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
+        elif status in (404, 405):
+            message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
+        retryable = status in RETRY_STATUSES or status >= 500
+        return BackendError("http", message, status=status, attempts=attempt, retryable=retryable)
 
 
 def ppl_from_logprobs(logprobs: list[float]) -> float:

@@ -24,19 +24,21 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.backends import Backend, BackendError
+from evaltui.backends.client import one_line
 from evaltui.datasets import DatasetError, Sample, open_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.ending import PairEnding
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.redact import model_secrets, redact
 from evaltui.engine.runs import DatasetRun, ShardRun
 from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.redaction import redact
 
 # Samples in a row that found no server (connection refused, unknown host, or every request
 # refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
 # wrong URL or a server that is not up would otherwise grind through every sample's retries.
 NO_SERVER_AFTER = 8
+INTERNAL_CHARS = 1000  # of an unexpected exception's text kept as a sample's failure
 _NO_SERVER_STATUSES = (401, 403, 404, 405)
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
@@ -93,7 +95,6 @@ class WorkerPool:
         self._early_start_below = 2 * model.max_workers
         self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
-        self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
@@ -321,10 +322,9 @@ class WorkerPool:
                 entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
             else:
                 entry.update(prediction=await self.backend.generate(sample.prompt, sample.system), gold=sample.target)
-        except BackendError as e:
-            error = e.as_dict()
-            entry.update(prediction="", gold=sample.target, error={**error, "message": redact(error["message"], self._secrets)})
+        except BackendError as e:  # its message cut short and masked by the backend
+            entry.update(prediction="", gold=sample.target, error=e.as_dict())
         except Exception as e:  # a bug must cost one sample, not the whole run
-            message = redact(f"{type(e).__name__}: {e}", self._secrets)
+            message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), self.backend.secrets)
             entry.update(prediction="", gold=sample.target, error={"type": "internal", "status": None, "message": message, "attempts": 1})
         return entry
