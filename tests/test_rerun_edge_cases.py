@@ -260,7 +260,7 @@ def test_leftovers_of_a_killed_run_are_cleared(tmp_path: Path, sim_factory) -> N
     wd = WorkDir(tmp_path / "out")
     wd.prepare()
     mark(wd.root)  # a killed run had marked its work dir
-    junk = [wd.root / "predictions" / ".d.json.abc123.tmp", wd.sandbox_dir / "evaltui-exec-x" / "program.py"]
+    junk = [wd.root / "predictions" / "m" / ".d.json.abc123xy.tmp", wd.sandbox_dir / "evaltui-exec-x" / "program.py"]
     for j in junk:
         j.parent.mkdir(parents=True, exist_ok=True)
         j.write_text("left by a kill -9")

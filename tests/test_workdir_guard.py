@@ -312,3 +312,28 @@ def test_the_lock_is_released_when_marking_the_work_dir_fails(tmp_path: Path, mo
     assert main([str(_plan(tmp_path)), "--no-ui"]) == 2
     assert "No space left on device" in capsys.readouterr().out
     os.close(WorkDir(tmp_path / "out").lock())  # WorkDirBusy had the failed run kept its lock
+
+
+def test_start_up_clears_only_temporaries_with_evaltuis_own_names(tmp_path: Path) -> None:
+    """mkstemp's temporaries are `.<a file evaltui writes there>.<exactly 8 random>.tmp`; a user's
+    `.user.backup.tmp` (6 letters where the random ones go) or `.notes.abcdefgh.tmp` (a name
+    evaltui never writes) is theirs."""
+    from evaltui.engine.workdir import WorkDir
+
+    wd = WorkDir(tmp_path / "wd")
+    ours = [
+        ".plan.toml.k2j_9xq1.tmp", ".infer_heartbeat.abcdefgh.tmp", "infer_status/m/.d_1.json.a1b2c3d4.tmp",
+        "predictions/m/.d.json.zz_zz_zz.tmp", "predictions/m/.tmp_d_0.jsonl.q1w2e3r4.tmp", "results/m/.d.json.00000000.tmp",
+        "summary/.summary_20261203_120000.csv.abcd1234.tmp",
+    ]
+    theirs = [
+        "predictions/.user.backup.tmp", "predictions/m/.user.backup.tmp", ".notes.abcdefgh.tmp", ".plan.toml.abc.tmp",
+        "predictions/m/.d.json.abcdefghi.tmp", "results/m/deeper/.d.json.abcdefgh.tmp", "summary/.mine.abcdefgh.tmp",
+        "infer_status/m/.d.txt.abcdefgh.tmp",
+    ]
+    for name in ours + theirs:
+        (wd.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (wd.root / name).write_text("x")
+    wd.clear_leftovers()
+    assert [n for n in ours if (wd.root / n).exists()] == []
+    assert [n for n in theirs if not (wd.root / n).exists()] == []
