@@ -65,3 +65,27 @@ def test_a_folder_is_measured_by_what_it_holds_each_entry_at_least_a_block(tmp_p
     measured = folder_bytes(str(tmp_path), 1 << 40)
     assert 3 * 2**20 + 11 * _BLOCK <= measured <= 3 * 2**20 + 20 * _BLOCK
     assert folder_bytes(str(tmp_path), 2**20) > 2**20  # stops once past what it was asked about
+
+
+def test_a_cgroup_is_made_limited_and_removed_and_a_dead_evaltuis_are_swept(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """On a fake v1 tree (plain folders): the files written, the folder removed after; the empty
+    cgroups of an evaltui that was killed (a pid no process has) removed, a live one's kept."""
+    import os
+
+    from evaltui.scoring.sandbox_watch import MemoryCgroup
+
+    own = tmp_path / "memory" / "job"
+    for name in ("evaltui-999999999-0", f"evaltui-{os.getpid()}-99", "evaltui-1-0", "someone-else"):
+        (own / name).mkdir(parents=True)
+    proc = _proc(tmp_path, "4:memory:/job\n", "35 31 0:32 / {root}/memory rw - cgroup cgroup rw,memory\n")
+    monkeypatch.setattr(MemoryCgroup, "_unavailable", False)
+    monkeypatch.setattr(MemoryCgroup, "_swept", False)
+    group = MemoryCgroup.make(512 * 2**20, proc)
+    assert group is not None and group.path.parent == own
+    assert (group.path / "memory.limit_in_bytes").read_text() == str(512 * 2**20)
+    (group.path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    assert group.oom_killed()
+    for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control"):
+        (group.path / name).unlink(missing_ok=True)  # (a real cgroup's files go with it)
+    group.close()
+    assert sorted(p.name for p in own.iterdir()) == sorted([f"evaltui-{os.getpid()}-99", "evaltui-1-0", "someone-else"])

@@ -48,7 +48,6 @@ and samples are started from a thread pool inside a threaded app.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -211,11 +210,11 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
             "fsize": FSIZE_LIMIT,
             "nproc": _user_processes(os.getuid() or NOBODY) + EXTRA_PROCESSES,
             "nobody": NOBODY,
-            "namespaces": NAMESPACES,
+            "namespaces": int(NAMESPACES),
         }
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", _CHILD, json.dumps(settings)],
+                [sys.executable, "-I", "-B", _CHILD, *(f"{k}={v}" for k, v in settings.items())],
                 cwd=home,
                 env=_sandbox_env(home),
                 stdin=subprocess.DEVNULL,

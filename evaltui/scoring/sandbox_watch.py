@@ -69,6 +69,7 @@ class MemoryCgroup:
 
     _counter = itertools.count()
     _unavailable = False  # once making one failed in this process, no more tries
+    _swept = False  # the cgroups a killed evaltui left behind are removed once per process
 
     def __init__(self, path: Path, events: str) -> None:
         self.path = path
@@ -84,6 +85,9 @@ class MemoryCgroup:
             cls._unavailable = True
             return None
         parent, version = found
+        if not cls._swept:
+            cls._swept = True
+            _sweep(parent)
         path = parent / f"evaltui-{os.getpid()}-{next(cls._counter)}"
         try:
             path.mkdir()
@@ -141,6 +145,19 @@ class MemoryCgroup:
                     return
                 except OSError:  # busy for a moment while the killed exit
                     time.sleep(0.002)
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the (empty) cgroups of evaltuis that died before removing their own (kill -9)."""
+    for path in parent.glob("evaltui-*-*"):
+        try:
+            pid = int(path.name.split("-")[1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):  # still holding a process, or not ours to remove
+                path.rmdir()
+        except (ValueError, OSError):  # not a number, or alive (PermissionError: someone else's)
+            continue
 
 
 def memory_hierarchy(proc: str = "/proc/self") -> tuple[Path, int] | None:
