@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from test_code_exec_root import SYSTEM_PYTHON, sandbox_loader
+from test_code_exec_sandbox import FORKED_MEMORY
 
 from evaltui.scoring.sandbox import MEMORY_LIMIT, PASSED
 from evaltui.scoring.sandbox_child import CLONE_NEWUSER, EXTRA_PROCESSES
@@ -121,11 +122,7 @@ def test_in_a_user_namespace_sockets_udp_and_the_process_count_are_the_sandboxs_
                 "import os, time\nn = 0\ntry:\n    for _ in range(400):\n        if os.fork() == 0:\n            time.sleep(60)\n            os._exit(0)\n"
                 "        n += 1\nexcept OSError:\n    raise SystemExit(f'fork refused after {n}')\n"
             ),
-            "memory": (
-                "import os, time\nkids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n        block = bytearray(200 * 2**20)\n"
-                "        for i in range(0, len(block), 4096):\n            block[i] = 1\n        time.sleep(2)\n        os._exit(0)\n    kids.append(pid)\n"
-                "for pid in kids:\n    os.waitpid(pid, 0)\n"
-            ),
+            "memory": FORKED_MEMORY,
             "capabilities": "raise SystemExit(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n",
         }
         results = run_as_user(programs, open_dir)
