@@ -1,4 +1,4 @@
-"""Command line: `evaltui PLAN.toml [--no-ui]`, `evaltui serve-sim`, `--help`, `--version`.
+"""Command line: `evaltui PLAN.toml [--no-ui]`, `evaltui watch WORK_DIR`, `evaltui serve-sim`, `--help`, `--version`.
 
 Only the interactive path may import textual; this module and the headless path never do, so a
 `--no-ui` run starts in a fraction of a second.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from evaltui import __version__
 
 if TYPE_CHECKING:
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.source import RunSource
 
 EXIT_USAGE = 2
 
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="evaltui",
         description="Evaluate LLMs served over HTTP: concurrent inference, live scoring, a leaderboard.",
-        epilog="Also: `evaltui serve-sim --help` for the bundled simulated model server.",
+        epilog="Also: `evaltui watch --help` to follow a run from its work dir, `evaltui serve-sim --help` for the bundled simulated model server.",
     )
     p.add_argument("plan", metavar="PLAN.toml", help="the evaluation plan (see README.md)")
     p.add_argument("--no-ui", action="store_true", help="run headless: plain progress lines and the final table")
@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         from evaltui.sim.cli import main as sim_main
 
         return sim_main(argv[1:], prog="evaltui serve-sim")
+    if argv and argv[0] == "watch":
+        return watch_main(argv[1:])
     args = build_parser().parse_args(argv)
 
     from evaltui.plan import PlanError, load_plan, select
@@ -97,7 +99,42 @@ def main(argv: list[str] | None = None) -> int:
     return run_headless(runner, as_json=args.json)
 
 
-def _run_interactive(runner: Runner, theme: str | None) -> int:
+def build_watch_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="evaltui watch",
+        description=(
+            "Follow a run from its work dir, read-only: one another evaltui is writing (from cron, CI, another shell), "
+            "one that has ended or was killed, or an OpenCompass run (outputs/<name>/<timestamp>). "
+            "It never writes to the work dir and never takes its lock."
+        ),
+        epilog="Retrying needs the plan: `evaltui PLAN.toml` resumes the run and retries only what failed.",
+    )
+    p.add_argument("work_dir", metavar="WORK_DIR", help="the run's work dir (evaltui's, or an OpenCompass outputs/<name>/<timestamp>)")
+    p.add_argument("--no-ui", action="store_true", help="print the progress lines of a headless run until the run ends, then the leaderboard")
+    p.add_argument("--theme", metavar="NAME", help="the interactive view's theme (see themes/; remembered)")
+    return p
+
+
+def watch_main(argv: list[str]) -> int:
+    """`evaltui watch`: exit 0 when every pair the run took up was scored, 1 otherwise (also
+    when left before the run ended), 2 when the folder is no work dir, 130 on Ctrl-C."""
+    args = build_watch_parser().parse_args(argv)
+    from evaltui.engine.follow import Follower, NotAWorkDir, open_view
+    from evaltui.headless import follow_headless
+
+    try:
+        view = open_view(Path(args.work_dir).resolve())
+    except NotAWorkDir as e:
+        print(f"evaltui watch: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    headless = args.no_ui or not sys.stdout.isatty()
+    follower = Follower(view, until_over=headless)
+    if not headless:
+        return _run_interactive(follower, args.theme)
+    return follow_headless(follower, follower.log_interval)
+
+
+def _run_interactive(runner: RunSource, theme: str | None) -> int:
     """The Textual session; textual is imported here and only here."""
     from evaltui.ui.session import run_app
     from evaltui.ui.themes import load_themes

@@ -1,4 +1,5 @@
 """The `--no-ui` renderer: plain lines for CI, SSH and cron, and the leaderboard at the end.
+The same lines follow a run another process drives (`evaltui watch --no-ui`).
 
 It consumes the same event stream as the interactive app: one line per state change (the same
 words as logs/run.log), a progress line every `log_interval`, then the table and the paths of
@@ -20,6 +21,7 @@ from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
 from evaltui.engine.runlog import EventLines
 from evaltui.engine.runner import Runner
+from evaltui.engine.source import RunSource
 from evaltui.engine.state import RunState
 
 if TYPE_CHECKING:
@@ -78,7 +80,22 @@ class HeadlessRenderer:
             elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
                 parts.append(f"{p.model}/{p.dataset} scoring")
         running = "; ".join(parts) if parts else "no dataset running"
-        return f"progress: {c + f}/{n} samples, {f} failed | {running}"
+        fleet = "".join(f" | {part}" for part in map(self._fleet_part, self.state.load.values()) if part)
+        return f"progress: {c + f}/{n} samples, {f} failed | {running}{fleet}"
+
+    def _fleet_part(self, load: ev.ModelLoad) -> str:
+        """A model with several replicas or an adaptive limit: its limit now, and how many are up."""
+        if not load.replicas:
+            return ""
+        text = f"{load.model}: {load.in_flight} in flight, limit {load.limit} (max {load.max_workers})"
+        if len(load.replicas) > 1:
+            views = self.state.replicas.get(load.model, {})
+            up = sum(1 for v in views.values() if v.state == "up")
+            text += f", replicas {up}/{len(load.replicas)} up"
+        down = self.state.down_for(load.model)
+        if down is not None:
+            text += f", all down for {_fmt_secs(down)}"
+        return text
 
     async def tick(self) -> None:
         while True:
@@ -124,20 +141,25 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
 
 def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = None) -> int:
     """Run to the end printing lines; the exit code of SPEC §2."""
+    return follow_headless(runner, runner.plan.run.log_interval, as_json=as_json, out=out)
+
+
+def follow_headless(source: RunSource, log_interval: float, *, as_json: bool = False, out: TextIO | None = None) -> int:
+    """Drive a runner, or follow a run (`evaltui watch --no-ui`), to its end printing lines."""
     out = out or (sys.stderr if as_json else sys.stdout)
-    renderer = HeadlessRenderer(out, log_interval=runner.plan.run.log_interval)
-    runner.subscribe(renderer)
+    renderer = HeadlessRenderer(out, log_interval=log_interval)
+    source.subscribe(renderer)
 
     async def main() -> int:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, runner)
+            tg.start_soon(_cancel_on_signal, source)
             tg.start_soon(renderer.tick)
-            code = await runner.run()
+            code = await source.run()
             tg.cancel_scope.cancel()
         return code
 
     code = anyio.run(main)
-    runner.close()  # the simulator, if the plan has sim:// models
+    source.close()  # the simulator, if the plan has sim:// models
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:
         from evaltui.scoring import render_txt
@@ -150,12 +172,14 @@ def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = 
     return code
 
 
-async def _cancel_on_signal(runner: Runner) -> None:
+async def _cancel_on_signal(source: RunSource) -> None:
     """First Ctrl-C / SIGTERM / SIGHUP (the SSH session closed): stop gracefully, work kept,
     statuses saying so. A second one: leave at once."""
+    asked = False
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
-            if runner.interrupted:
+            if asked:
                 sys.stderr.write("interrupted twice: leaving now (finished samples are on disk)\n")
                 os._exit(130)
-            runner.cancel()
+            asked = True
+            source.cancel()

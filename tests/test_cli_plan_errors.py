@@ -107,6 +107,23 @@ def _set(path: str, value: Any) -> Edit:
     return edit
 
 
+def _two(*edits: tuple[str, Any]) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        for dotted, value in edits:
+            _set(dotted, value)(data)
+
+    return edit
+
+
+def _both_urls_and(key: str, value: Any) -> Edit:
+    """models[0] with two replicas and max_workers 16, and `key` set."""
+    return _two(("models.0.url", ["http://127.0.0.1:1/generate", "http://127.0.0.1:2/generate"]), ("models.0.max_workers", 16), (f"models.0.{key}", value))
+
+
+def _adaptive_with(key: str, value: Any) -> Edit:
+    return _two(("models.0.concurrency", "adaptive"), ("models.0.max_workers", 16), (f"models.0.{key}", value))
+
+
 _DELETE = object()
 
 CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
@@ -171,6 +188,29 @@ CASES: list[tuple[str, Edit, tuple[str, ...]]] = [
     ("abbr-shard-collision", _set("datasets.1.abbr", "math_1"), ("datasets[1].abbr: 'math_1' would share files", "'math'")),
     ("template-format-spec", _set("datasets.0.prompt", "Q: {question:d}"), ("datasets[0].prompt: record 0 cannot fill this template", "ValueError")),
     ("template-nested-key", _set("datasets.0.prompt", "Q: {question[x]}"), ("datasets[0].prompt: record 0 cannot fill this template",)),
+    # replicas, adaptive concurrency, pacing (issue 16)
+    ("url-not-a-string", _set("models.0.url", 8000), ("models[0].url: expected a URL (a string) or a list of them",)),
+    ("url-list-empty", _set("models.0.url", []), ("models[0].url: needs at least one URL",)),
+    ("url-list-item-not-a-string", _set("models.0.url", ["http://127.0.0.1:1/generate", 2]), ("models[0].url: item 1 of the list is not a string",)),
+    ("url-list-item-bad", _set("models.0.url", ["http://127.0.0.1:1/generate", "ftp://x/generate"]), ("models[0].url[1]:", "http://")),
+    ("url-list-duplicate", _set("models.0.url", ["http://127.0.0.1:1/generate", "http://127.0.0.1:1/generate/"]), ("models[0].url[1]: the same URL as url[0]",)),
+    ("url-list-with-sim", _set("models.0.url", ["sim://", "http://127.0.0.1:1/generate"]), ("models[0].url[0]: a sim:// URL stands alone",)),
+    ("url-list-with-credentials", _set("models.1.url", ["http://127.0.0.1:1/v1", "https://u:p@127.0.0.1:2/v1"]), ("models[1].url[1]: holds credentials",)),
+    ("per-url-with-one-url", _set("models.0.max_workers_per_url", 4), ("models[0].max_workers_per_url: only used with several urls",)),
+    ("per-url-above-max", _both_urls_and("max_workers_per_url", 64), ("models[0].max_workers_per_url: must be ≤ max_workers (16) (got 64)",)),
+    ("per-url-zero", _both_urls_and("max_workers_per_url", 0), ("models[0].max_workers_per_url: must be ≥ 1 (got 0)",)),
+    ("concurrency-unknown", _set("models.0.concurrency", "auto"), ("models[0].concurrency: must be one of", "'fixed'", "'adaptive'", "'auto'")),
+    ("min-workers-with-fixed", _set("models.0.min_workers", 2), ("models[0].min_workers: only used when concurrency = 'adaptive'",)),
+    ("min-workers-above-max", _adaptive_with("min_workers", 32), ("models[0].min_workers: must be ≤ max_workers (16) (got 32)",)),
+    ("min-workers-zero", _adaptive_with("min_workers", 0), ("models[0].min_workers: must be ≥ 1 (got 0)",)),
+    ("requests-per-minute-and-rate", _two(("models.0.rate_per_worker", 2.0), ("models.0.requests_per_minute", 120.0)),
+     ("models[0].requests_per_minute: the same limit as rate_per_worker", "set one of them")),
+    ("requests-per-minute-negative", _set("models.0.requests_per_minute", -1.0), ("models[0].requests_per_minute: must be ≥ 0",)),
+    ("tokens-per-minute-negative", _set("models.0.tokens_per_minute", -5.0), ("models[0].tokens_per_minute: must be ≥ 0",)),
+    ("tokens-per-minute-too-small", _set("models.0.tokens_per_minute", 500.0), ("models[0].tokens_per_minute:", "max_new_tokens (1024)", "no request fits")),
+    ("tokens-per-minute-string", _set("models.0.tokens_per_minute", "60k"), ("models[0].tokens_per_minute: expected a number",)),
+    ("down-timeout-zero", _set("models.0.down_timeout", 0.0), ("models[0].down_timeout: must be > 0",)),
+    ("down-timeout-huge", _set("models.0.down_timeout", 1e9), ("models[0].down_timeout: must be ≤ 86400",)),
 ]
 
 

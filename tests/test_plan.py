@@ -87,6 +87,29 @@ def test_valid_plan_loads_with_spec_defaults(tmp_path: Path) -> None:
     assert d.evaluator is not None and d.evaluator.type == "gsm8k"
 
 
+def test_replicas_adaptive_concurrency_and_pacing_load_and_round_trip(tmp_path: Path) -> None:
+    data = base_plan()
+    urls = ["http://10.0.0.1:8000/generate", "http://10.0.0.2:8000/generate"]
+    data["models"][0].update(url=urls, max_workers=64, max_workers_per_url=40, concurrency="adaptive", min_workers=4,
+                             requests_per_minute=600.0, tokens_per_minute=90_000.0, down_timeout=60.0)
+    plan = load_plan(write_plan(tmp_path, data))
+    m = plan.models[0]
+    assert m.urls == tuple(urls) and m.url == urls
+    assert (m.max_workers_per_url, m.concurrency, m.min_workers, m.down_timeout) == (40, "adaptive", 4, 60.0)
+    assert m.request_rate == 10.0 and m.tokens_per_minute == 90_000.0  # 600 a minute is rate_per_worker = 10
+    other = plan.models[1]
+    assert other.urls == (other.url,) and other.concurrency == "fixed" and other.min_workers is None
+    assert other.down_timeout == 300.0 and other.request_rate == other.tokens_per_minute == 0
+    again = load_plan(write_plan(tmp_path, {**plan.snapshot(), "title": "again"}, name="again.toml"))
+    assert again.models[0].urls == tuple(urls) and again.models[0].request_rate == 10.0
+
+
+def test_rate_per_worker_alone_is_the_request_rate(tmp_path: Path) -> None:
+    data = base_plan()
+    data["models"][0]["rate_per_worker"] = 2.5
+    assert load_plan(write_plan(tmp_path, data)).models[0].request_rate == 2.5
+
+
 @pytest.mark.parametrize(("cpus", "expected"), [(2, 6), (1, 5), (28, 32), (96, 32), (None, 5)])
 def test_default_max_workers_is_cpu_count_plus_4_capped_at_32(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpus: int | None, expected: int

@@ -50,6 +50,8 @@ CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
     ("a sample answered: its row", running(), ev.SampleFinished("m", "d", 0, 1), Delta(MD)),
     ("a sample failed: its row and a line in the failures pane", running(), ev.SampleFailed("m", "d", 0, 1, ERR), Delta(MD, failures=1)),
     ("the load: the strip shows it on its clock", running(), ev.ModelLoad("m", 3, 8, 1, 10), NOTHING),
+    ("a replica ejected: the strip and the model's breakdown", running(), ev.ReplicaStateChanged("m", "http://a", "ejected", "connect: refused", 1.0), Delta(fleet=True)),
+    ("every replica down: the same", running(), ev.ReplicasDown("m", 300.0, "http://a: connect: refused"), Delta(fleet=True)),
     ("a beat: the strip shows its age on its clock", running(), ev.Heartbeat(1.0), NOTHING),
     ("the simulator's address: shown nowhere", running(), ev.SimulatorStarted("http://127.0.0.1:1"), NOTHING),
     ("a first shard runs: the pair runs", planned(("m", "d"), shards=2), ev.ShardStatusChanged("m", "d", 0, 2, PairStatus.RUNNING, 5, 0, 0), Delta(MD, statuses=True)),

@@ -21,10 +21,11 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 
 
-def make_backend(cfg: ModelConfig, client: ModelClient, *, url: str | None = None, **kwargs: Any) -> Backend:
-    """The backend for `cfg.type`; the API key is read from the environment here and only here."""
+def make_backend(cfg: ModelConfig, client: ModelClient, **kwargs: Any) -> Backend:
+    """The backend for `cfg.type` (`url=` or `urls=`: where the engine resolved the plan's urls
+    to); the API key is read from the environment here and only here."""
     api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
-    return BACKENDS[cfg.type](cfg, client, api_key=api_key, url=url, **kwargs)
+    return BACKENDS[cfg.type](cfg, client, api_key=api_key, **kwargs)
 
 
 __all__ = ["Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "make_backend", "make_client", "BACKENDS"]

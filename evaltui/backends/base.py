@@ -1,9 +1,11 @@
-"""What every backend shares: the retry policy, the token bucket and error classes.
+"""What every backend shares: the retry policy, the request and token budgets, error classes.
 
 The reference client retried some failures forever, dropped others on the floor, and let the
 rate limit be bypassed under concurrency. Here a single loop, `Backend._post`, owns every
-attempt: each one waits for a token, has its own timeout, is classified (retry or fail now),
-and the loop is bounded by `retry` on every path.
+attempt: each one waits for its request and token budgets, is given a replica by the model's
+Router (replicas.py: routing, caps, the adaptive limit, ejection), has its own timeout, is
+classified (retry or fail now), and the loop is bounded by `retry` on every path — a re-send
+after its replica was ejected does not count, and is bounded on its own.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import math
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -22,7 +25,10 @@ import anyio
 from yarl import URL
 
 from evaltui import fastjson
+from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
+from evaltui.backends.pacing import TokenBudget, estimate_tokens
+from evaltui.backends.replicas import NO_REPLY, TIMED_OUT, Replica, ReplicasDown, Router
 from evaltui.redaction import redact
 
 if TYPE_CHECKING:
@@ -34,6 +40,7 @@ RETRY_STATUSES = frozenset({408, 429})
 URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
 MAX_BACKOFF = 60.0
 MAX_RETRY_AFTER = 300.0
+PROBE_TIMEOUT = 10.0  # s a health check of an ejected replica may take (at most the model's timeout)
 
 
 class BackendError(Exception):
@@ -179,6 +186,18 @@ def unparseable(reply: Reply, error: Exception) -> str:
     return f"unparseable reply ({one_line(str(error), SNIPPET_CHARS)}): {snippet!r}"
 
 
+class _Retry(Exception):
+    """An attempt that failed in a way worth another (`free`: its replica went out of service)."""
+
+    def __init__(self, error: BackendError, *, retry_after: float | None = None, free: bool = False):
+        self.error, self.retry_after, self.free = error, retry_after, free
+
+
+#: The replica that answered the latest request of the running task (a worker): set by `_post`
+#: when a reply is accepted, read with `Backend.answered_by()` after `generate`/`ppl` return.
+_ANSWERED_BY: ContextVar[str] = ContextVar("evaltui_answered_by", default="")
+
+
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
 
@@ -193,26 +212,58 @@ class Backend(ABC):
         *,
         api_key: str | None = None,
         url: str | None = None,
+        urls: Sequence[str] | None = None,
         backoff: Backoff | None = None,
         bucket: TokenBucket | None = None,
+        tokens: TokenBudget | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ):
+        """`urls` (or `url`): where the engine resolved the plan's urls to (a simulator's)."""
         self.cfg = cfg
         self.client = client
-        self.url = url or cfg.url
+        self.urls = list(urls or ([url] if url else cfg.urls))
+        self.url = self.urls[0]
         self.backoff = backoff or Backoff(base=cfg.backoff)
-        self.bucket = bucket or TokenBucket(cfg.rate_per_worker)
+        self.bucket = bucket or TokenBucket(cfg.request_rate)
+        if tokens is None and cfg.tokens_per_minute:
+            tokens = TokenBudget(cfg.tokens_per_minute)
+        self.tokens = tokens  # tokens_per_minute, or None
+        self._max_new_tokens = max_new_tokens(cfg.generation_kwargs)
         self._sleep = sleep
+        self._clock = clock
         self.retries = 0  # attempts beyond each request's first, for the engine's load report
+        self.tokens_used = 0  # tokens charged for answered requests (the server's count when it gives one)
         headers = {"content-type": "application/json", "accept": "application/json"}
         headers.update({k.lower(): v for k, v in cfg.headers.items()})  # one of each, whatever the case
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
+        self._probe_headers = {k: v for k, v in headers.items() if k != "content-type"}
         #: What this backend sends that a server may echo back (masked in any form, whole or in part,
-        #: in its failures; the engine masks its own failure messages with the same).
+        #: in its failures; the engine masks its own messages with the same).
         self.secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
+        self._probe_timeout = aiohttp.ClientTimeout(total=min(cfg.timeout, PROBE_TIMEOUT))
+        self.router = Router(self._replicas(), down_timeout=cfg.down_timeout, probe=self._health, clock=clock)
+
+    def _replicas(self) -> list[Replica]:
+        cfg = self.cfg
+        cap = cfg.max_workers_per_url or cfg.max_workers
+        adaptive = cfg.concurrency == "adaptive"
+        lo = max(1, -(-(cfg.min_workers or 1) // len(self.urls)))  # min_workers shared out, rounded up
+        return [
+            Replica(i, u, self._endpoint_url(u), self._health_url(u), cap, AdaptiveLimit(min(lo, cap), cap, clock=self._clock) if adaptive else None)
+            for i, u in enumerate(self.urls)
+        ]
+
+    @abstractmethod
+    def _endpoint_url(self, url: str) -> URL:
+        """Where this protocol's requests go on the server at `url` (a plan url)."""
+
+    @abstractmethod
+    def _health_url(self, url: str) -> URL:
+        """What tells whether the server at `url` is up: its health check, probed after an ejection."""
 
     @abstractmethod
     async def generate(self, prompt: str, system: str = "") -> str:
@@ -221,68 +272,146 @@ class Backend(ABC):
     async def ppl(self, text: str) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
 
-    async def _post(self, url: URL, payload: dict[str, Any], parse: Callable[[Any], T]) -> T:
+    @staticmethod
+    def reply_tokens(data: Any) -> int | None:
+        """The tokens a reply says the request used (prompt and generated), if it says."""
+        return None
+
+    @staticmethod
+    def answered_by() -> str:
+        """The replica URL that answered this task's latest request ("" before any answer)."""
+        return _ANSWERED_BY.get()
+
+    def cost(self, text: str, new_tokens: int | None = None) -> int:
+        """What a request charges tokens_per_minute before it is sent: the prompt's estimate
+        plus the tokens it may generate. 0 when there is no token budget."""
+        if self.tokens is None:
+            return 0
+        return estimate_tokens(text) + (self._max_new_tokens if new_tokens is None else new_tokens)
+
+    async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError,
-        its message masked here, once (each piece of it was cut short where it was made)."""
+        its message masked here, once (each piece of it was cut short where it was made).
+
+        An attempt that failed because its replica was ejected meanwhile is sent again at once
+        and does not count (at most twice per replica, so this too ends)."""
         try:
-            return await self._attempts(url, fastjson.dumps(payload), parse)
+            return await self._attempts(fastjson.dumps(payload), parse, cost)
         except BackendError as e:
             e.message = redact(e.message, self.secrets)
             raise
 
-    async def _attempts(self, url: URL, body: bytes, parse: Callable[[Any], T]) -> T:
+    async def _attempts(self, body: bytes, parse: Callable[[Any], T], cost: int) -> T:
         attempts = self.cfg.retry + 1
-        last: BackendError | None = None
+        attempt, avoid = 1, None
+        free = 2 * len(self.urls)
         retry_after: float | None = None
-        for attempt in range(1, attempts + 1):
-            if attempt > 1:
-                self.retries += 1
-                await self._sleep(self.backoff.delay(attempt - 1, retry_after))
+        while True:
             await self.bucket.acquire(held=retry_after is None)
-            retry_after = None
+            if self.tokens is not None:
+                await self.tokens.acquire(cost)
+            used: int | None = None  # the tokens the server counted, once it answered
             try:
-                reply = await self.client.post(url, body, self._headers, self._timeout)
-                message = None
-            except ReplyTooLarge as e:
-                if 200 <= e.reply.status < 300:  # the same question gets as long an answer again
-                    raise BackendError("reply-too-large", e.message, status=e.reply.status, attempts=attempt) from None
-                reply, message = e.reply, e.message  # an error reply too large to read: its status decides
-            except RequestFailed as e:
-                if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
-                    raise BackendError("connect", e.message, attempts=attempt) from None
-                last = BackendError(e.kind, e.message, attempts=attempt, retryable=True)
-                continue
-            if 200 <= reply.status < 300:
                 try:
-                    return parse(reply_json(reply.body))
-                except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                    if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
-                        raise BackendError("bad-reply", EVENT_STREAM, status=reply.status, attempts=attempt) from None
-                    last = BackendError("bad-reply", unparseable(reply, e), status=reply.status, attempts=attempt, retryable=True)
+                    replica = await self.router.acquire(avoid)
+                except ReplicasDown as e:
+                    raise BackendError("down", str(e), attempts=attempt) from None
+                answer, used = await self._send(replica, body, parse, attempt, cost)
+                return answer
+            except _Retry as r:
+                last, retry_after, avoid = r.error, r.retry_after, replica
+                if r.free and free:
+                    free -= 1
                     continue
-                except BackendError as e:
-                    e.attempts = attempt
-                    raise
-            last = self._http_error(reply, message or server_message(reply), url, attempt)
-            if not last.retryable:
+            finally:
+                if self.tokens is not None:  # every way out settles the charge, cancellation included
+                    self._settle(cost, used)
+            if attempt >= attempts:
+                last.attempts = attempts
                 raise last
-            retry_after = parse_retry_after(reply.headers.get("retry-after"))
-            if reply.status == 429 and retry_after:
-                self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
-        assert last is not None
-        last.attempts = attempts
-        raise last
+            attempt += 1
+            self.retries += 1
+            await self._sleep(self.backoff.delay(attempt - 1, retry_after))
 
-    def _http_error(self, reply: Reply, message: str, url: URL, attempt: int) -> BackendError:
-        """The failure a non-2xx reply is, said so a user can act on it; retryable for 408, 429, 5xx."""
+    async def _send(self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int) -> tuple[T, int | None]:
+        """One attempt at `replica`: the parsed answer (and the tokens the reply says it used,
+        when there is a token budget), a BackendError that ends the request, or _Retry."""
+        epoch, sent = replica.epoch, self._clock()
+        try:
+            reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
+        except ReplyTooLarge as e:
+            status = e.reply.status
+            if 200 <= status < 300:  # the same prompt gets as long a reply again: no retry
+                self.router.release(replica, epoch, sent, status)
+                raise BackendError("reply-too-large", e.message, status=status, attempts=attempt) from None
+            # an error reply too large to read: its status decides, as any other error's
+            free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {e.message}")
+            raise self._failed(e.reply, e.message, replica.endpoint, attempt, free) from None
+        except RequestFailed as e:
+            free = self.router.release(replica, epoch, sent, TIMED_OUT if e.kind == "timeout" else NO_REPLY, e.message)
+            if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
+                raise BackendError("connect", e.message, attempts=attempt) from None
+            raise _Retry(BackendError(e.kind, e.message, attempts=attempt, retryable=True), free=free) from None
+        except BaseException:  # cancelled: no outcome to learn from, but the slot is free again
+            self.router.release_unused(replica)
+            raise
+        status = reply.status
+        if 200 <= status < 300:
+            self.router.release(replica, epoch, sent, status)
+            try:
+                data = reply_json(reply.body)
+                answer = parse(data)
+            except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
+                if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
+                    raise BackendError("bad-reply", EVENT_STREAM, status=status, attempts=attempt) from None
+                raise _Retry(BackendError("bad-reply", unparseable(reply, e), status=status, attempts=attempt, retryable=True)) from None
+            except BackendError as e:
+                e.attempts = attempt
+                raise
+            _ANSWERED_BY.set(replica.url)
+            if self.tokens is None:
+                return answer, None
+            used = self.reply_tokens(data)
+            return answer, cost if used is None else used
+        message = server_message(reply)
+        free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}")
+        raise self._failed(reply, message, replica.endpoint, attempt, free)
+
+    def _failed(self, reply: Reply, message: str, url: URL, attempt: int, free: bool) -> _Retry | BackendError:
+        """What a reply other than 2xx means: another attempt (408, 429, 5xx) or the end of the request."""
         status = reply.status
         if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
             where = one_line(reply.headers.get("location", ""), TEXT_CHARS)
             message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
         elif status in (404, 405):
             message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
-        retryable = status in RETRY_STATUSES or status >= 500
-        return BackendError("http", message, status=status, attempts=attempt, retryable=retryable)
+        if status in RETRY_STATUSES or status >= 500:
+            retry_after = parse_retry_after(reply.headers.get("retry-after"))
+            if status == 429 and retry_after:
+                self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
+            return _Retry(BackendError("http", message, status=status, attempts=attempt, retryable=True), retry_after=retry_after, free=free)
+        return BackendError("http", message, status=status, attempts=attempt)
+
+    def _settle(self, cost: int, used: int | None) -> None:
+        """An attempt's charge settled: by the tokens the server counted when it answered, given
+        back when it generated nothing."""
+        assert self.tokens is not None
+        self.tokens.settle(cost, used or 0)
+        self.tokens_used += used or 0
+
+    async def _health(self, replica: Replica) -> str | None:
+        """The health check of an ejected replica: None when it answers 2xx, else what it said."""
+        try:
+            status = await self.client.get(replica.health, self._probe_headers, self._probe_timeout, replica.index)
+        except RequestFailed as e:
+            return f"{e.kind}: {e.message}"
+        return None if 200 <= status < 300 else f"{replica.health} answered HTTP {status}"
+
+
+def max_new_tokens(kwargs: dict[str, Any]) -> int:
+    """The tokens a request may generate, as the plan's generation_kwargs say (1024 if silent)."""
+    value = kwargs.get("max_new_tokens", kwargs.get("max_tokens", 1024))
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1024
 
 
 def ppl_from_logprobs(logprobs: list[float]) -> float:

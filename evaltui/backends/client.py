@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import ipaddress
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -126,26 +127,31 @@ def is_loopback(host: str | None) -> bool:
 class ModelClient:
     """One pooled session per model, as many connections as `max_workers` so the pool is never the queue.
 
-    Used as `async with make_client(cfg, url) as client`: the session belongs to the running loop.
+    A model with several replicas shares it too: aiohttp keeps keep-alive connections per host,
+    the total stays `max_workers`, and each replica has its own proxy (NO_PROXY may differ).
+    One session per replica was measured against it (bench/fleet.py, bench/RESULTS.md): the same
+    CPU per request, so the simpler one stays.
+
+    Used as `async with make_client(cfg, urls) as client`: the session belongs to the running loop.
     """
 
-    def __init__(self, cfg: ModelConfig, url: str | None = None) -> None:
+    def __init__(self, cfg: ModelConfig, urls: str | Sequence[str] | None = None) -> None:
         self.cfg = cfg
-        self.url = url or cfg.url
+        self.urls = [urls] if isinstance(urls, str) else list(urls or cfg.urls)
+        self.url = self.urls[0]
         self._session: aiohttp.ClientSession | None = None
-        self._proxy: URL | None = None
-        self._proxy_auth: aiohttp.BasicAuth | None = None
+        self._proxies: list[tuple[URL | None, aiohttp.BasicAuth | None]] = []
 
     async def __aenter__(self) -> ModelClient:
         # before the connector: a URL the proxy lookup refuses must not leave an open connector behind
-        self._proxy, self._proxy_auth = env_proxy(self.url)
+        self._proxies = [env_proxy(u) for u in self.urls]
         connector = aiohttp.TCPConnector(
             limit=self.cfg.max_workers,
             limit_per_host=0,
             # below the 5 s idle timeout of uvicorn (vLLM, SGLang): a connection the server is
             # about to close is not reused, which would cost the request an attempt
             keepalive_timeout=KEEPALIVE,
-            ssl=tls_context(self.cfg) if self.url.startswith("https://") else True,
+            ssl=tls_context(self.cfg) if any(u.startswith("https://") for u in self.urls) else True,
         )
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
         return self
@@ -155,14 +161,16 @@ class ModelClient:
             await self._session.close()
             self._session = None
 
-    async def post(self, url: URL, body: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> Reply:
-        """POST and read the whole reply within `timeout`; RequestFailed when no HTTP reply came."""
+    async def post(self, url: URL, body: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout, replica: int = 0) -> Reply:
+        """POST to the model's `replica` (an index into its urls) and read the whole reply within
+        `timeout`; RequestFailed when no HTTP reply came."""
         session = self._session
         if session is None:
             raise RuntimeError("ModelClient used outside `async with`")
+        proxy, proxy_auth = self._proxies[replica]
         try:
             async with session.post(
-                url, data=body, headers=headers, timeout=timeout, allow_redirects=False, proxy=self._proxy, proxy_auth=self._proxy_auth
+                url, data=body, headers=headers, timeout=timeout, allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth
             ) as resp:
                 data = await _read_capped(resp, self.cfg.max_reply_bytes)
                 return Reply(resp.status, resp.reason or "", resp.headers, data)
@@ -179,6 +187,21 @@ class ModelClient:
             raise RequestFailed("connection", f"malformed HTTP reply: {_without_carets(e.message)}") from None
         except aiohttp.ClientError as e:
             raise RequestFailed("connection", str(e) or type(e).__name__) from None
+
+
+    async def get(self, url: URL, headers: dict[str, str], timeout: aiohttp.ClientTimeout, replica: int = 0) -> int:
+        """The status of a GET (a replica's health check); RequestFailed when no reply came."""
+        if self._session is None:
+            raise RuntimeError("ModelClient used outside `async with`")
+        proxy, proxy_auth = self._proxies[replica]
+        try:
+            async with self._session.get(url, headers=headers, timeout=timeout, allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth) as resp:
+                await resp.read()
+                return resp.status
+        except asyncio.TimeoutError:
+            raise RequestFailed("timeout", f"no reply within {timeout.total:g} s") from None
+        except aiohttp.ClientError as e:
+            raise RequestFailed("connect", str(e) or type(e).__name__) from None
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
@@ -221,6 +244,6 @@ def _without_carets(message: str) -> str:
     return " ".join(part for part in message[: 4 * TRANSPORT_CHARS + 4096].split() if part != "^")
 
 
-def make_client(cfg: ModelConfig, url: str | None = None) -> ModelClient:
-    """The client for `cfg` (at `url`, when the engine resolved one, e.g. a simulator's)."""
-    return ModelClient(cfg, url)
+def make_client(cfg: ModelConfig, urls: str | Sequence[str] | None = None) -> ModelClient:
+    """The client for `cfg` (at `urls`, when the engine resolved them, e.g. a simulator's)."""
+    return ModelClient(cfg, urls)

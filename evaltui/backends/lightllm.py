@@ -35,19 +35,35 @@ def _prompt_logprobs(data: Any) -> float:
     return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items, strict=False)])
 
 
+def _counted_tokens(data: Any) -> int | None:
+    """LightLLM's reply counts `prompt_tokens` and `count_output_tokens` (TGI-style servers may not)."""
+    if not isinstance(data, dict):
+        return None
+    prompt, generated = data.get("prompt_tokens"), data.get("count_output_tokens")
+    if isinstance(prompt, int) and isinstance(generated, int):
+        return prompt + generated
+    return None
+
+
 class LightLLMBackend(Backend):
     computes_ppl = True
+    reply_tokens = staticmethod(_counted_tokens)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._url = URL(self.url)
+    def _endpoint_url(self, url: str) -> URL:
+        return URL(url)
+
+    def _health_url(self, url: str) -> URL:
+        """LightLLM's `GET /health`, beside the `/generate` the plan names."""
+        u = URL(url)
+        path = u.path[: -len("/generate")] if u.path.endswith("/generate") else u.path.rstrip("/")
+        return u.with_path(path + "/health").with_query(None)
 
     async def generate(self, prompt: str, system: str = "") -> str:
         inputs = f"{system}\n\n{prompt}" if system else prompt
         payload = {"inputs": inputs, "parameters": self.cfg.generation_kwargs}
-        return await self._post(self._url, payload, _generated_text)
+        return await self._post(payload, _generated_text, self.cost(inputs))
 
     async def ppl(self, text: str) -> float:
         # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.
         params = {**self.cfg.generation_kwargs, "max_new_tokens": 1}
-        return await self._post(self._url, {"inputs": text, "parameters": params}, _prompt_logprobs)
+        return await self._post({"inputs": text, "parameters": params}, _prompt_logprobs, self.cost(text, 1))

@@ -31,15 +31,40 @@ def sampling_params(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _usage_tokens(data: Any) -> int | None:
+    """OpenAI's `usage`: total_tokens, or prompt_tokens + completion_tokens."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    total = usage.get("total_tokens")
+    if isinstance(total, int):
+        return total
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return prompt + completion if isinstance(prompt, int) and isinstance(completion, int) else None
+
+
 class _OpenAIBackend(Backend):
     endpoint = ""
+    reply_tokens = staticmethod(_usage_tokens)
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        url = URL(self.url)  # the query (e.g. Azure's ?api-version=...) stays after the endpoint's path
-        self._url = url.with_path(base_url(url.path) + self.endpoint).with_query(url.query)
         self._params = sampling_params(self.cfg.generation_kwargs)
         self._model = self.cfg.model or self.cfg.abbr
+
+    def _endpoint_url(self, url: str) -> URL:
+        u = URL(url)  # the query (e.g. Azure's ?api-version=...) stays after the endpoint's path
+        return u.with_path(base_url(u.path) + self.endpoint).with_query(u.query)
+
+    def _health_url(self, url: str) -> URL:
+        """`GET /v1/models` of an OpenAI-style server; LightLLM's chat API (type lightllm-chat)
+        has LightLLM's `/health` beside its `/v1`."""
+        u = URL(url)
+        base = base_url(u.path)
+        if self.cfg.type == "lightllm-chat":
+            root = base[: -len("/v1")] if base.endswith("/v1") else base
+            return u.with_path(root + "/health").with_query(None)
+        return u.with_path(base + "/models").with_query(u.query)
 
 
 def _first_choice(data: Any) -> Any:
@@ -75,7 +100,7 @@ class OpenAIChatBackend(_OpenAIBackend):
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
         payload = {"model": self._model, "messages": messages, **self._params}
-        return await self._post(self._url, payload, _chat_content)
+        return await self._post(payload, _chat_content, self.cost(f"{system}\n{prompt}" if system else prompt))
 
 
 class OpenAICompletionsBackend(_OpenAIBackend):
@@ -85,7 +110,7 @@ class OpenAICompletionsBackend(_OpenAIBackend):
     async def generate(self, prompt: str, system: str = "") -> str:
         text = f"{system}\n\n{prompt}" if system else prompt
         payload = {"model": self._model, "prompt": text, **self._params}
-        return await self._post(self._url, payload, _completion_text)
+        return await self._post(payload, _completion_text, self.cost(text))
 
     async def ppl(self, text: str) -> float:
         payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}
@@ -107,4 +132,4 @@ class OpenAICompletionsBackend(_OpenAIBackend):
                 values = values[:-1]
             return ppl_from_logprobs([float(v) for v in values if v is not None])
 
-        return await self._post(self._url, payload, parse)
+        return await self._post(payload, parse, self.cost(text, 1))

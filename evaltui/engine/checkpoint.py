@@ -150,6 +150,21 @@ _ENTRY_HEAD = re.compile(rb'\{"index": ?(\d+), ?')
 _ERROR_KEY = re.compile(rb'"error": ?\{')
 
 
+def line_outcome(line: bytes) -> tuple[int, bool] | None:
+    """(index, succeeded) of one complete checkpoint line; None for a line that is no sample's
+    (the version line, garbage). Checkpoint lines are classified without being parsed."""
+    m = _ENTRY_HEAD.match(line)
+    if m is not None:
+        return int(m.group(1)), _ERROR_KEY.search(line) is None
+    try:
+        entry = fastjson.loads(line)
+    except ValueError:
+        return None
+    if isinstance(entry, dict) and isinstance(entry.get("index"), int):
+        return entry["index"], "error" not in entry
+    return None
+
+
 def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
     """(index, succeeded, byte offset) of each complete line; torn or foreign lines are skipped."""
     try:
@@ -163,16 +178,13 @@ def scan_checkpoint(path: Path) -> Iterator[tuple[int, bool, int]]:
             offset += len(line)
             if not line.endswith(b"\n"):
                 break  # torn by a kill mid-write: that sample is simply not done
-            m = _ENTRY_HEAD.match(line)
+            m = _ENTRY_HEAD.match(line)  # line_outcome's first case, inline: resume scans millions of lines
             if m is not None:
                 yield int(m.group(1)), _ERROR_KEY.search(line) is None, start
                 continue
-            try:
-                entry = fastjson.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and isinstance(entry.get("index"), int):
-                yield entry["index"], "error" not in entry, start
+            outcome = line_outcome(line)
+            if outcome is not None:
+                yield outcome[0], outcome[1], start
 
 
 def merge_checkpoints(paths: list[Path], total: int, out: Path) -> int:

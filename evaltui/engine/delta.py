@@ -33,6 +33,7 @@ class Delta:
     retried: frozenset[Pair] = frozenset()  # the pairs a retry took up
     settled: frozenset[Pair] = frozenset()  # the pairs whose part in this session is over: inference failed, or scoring ended
     notices: tuple[ev.Notice, ...] = ()
+    fleet: bool = False  # a model's replicas changed state, or all of them went down: the strip and the model's breakdown
 
 
 NOTHING = Delta()
@@ -41,12 +42,12 @@ NOTHING = Delta()
 class Changes:
     """The deltas of a batch of events merged: what one repaint after them must cover."""
 
-    __slots__ = ("failures", "failures_reset", "live", "notices", "pairs", "scores", "statuses")
+    __slots__ = ("failures", "failures_reset", "fleet", "live", "notices", "pairs", "scores", "statuses")
 
     def __init__(self, everything: bool = False) -> None:
         """`everything`: repaint it all, whatever the batch holds (a new theme)."""
         self.pairs: set[Pair] | None = None if everything else set()  # None: every pair
-        self.statuses = self.scores = self.failures_reset = everything
+        self.statuses = self.scores = self.failures_reset = self.fleet = everything
         self.failures = 0
         self.live: bool | None = None  # that of the last delta that said
         self.notices: list[ev.Notice] = []
@@ -67,3 +68,5 @@ class Changes:
             self.live = d.live
         if d.notices:
             self.notices.extend(d.notices)
+        if d.fleet:
+            self.fleet = True

@@ -58,6 +58,7 @@ class RunStarted(NamedTuple):
     models: tuple[str, ...]
     datasets: tuple[str, ...]
     title: str = ""
+    began_at: float | None = None  # wall-clock time the run began, when that was before now (a follower's)
 
 
 class SimulatorStarted(NamedTuple):
@@ -124,6 +125,17 @@ class DatasetInferred(NamedTuple):
     error: str = ""  # why it failed, when it did
 
 
+class ReplicaLoad(NamedTuple):
+    """One replica of a model, as its ModelLoad reports it."""
+
+    url: str
+    state: str  # up | ejected | probing
+    in_flight: int  # attempts out at it now
+    limit: int  # what it may have in flight (max_workers_per_url, or its adaptive limit)
+    requests: int  # attempts it answered or failed, so far
+    errors: int  # of those, the ones without a 2xx reply
+
+
 class ModelLoad(NamedTuple):
     """A model's inference at work, about once a second (counters polled, not one per request)."""
 
@@ -132,6 +144,29 @@ class ModelLoad(NamedTuple):
     max_workers: int
     retries: int  # attempts beyond each request's first, so far in this run
     requests: int  # samples answered (or failed for good) so far in this run
+    limit: int = 0  # requests it may have in flight now (adaptive: the limit found; 0: max_workers)
+    replicas: tuple[ReplicaLoad, ...] = ()  # with several urls, or adaptive concurrency
+    tokens: int = 0  # tokens its answered requests used, so far (with tokens_per_minute)
+
+
+class ReplicaStateChanged(NamedTuple):
+    """A replica of a model was ejected (failures in a row, or a failed health check), is being
+    probed, or is back up."""
+
+    model: str
+    url: str
+    state: str  # up | ejected | probing
+    reason: str = ""  # ejected: the last error, or what the health check said
+    back_off: float = 0.0  # ejected: seconds before it is probed
+    failed_probes: int = 0  # ejected: health checks failed in a row since it was ejected
+
+
+class ReplicasDown(NamedTuple):
+    """Every replica of a model is out: its requests wait up to `wait` seconds for one to come back."""
+
+    model: str
+    wait: float
+    reason: str  # each replica and why it is out
 
 
 class Heartbeat(NamedTuple):
@@ -193,6 +228,8 @@ Event = (
     | ShardStatusChanged
     | DatasetInferred
     | ModelLoad
+    | ReplicaStateChanged
+    | ReplicasDown
     | Heartbeat
     | DatasetScoring
     | DatasetScored

@@ -25,6 +25,7 @@ from anyio.abc import TaskGroup
 
 from evaltui.backends import Backend, BackendError
 from evaltui.backends.client import one_line
+from evaltui.backends.replicas import EJECTED, Replica
 from evaltui.datasets import DatasetError, Sample, open_records, render_sample
 from evaltui.engine import events as ev
 from evaltui.engine.ending import PairEnding
@@ -93,11 +94,15 @@ class WorkerPool:
         self._workers: TaskGroup | None = None  # while run() runs: the worker pool
         self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
-        self.in_flight = 0  # samples waiting on the server now
         self.requests = 0  # samples answered or failed for good in this run
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
+        router = backend.router
+        self._several = len(router.replicas) > 1
+        self._per_replica = self._several or model.concurrency == "adaptive"  # what ModelLoad reports
+        router.on_change = self._replica_changed
+        router.on_down = self._replicas_down
 
     def add_runs(self, runs: list[DatasetRun], *, first: bool = False) -> None:
         """Queue planned datasets; while the pool runs they join it (a retry of a live run).
@@ -140,6 +145,9 @@ class WorkerPool:
                 self._tg = outer
                 outer.start_soon(self._poll)
                 outer.start_soon(self._report_load)
+                if self._several:
+                    self.backend.router.restart()  # a model that gave up waiting may wait again
+                    outer.start_soon(self.backend.router.run_probes)
                 async with anyio.create_task_group() as workers:
                     self._workers = workers
                     self._maybe_start_more()
@@ -170,7 +178,20 @@ class WorkerPool:
             await anyio.sleep(LOAD_REPORT_INTERVAL)
 
     def _emit_load(self) -> None:
-        self.emit(ev.ModelLoad(self.model.abbr, self.in_flight, self.model.max_workers, self.backend.retries, self.requests))
+        backend, router, cfg = self.backend, self.backend.router, self.model
+        replicas: tuple[ev.ReplicaLoad, ...] = ()
+        if self._per_replica:
+            replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
+        limit = router.limit(cfg.max_workers) if self._per_replica else cfg.max_workers
+        # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
+        self.emit(ev.ModelLoad(cfg.abbr, router.in_flight, cfg.max_workers, backend.retries, self.requests, limit, replicas, backend.tokens_used))
+
+    def _replica_changed(self, r: Replica) -> None:
+        back_off = r.back_off if r.state == EJECTED else 0.0
+        self.emit(ev.ReplicaStateChanged(self.model.abbr, r.url, r.state, redact(r.reason, self.backend.secrets), back_off, r.failed_probes))
+
+    def _replicas_down(self, reason: str) -> None:
+        self.emit(ev.ReplicasDown(self.model.abbr, self.model.down_timeout, redact(reason, self.backend.secrets)))
 
     async def _poll(self) -> None:
         """The scheduling check every poll_interval, a safety net beside the per-sample checks."""
@@ -222,7 +243,7 @@ class WorkerPool:
             self._live_workers -= 1
 
     async def _take_samples(self) -> None:
-        while self._cursor < len(self.runs):
+        while self._cursor < len(self.runs) and not self._stopped:
             run = self.runs[self._cursor]
             if not run.started:
                 self._maybe_start_more()
@@ -249,11 +270,7 @@ class WorkerPool:
             error = {"type": kind, "status": None, "message": message, "attempts": 0}
             entry: dict[str, Any] = {"index": index, "origin_prompt": "", "prediction": "", "gold": "", "error": error}
         else:
-            self.in_flight += 1
-            try:
-                entry = await self._infer(cfg, sample)
-            finally:
-                self.in_flight -= 1
+            entry = await self._infer(cfg, sample)
         self.requests += 1
         shard.checkpoint.append(entry)
         await shard.checkpoint.written()  # on disk before this worker sends its next request
@@ -281,8 +298,16 @@ class WorkerPool:
             self._maybe_start_more()
 
     def _check_server(self, error: dict[str, Any]) -> None:
-        """Stop the model when its first samples all found no server (see NO_SERVER_AFTER)."""
-        if self._server_seen or self._stopped:
+        """Stop the model when its first samples all found no server (see NO_SERVER_AFTER), or
+        when every replica has been down for down_timeout: the samples out then fail with that
+        reason, and no worker takes another (a re-run resumes them)."""
+        if self._stopped:
+            return
+        if error.get("type") == "down":
+            self._stopped = f"stopped: {error.get('message')}"
+            self.emit(ev.Notice(f"{self.model.abbr}: {error.get('message')}; stopping this model — run again once a server is back", "error"))
+            return
+        if self._server_seen:
             return
         if error.get("type") != "connect" and error.get("status") not in _NO_SERVER_STATUSES:
             self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
@@ -297,7 +322,7 @@ class WorkerPool:
                 hint = " (lightllm: the full …/generate URL; openai-* and lightllm-chat: the base URL, e.g. http://host:8000/v1)"
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
-                f"check its url ({self.backend.url}){hint} and that its server is up, then run again", "error"))
+                f"check its url ({', '.join(self.backend.urls)}){hint} and that its server is up, then run again", "error"))
             if self._workers is not None:
                 self._workers.cancel_scope.cancel()
 

@@ -76,6 +76,19 @@ def _shard_failed(e: ev.ShardStatusChanged) -> str | None:
     return None
 
 
+def _replica(e: ev.ReplicaStateChanged) -> str | None:
+    """A replica ejected or back; its probes, and each failed one, are not worth a line."""
+    if e.state == "ejected" and not e.failed_probes:
+        return f"{e.model}: replica {e.url} ejected ({e.reason or 'failures in a row'}); probing it in {e.back_off:g} s"
+    if e.state == "up":
+        return f"{e.model}: replica {e.url} is back (its health check answers)"
+    return None
+
+
+def _replicas_down(e: ev.ReplicasDown) -> str:
+    return f"{e.model}: every replica is down, its requests wait up to {e.wait:g} s for one to come back ({e.reason})"
+
+
 def _simulator(e: ev.SimulatorStarted) -> str:
     return f"simulator: listening on {e.url}"
 
@@ -102,6 +115,8 @@ _LINES: dict[type, Callable[[Any], str | None]] = {
     ev.DatasetPlanned: _planned,
     ev.ShardStatusChanged: _shard_failed,
     ev.SimulatorStarted: _simulator,
+    ev.ReplicaStateChanged: _replica,
+    ev.ReplicasDown: _replicas_down,
     ev.Notice: _notice,
     ev.RunStarted: _run_started,
     ev.RunFinished: _run_finished,

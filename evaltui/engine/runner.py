@@ -38,7 +38,7 @@ from evaltui.engine.watch import ScoreGate
 from evaltui.engine.workdir import StatusWriter, WorkDir, WorkDirBusy
 from evaltui.engine.workdir_guard import checked, mark
 from evaltui.fsutil import atomic_write_text
-from evaltui.plan import Plan
+from evaltui.plan import ModelConfig, Plan
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -75,6 +75,8 @@ _heap_settled = False
 
 
 class Runner:
+    watching = False  # it drives its run (see engine/source.py: the follower only follows one)
+
     def __init__(
         self,
         plan: Plan,
@@ -102,7 +104,7 @@ class Runner:
         self.emit = self.bus.emit
         self._summary: RunSummary | None = None
         self._cancel_scope: anyio.CancelScope | None = None
-        self._urls: dict[str, str] = {}
+        self._urls: dict[str, list[str]] = {}
         self._sim: SimulatorProcess | None = None
         self._sim_stopper: weakref.finalize[[], Runner] | None = None
         self._totals: dict[str, int] = {}
@@ -113,6 +115,22 @@ class Runner:
         self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
 
     # ------------------------------------------------------------------ queries
+    @property
+    def title(self) -> str:
+        return self.plan.title
+
+    @property
+    def heartbeat_timeout(self) -> float:
+        return self.plan.run.heartbeat_timeout
+
+    @property
+    def max_workers(self) -> dict[str, int]:
+        return {m.abbr: m.max_workers for m in self.plan.models}
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        return {m.abbr: m for m in self.plan.models}
+
     def failed_pairs(self) -> list[Pair]:
         """The pairs whose inference or scoring failed: what a retry-all re-runs."""
         with self.bus.lock:  # the engine's thread adds pairs to the state as it plans them
@@ -310,7 +328,7 @@ class Runner:
             return
         self._stop_simulator()
         for m in self.plan.models:
-            self._urls[m.abbr] = m.url
+            self._urls[m.abbr] = list(m.urls)
         if not any(m.is_sim for m in self.plan.models):
             return
         self._sim = SimulatorProcess(self.plan)
@@ -318,7 +336,7 @@ class Runner:
         base = self._sim.start()
         for m in self.plan.models:
             if m.is_sim:
-                self._urls[m.abbr] = sim_url_for(base, m.type, m.abbr)
+                self._urls[m.abbr] = [sim_url_for(base, m.type, m.abbr)]
         self.emit(ev.SimulatorStarted(base))
 
     def _stop_simulator(self) -> None:

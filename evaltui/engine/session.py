@@ -44,7 +44,7 @@ class Session:
         self.workdir = workdir
         self.statuses = statuses
         self.emit = emit
-        self.urls: dict[str, str] = {}
+        self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
         self.watcher = WatchScorer(plan, workdir, emit, code_workers=code_workers, gate=gate)
         self.exit_code = 1
@@ -156,9 +156,9 @@ class Session:
             if pool is None:
                 assert self._stack is not None
                 cfg = next(m for m in self.plan.models if m.abbr == model)
-                url = self.urls.get(model, cfg.url)
-                client = await self._stack.enter_async_context(make_client(cfg, url))
-                backend = make_backend(cfg, client, url=url)
+                urls = self.urls.get(model) or list(cfg.urls)
+                client = await self._stack.enter_async_context(make_client(cfg, urls))
+                backend = make_backend(cfg, client, urls=urls)
                 pool = WorkerPool(self.plan, cfg, backend, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
                 self._pools[model] = pool
             return pool

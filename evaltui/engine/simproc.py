@@ -66,7 +66,7 @@ class SimulatorProcess:
         cmd = [sys.executable, "-m", "evaltui.sim", "--host", "127.0.0.1", "--port", "0", "--answer-key", "-", "--parent-pid", str(os.getpid())]
         for m in self.plan.models:
             if m.is_sim:
-                opts = sim_options(m.url)
+                opts = sim_options(m.urls[0])
                 spec = ",".join(f"{k}={v:g}" for k, v in opts.items())
                 cmd += ["--model", f"{m.abbr}:{spec}" if spec else m.abbr]
         env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET"))}

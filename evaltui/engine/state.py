@@ -39,7 +39,25 @@ class Failure(NamedTuple):
     shard: int = 0
 
 
+@dataclass
+class ReplicaView:
+    """One replica of a model as the front ends show it: its latest load, its state and why,
+    and its rate of attempts between two loads at least a second apart."""
+
+    url: str
+    state: str = "up"
+    reason: str = ""  # why it is out, when it is
+    in_flight: int = 0
+    limit: int = 0
+    requests: int = 0
+    errors: int = 0
+    rate: float | None = None  # attempts per second, None before two loads
+    _base_at: float | None = field(default=None, repr=False)
+    _base: int = field(default=0, repr=False)
+
+
 # What the events about the whole run change, the same every time
+_FLEET = Delta(fleet=True)
 _EVERY_PAIR = Delta(every_pair=True, statuses=True)
 _PLANNED = Delta(every_pair=True, statuses=True, failures_reset=True)
 _RUN_STARTED = Delta(every_pair=True, statuses=True, scores=True, live=True)
@@ -102,10 +120,13 @@ class RunState:
         self.datasets: list[str] = []
         self.work_dir = ""
         self.title = ""
+        self.began_at: float | None = None  # a followed run's start (RunStarted.began_at)
         self.sim_url = ""
         self.heartbeat_at: float | None = None
         self.failures: deque[Failure] = deque(maxlen=max_failures)
         self.load: dict[str, ev.ModelLoad] = {}
+        self.replicas: dict[str, dict[str, ReplicaView]] = {}  # per model (with several urls, or adaptive)
+        self.down: dict[str, tuple[ev.ReplicasDown, float]] = {}  # models whose replicas are all out, since when
         self.skipped: list[tuple[str, str]] = []
         self.notices: list[ev.Notice] = []
         self.finished: ev.RunFinished | None = None
@@ -148,7 +169,32 @@ class RunState:
 
     def _model_load(self, e: ev.ModelLoad) -> Delta:
         self.load[e.model] = e
+        if e.replicas:
+            now = self.clock()
+            views = self.replicas.setdefault(e.model, {})
+            for r in e.replicas:
+                v = views.get(r.url) or views.setdefault(r.url, ReplicaView(r.url))
+                if v._base_at is None or now - v._base_at >= RATE_MIN_SPAN:
+                    if v._base_at is not None:
+                        v.rate = max(0, r.requests - v._base) / (now - v._base_at)
+                    v._base_at, v._base = now, r.requests
+                v.state, v.in_flight, v.limit, v.requests, v.errors = r.state, r.in_flight, r.limit, r.requests, r.errors
         return NOTHING  # the engine strip shows it, repainted by the clock
+
+    def _replica_state_changed(self, e: ev.ReplicaStateChanged) -> Delta:
+        views = self.replicas.setdefault(e.model, {})
+        v = views.get(e.url) or views.setdefault(e.url, ReplicaView(e.url))
+        v.state = e.state
+        if e.state == "ejected":
+            v.reason = e.reason
+        elif e.state == "up":
+            v.reason = ""
+            self.down.pop(e.model, None)
+        return _FLEET
+
+    def _replicas_down(self, e: ev.ReplicasDown) -> Delta:
+        self.down[e.model] = (e, self.clock())
+        return _FLEET
 
     def _heartbeat(self, e: ev.Heartbeat) -> Delta:
         self.heartbeat_at = e.at
@@ -229,10 +275,12 @@ class RunState:
         return _EVERY_PAIR
 
     def _run_started(self, e: ev.RunStarted) -> Delta:
-        self.work_dir, self.title = e.work_dir, e.title
+        self.work_dir, self.title, self.began_at = e.work_dir, e.title, e.began_at
         self.models = list(dict.fromkeys([*e.models, *self.models]))
         self.datasets = list(dict.fromkeys([*e.datasets, *self.datasets]))
         self.started_at, self._ended_at, self.live = self.clock(), None, True
+        if e.began_at is not None:  # followed from its files: it began before we looked
+            self.started_at -= max(0.0, self.wall_clock() - e.began_at)
         return _RUN_STARTED
 
     def _simulator_started(self, e: ev.SimulatorStarted) -> Delta:
@@ -245,6 +293,9 @@ class RunState:
 
     def _run_finished(self, e: ev.RunFinished) -> Delta:
         self.finished, self._ended_at, self.live = e, self.clock(), False
+        if self.began_at is not None and e.elapsed:  # followed: it ended when its files say, not now
+            self._ended_at = min(self._ended_at, self.started_at + e.elapsed)
+        self.down.clear()  # nothing waits any more
         # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
         for p in self.pairs.values():
             if p.status == PairStatus.RUNNING:
@@ -288,7 +339,7 @@ class RunState:
         """
         out: list[ev.Event] = []
         if self.work_dir or self.models:
-            out.append(ev.RunStarted(self.work_dir, tuple(self.models), tuple(self.datasets), self.title))
+            out.append(ev.RunStarted(self.work_dir, tuple(self.models), tuple(self.datasets), self.title, self.began_at))
         if self.sim_url:
             out.append(ev.SimulatorStarted(self.sim_url))
         kept: dict[tuple[str, str], int] = {}
@@ -306,6 +357,9 @@ class RunState:
             out.append(ev.WatchSkipped(tuple(self.skipped), "skipped earlier in this run"))
         out.extend(self.notices)
         out.extend(self.load.values())
+        for model, views in self.replicas.items():
+            out.extend(ev.ReplicaStateChanged(model, v.url, v.state, v.reason) for v in views.values() if v.state != "up")
+        out.extend(down for down, _ in self.down.values())
         if self.heartbeat_at is not None:
             out.append(ev.Heartbeat(self.heartbeat_at))
         if self.finished is not None:
@@ -337,6 +391,11 @@ class RunState:
         """Request attempts beyond the first, over every model, so far."""
         return sum(load.retries for load in self.load.values())
 
+    def down_for(self, model: str) -> float | None:
+        """Seconds every replica of `model` has been out (its requests waiting); None if one is up."""
+        down = self.down.get(model)
+        return None if down is None else max(0.0, self.clock() - down[1])
+
     def heartbeat_age(self) -> float | None:
         """Seconds since the last beat of infer_heartbeat; None before the first."""
         return None if self.heartbeat_at is None else max(0.0, self.wall_clock() - self.heartbeat_at)
@@ -360,6 +419,8 @@ _FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
     ev.SampleFinished: RunState._sample_finished,
     ev.SampleFailed: RunState._sample_failed,
     ev.ModelLoad: RunState._model_load,
+    ev.ReplicaStateChanged: RunState._replica_state_changed,
+    ev.ReplicasDown: RunState._replicas_down,
     ev.Heartbeat: RunState._heartbeat,
     ev.ShardStatusChanged: RunState._shard_status_changed,
     ev.DatasetStarted: RunState._dataset_started,

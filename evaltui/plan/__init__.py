@@ -1,7 +1,8 @@
 """The TOML plan (SPEC §3): its schema, the loader, and the checks that make a typo one line.
 
     schema   pydantic models of the plan, strict and frozen, defaults filled in
-    load     load_plan (read, validate, check, report every problem) and select (--models/--datasets)
+    load     load_plan (read, validate, check, report every problem), select (--models/--datasets),
+             read_snapshot (a work dir's plan.toml, its schema only)
     errors   PlanError, and TOML and pydantic errors as `field.path: message` lines
     checks   what fields must agree on: abbrs, URLs, headers, CA files, templates, modes
 
@@ -11,7 +12,7 @@ files are checked against the templates), so neither imports it but for type che
 
 from evaltui.datasets import template_fields
 from evaltui.plan.errors import PlanError
-from evaltui.plan.load import load_plan, select
+from evaltui.plan.load import load_plan, read_snapshot, select
 from evaltui.plan.schema import (
     ABBR_RE,
     MAX_WORKERS,
@@ -39,6 +40,7 @@ __all__ = [
     "default_max_workers",
     "expand_home",
     "load_plan",
+    "read_snapshot",
     "select",
     "template_fields",
 ]

@@ -82,7 +82,7 @@ def _check_run(run: RunConfig) -> list[str]:
 
 
 def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
-    problems = _check_url(m.url)
+    problems = _check_urls(m.url) + _check_fleet(m)
     if m.type != "lightllm" and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:
@@ -96,6 +96,52 @@ def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
         problems += _check_header(k, v)
     if m.ca_file is not None:
         problems += [f"ca_file: {p}" for p in _check_ca_file(m.ca_file)]
+    return problems
+
+
+def _check_urls(url: str | list[str]) -> list[str]:
+    """One URL, or a list of replicas: each an http(s) URL, none twice; sim:// only alone."""
+    if isinstance(url, str):
+        return _check_url(url)
+    if not url:
+        return ["url: needs at least one URL"]
+    problems: list[str] = []
+    first: dict[str, int] = {}
+    for i, u in enumerate(url):
+        if u.startswith("sim://"):
+            problems.append(f"url[{i}]: a sim:// URL stands alone (the bundled simulator is one server), not in a list of replicas")
+        elif u.rstrip("/") in first:
+            problems.append(f"url[{i}]: the same URL as url[{first[u.rstrip('/')]}] ({u!r})")
+        else:
+            first[u.rstrip("/")] = i
+            problems += [p.replace("url:", f"url[{i}]:", 1) for p in _check_url(u)]
+    return problems
+
+
+def _check_fleet(m: ModelConfig) -> list[str]:
+    """The keys of replicas, adaptive concurrency and pacing: set only where they mean something."""
+    problems: list[str] = []
+    if m.max_workers_per_url is not None:
+        if len(m.urls) == 1:
+            problems.append("max_workers_per_url: only used with several urls (with one, max_workers is the limit)")
+        elif m.max_workers_per_url > m.max_workers:
+            problems.append(f"max_workers_per_url: must be ≤ max_workers ({m.max_workers}) (got {m.max_workers_per_url})")
+    if m.min_workers is not None:
+        if m.concurrency != "adaptive":
+            problems.append("min_workers: only used when concurrency = 'adaptive' (the limit's floor)")
+        elif m.min_workers > m.max_workers:
+            problems.append(f"min_workers: must be ≤ max_workers ({m.max_workers}) (got {m.min_workers})")
+    if m.requests_per_minute and m.rate_per_worker:
+        problems.append(
+            f"requests_per_minute: the same limit as rate_per_worker (requests/second × 60): set one of them "
+            f"(got rate_per_worker = {m.rate_per_worker:g} and requests_per_minute = {m.requests_per_minute:g})"
+        )
+    mnt = m.generation_kwargs.get("max_new_tokens", 1024)
+    if m.tokens_per_minute and isinstance(mnt, int) and m.tokens_per_minute < mnt:
+        problems.append(
+            f"tokens_per_minute: each request is charged its prompt and max_new_tokens ({mnt}) before it is sent, "
+            f"so no request fits in a minute of {m.tokens_per_minute:g} tokens; raise it or lower max_new_tokens"
+        )
     return problems
 
 

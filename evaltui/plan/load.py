@@ -48,6 +48,20 @@ def load_plan(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = N
     return plan
 
 
+def read_snapshot(path: str | os.PathLike[str]) -> Plan:
+    """A work dir's `plan.toml` as a run wrote it: its schema is checked, not its surroundings.
+
+    `evaltui watch` may follow a run from where the plan's API keys are unset and its data files
+    absent (another shell, a copy of the work dir); it needs the plan's shape only, so the checks
+    of `load_plan` that look at the environment and the data are not made."""
+    path = Path(path)
+    raw = _read_toml(path)
+    try:
+        return Plan.model_validate({**raw, "source": path.resolve()}, context={"base_dir": path.resolve().parent})
+    except ValidationError as e:
+        raise PlanError([f"{path}: {p}" for p in pydantic_problems(e, raw)]) from None
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         raw_bytes = path.read_bytes()

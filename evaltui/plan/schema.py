@@ -51,9 +51,15 @@ class RunConfig(_Strict):
 class ModelConfig(_Strict):
     abbr: str
     type: ModelType
-    url: str
+    url: str | list[str]  # one server, or several replicas of the model
     max_workers: int = Field(default_factory=default_max_workers, ge=1, le=MAX_WORKERS)
-    rate_per_worker: float = Field(0.0, ge=0, le=1e6)
+    max_workers_per_url: int | None = Field(None, ge=1, le=MAX_WORKERS)  # several urls: at most this many at one
+    concurrency: Literal["fixed", "adaptive"] = "fixed"
+    min_workers: int | None = Field(None, ge=1, le=MAX_WORKERS)  # adaptive: the limit's floor (default 1)
+    rate_per_worker: float = Field(0.0, ge=0, le=1e6)  # requests/second, the whole model's (not per worker)
+    requests_per_minute: float = Field(0.0, ge=0, le=6e7)  # the same limit per minute: rate_per_worker × 60
+    tokens_per_minute: float = Field(0.0, ge=0, le=1e12)
+    down_timeout: float = Field(300.0, gt=0, le=DAY)  # several urls: how long a model waits with all of them down
     retry: int = Field(4, ge=0, le=100)
     timeout: float = Field(120.0, gt=0, le=DAY)
     backoff: float = Field(1.0, ge=0, le=HOUR)
@@ -66,6 +72,18 @@ class ModelConfig(_Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     ca_file: str | None = None
     verify: bool = True
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _one_url_or_a_list(cls, v: Any) -> Any:
+        """One message for a url of the wrong type, rather than one per arm of the union."""
+        if isinstance(v, list):
+            bad = next((i for i, u in enumerate(v) if not isinstance(u, str)), None)
+            if bad is not None:
+                raise ValueError(f"item {bad} of the list is not a string (got {v[bad]!r})")
+        elif not isinstance(v, str):
+            raise ValueError(f"expected a URL (a string) or a list of them, one per replica (got {v!r})")
+        return v
 
     @field_validator("ca_file")
     @classmethod
@@ -81,8 +99,17 @@ class ModelConfig(_Strict):
         return tuple(v for k, v in self.headers.items() if SECRET_HEADER_RE.search(k) and v.strip())
 
     @property
+    def urls(self) -> tuple[str, ...]:
+        return (self.url,) if isinstance(self.url, str) else tuple(self.url)
+
+    @property
+    def request_rate(self) -> float:
+        """Requests per second over the whole model: rate_per_worker, or requests_per_minute / 60."""
+        return self.rate_per_worker or self.requests_per_minute / 60.0
+
+    @property
     def is_sim(self) -> bool:
-        return self.url.startswith("sim://")
+        return isinstance(self.url, str) and self.url.startswith("sim://")
 
 
 class EvaluatorConfig(_Strict):

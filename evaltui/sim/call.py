@@ -28,7 +28,7 @@ class BadRequest(Exception):
 class Call:
     """One model request travelling from parsing to its (possibly delayed) reply."""
 
-    __slots__ = ("t0", "endpoint", "model", "prompt", "params")
+    __slots__ = ("t0", "endpoint", "model", "prompt", "params", "status", "tokens")
 
     def __init__(self, t0: float, endpoint: str, model: str) -> None:
         self.t0 = t0
@@ -36,6 +36,8 @@ class Call:
         self.model = model
         self.prompt = ""
         self.params: dict[str, Any] = {}
+        self.status = 200  # of the reply (0: the connection was dropped)
+        self.tokens = 0  # prompt + generated tokens, as the reply's usage reports them
 
 
 def max_tokens(value: Any, name: str) -> int | None:

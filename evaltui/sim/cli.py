@@ -133,6 +133,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    metavar="KIND", help="429, 500, malformed, drop, slow or an HTTP status 400-599 (default: 500)")
     g.add_argument("--max-prompt-chars", dest="sim_max_prompt_chars", type=_count, default=0, metavar="N",
                    help="reject longer prompts with 400; 0 = no limit")
+    g.add_argument("--max-in-flight", dest="sim_max_in_flight", type=_count, default=0, metavar="K",
+                   help="refuse a model request with 429 (and --retry-after) while K are in flight; 0 = no limit")
+    g.add_argument("--die-after", dest="sim_die_after", type=_count, default=0, metavar="N",
+                   help="after N model requests, cut every connection and exit (a replica that dies); 0 = never")
     g.add_argument("--seed", dest="sim_seed", type=_int, metavar="N", default=0, help="seed of the fault dice (default: 0)")
     g = parser.add_argument_group("wire-format variants")
     g.add_argument("--no-prompt-logprobs", dest="sim_prompt_logprobs", action="store_false",
@@ -173,6 +177,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         answer_key=key, prompt_logprobs=args.sim_prompt_logprobs,
         generated_text_as_string=args.sim_generated_text_string,
         omit_content_type=args.sim_omit_content_type,
+        max_in_flight=args.sim_max_in_flight, die_after=args.sim_die_after,
     )
 
 
@@ -193,7 +198,10 @@ async def serve(config: SimConfig) -> int:
     except (BrokenPipeError, ValueError):
         pass  # nobody reads our stdout any more; keep serving
     try:
-        await stop.wait()
+        stopped, died = asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.died.wait())
+        await asyncio.wait((stopped, died), return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (stopped, died):
+            waiter.cancel()
     finally:
         await server.stop()
     return 0

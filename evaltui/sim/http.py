@@ -41,7 +41,8 @@ class Request:
 
 class Reply:
     """One response. `drop` aborts the connection instead; `delay` s pass before it is sent, and
-    `settle` is called once when it is sent or its client has gone."""
+    `settle` is called once when it is sent (`settle(True)`) or its client has gone, or the
+    server stopped, first (`settle(False)`)."""
 
     __slots__ = ("status", "body", "content_type", "headers", "drop", "delay", "settle")
 
@@ -54,7 +55,7 @@ class Reply:
         self.headers = headers
         self.drop = drop
         self.delay = 0.0
-        self.settle: Callable[[], None] | None = None
+        self.settle: Callable[[bool], None] | None = None
 
 
 def error_body(status: int, message: str, type_: str | None = None) -> bytes:
@@ -90,8 +91,10 @@ def make_app(handler: Handler) -> web.Application:
         if reply.settle is not None:
             try:
                 await asyncio.sleep(reply.delay)
-            finally:  # sent, or cancelled because the client left: either way the request is over
-                reply.settle()
+            except asyncio.CancelledError:  # the client left, or the server stopped: nothing is sent
+                reply.settle(False)
+                raise
+            reply.settle(True)
         if reply.drop:
             assert request.transport is not None
             request.transport.abort()

@@ -43,6 +43,7 @@ class LightLLMDialect:
                 "finish_reason": finish,
                 "prompt_tokens": len(pieces) + 1,
             }
+            call.tokens = len(pieces) + 1 + n_out
             if lps is not None:
                 ids = [answers.BOS_ID] + [answers.token_id(p) for p in pieces]
                 out["prompt_token_ids"] = ids

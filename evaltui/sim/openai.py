@@ -79,6 +79,7 @@ class OpenAIDialect:
                 answers.generate(self.config.answer_key, call.model, user, accuracy), limit)
             n_in = len(answers.tokenize(all_text))
             usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+            call.tokens = n_in + n_out
             ident, created = f"chatcmpl-sim{next(self._ids)}", int(time.time())
             if stream:
                 head = {"id": ident, "object": "chat.completion.chunk", "created": created,
@@ -158,6 +159,7 @@ class OpenAIDialect:
             head = {"id": ident, "object": "text_completion", "created": created, "model": model_field}
             usage = {"prompt_tokens": n_in_total, "completion_tokens": n_out_total,
                      "total_tokens": n_in_total + n_out_total}
+            call.tokens = n_in_total + n_out_total
             if stream:
                 chunks = [dict(head, choices=[dict(c, finish_reason=None)]) for c in choices]
                 chunks += [dict(head, choices=[{"index": c["index"], "text": "", "logprobs": None,

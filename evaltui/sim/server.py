@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
@@ -60,6 +61,7 @@ class SimApp:
         self._jitter_rng = random.Random(config.faults.seed)
         lightllm, openai = LightLLMDialect(config), OpenAIDialect(config)
         self._builders: dict[str, Builder] = {GENERATE: lightllm.generate, CHAT: openai.chat, COMPLETIONS: openai.completions}
+        self.on_die: Callable[[], None] | None = None  # called once `die_after` requests have come
 
     # --- plumbing ---------------------------------------------------------
 
@@ -127,6 +129,8 @@ class SimApp:
     def _model_request(self, req: Request, endpoint: str, prefix: str | None) -> Reply:
         stats = self.stats
         call = Call(stats.begin(endpoint), endpoint, prefix or "default")
+        if self.config.die_after and stats.requests_total > self.config.die_after:
+            return self._die(call)
         try:
             try:
                 body = fastjson.loads(req.body)
@@ -138,8 +142,11 @@ class SimApp:
                 call.model = body["model"]
             prompt_chars, make_body = self._builders[endpoint](call, body)
         except BadRequest as exc:
+            call.status = 400
             self._end(call)
             return self._error(400, str(exc))
+        if self.config.max_in_flight and stats.in_flight > self.config.max_in_flight:
+            return self._busy(call)
 
         stats.attempts[(call.model, call.prompt)] += 1
         kind = self.faults.decide(prompt_chars, stats.attempts[(call.model, call.prompt)])
@@ -153,11 +160,13 @@ class SimApp:
             stats.faults[kind] += 1
             faults = self.config.faults
             if kind == PROMPT_TOO_LONG:
+                call.status = 400
                 self._end(call)
                 return self._error(
                     400, f"prompt is too long: {prompt_chars} characters > {faults.max_prompt_chars}",
                     type_="invalid_request_error")
             if kind == "drop":
+                call.status = 0
                 self._end(call)
                 return Reply(drop=True)
             if kind == "slow":
@@ -168,7 +177,7 @@ class SimApp:
                 good.body = good.body[: max(1, len(good.body) // 2)]
                 reply = good
             else:
-                status = int(kind)
+                status = call.status = int(kind)
                 headers = (("Retry-After", format_seconds(faults.retry_after)),) if status == 429 else ()
                 self._end(call)
                 return self._error(status, simulated_message(status), headers=headers)
@@ -176,11 +185,28 @@ class SimApp:
             self._end(call)
             return reply
         reply.delay = delay
-        reply.settle = lambda: self._end(call)
+        reply.settle = lambda sent: self._end(call, sent)
         return reply
 
-    def _end(self, call: Call) -> None:
-        self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params)
+    def _busy(self, call: Call) -> Reply:
+        """More requests than `max_in_flight` at once: refused at once, as a gateway's limit does."""
+        self.stats.faults["busy"] += 1
+        call.status = 429
+        self._end(call)
+        headers = (("Retry-After", format_seconds(self.config.faults.retry_after)),)
+        return self._error(429, f"simulated 429: more than {self.config.max_in_flight} requests in flight", headers=headers)
+
+    def _die(self, call: Call) -> Reply:
+        """`die_after` requests have come: this one's connection is cut and the server goes away."""
+        call.status = 0
+        self._end(call)
+        if self.on_die is not None:
+            self.on_die()
+        return Reply(drop=True)
+
+    def _end(self, call: Call, sent: bool = True) -> None:
+        status = call.status if sent else 0  # a reply never sent is logged as a dropped connection
+        self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params, status, call.tokens if sent else 0)
 
 
 #: aiohttp logs a traceback for every malformed request; the client already got a 400 that says
@@ -203,6 +229,9 @@ class SimServer:
         self._app = SimApp(self.config, self.stats)
         self._runner: web.AppRunner | None = None
         self.port = self.config.port
+        self.died = asyncio.Event()  # set once `die_after` requests came and the server went away
+        self._dying: asyncio.Task[None] | None = None
+        self._app.on_die = self._die
 
     @property
     def host(self) -> str:
@@ -238,6 +267,12 @@ class SimServer:
         self._runner = runner
         self.port = runner.addresses[0][1]
         return self
+
+    def _die(self) -> None:
+        """Stop listening and cut every connection, as a killed process would (once)."""
+        if self._dying is None:
+            self._dying = asyncio.get_running_loop().create_task(self.stop())
+            self._dying.add_done_callback(lambda _: self.died.set())
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None

@@ -26,6 +26,8 @@ class LogRecord(NamedTuple):
     #: The generation parameters exactly as the client sent them
     #: (LightLLM "parameters", or the OpenAI body minus model/messages/prompt).
     params: dict[str, Any]
+    #: The reply's HTTP status (0: the connection was dropped instead).
+    status: int = 200
 
 
 class SimStats:
@@ -37,6 +39,7 @@ class SimStats:
     def reset(self) -> None:
         """Forget history; `in_flight` is a live gauge and survives."""
         self.requests_total = 0
+        self.tokens = 0  # prompt + generated tokens of the replies sent, as their usage says
         self.max_in_flight = self.in_flight
         self.attempts: Counter[tuple[str, str]] = Counter()
         self.faults: Counter[str] = Counter()
@@ -59,16 +62,18 @@ class SimStats:
         return now
 
     def end(self, t_received: float, model: str, endpoint: str, prompt: str,
-            params: dict[str, Any]) -> None:
+            params: dict[str, Any], status: int = 200, tokens: int = 0) -> None:
         self.in_flight -= 1
+        self.tokens += tokens
         self.last_done = now = time.monotonic()
-        self.log.append(LogRecord(t_received, now, model, endpoint, prompt, params))
+        self.log.append(LogRecord(t_received, now, model, endpoint, prompt, params, status))
 
     def snapshot(self) -> SimStats:
         """An independent copy, safe to read while the server keeps counting."""
         snap = SimStats.__new__(SimStats)
         snap._log_size = self._log_size
         snap.requests_total = self.requests_total
+        snap.tokens = self.tokens
         snap.in_flight = self.in_flight
         snap.max_in_flight = self.max_in_flight
         snap.attempts = Counter(self.attempts)
@@ -87,6 +92,7 @@ class SimStats:
             log = list(self.log)[-log_tail:] if log_tail > 0 else []
         return {
             "requests_total": self.requests_total,
+            "tokens": self.tokens,
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
             "attempts": [

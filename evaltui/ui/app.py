@@ -19,7 +19,7 @@ from textual.color import Color
 from textual.screen import Screen
 
 from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
+from evaltui.engine.source import RunSource
 from evaltui.engine.state import RunState
 from evaltui.ui.commands import EvalCommands
 from evaltui.ui.engine_thread import EngineThread
@@ -50,7 +50,7 @@ class EvalApp(App[int]):
 
     def __init__(
         self,
-        runner: Runner,
+        runner: RunSource,
         *,
         theme: str | None = None,
         themes: ThemeSet | None = None,
@@ -59,8 +59,9 @@ class EvalApp(App[int]):
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ):
-        """`start=False` leaves the engine idle (tests feed `sink` a scripted stream);
-        `exit_when_done` ends the session when the run ends (benchmarks)."""
+        """`runner` is the run's source: a Runner, or the Follower of `evaltui watch` (it keeps the
+        name it has always had here). `start=False` leaves the engine idle (tests feed `sink` a
+        scripted stream); `exit_when_done` ends the session when the run ends (benchmarks)."""
         super().__init__()
         self.runner = runner
         self.engine = EngineThread(runner)
@@ -78,7 +79,7 @@ class EvalApp(App[int]):
             self.register_theme(t)
         self._asked_theme = theme
         self.theme = self._pick_theme(theme)
-        self.title = runner.plan.title or "evaltui"
+        self.title = ("watching: " if runner.watching else "") + (runner.title or "evaltui")
         runner.subscribe(self.run_screen.sink)
 
     # the run screen's, by the names the session has always had them
@@ -213,7 +214,9 @@ class EvalApp(App[int]):
     def _work_over(self) -> bool:
         """Nothing left to interrupt: nothing runs, or the last run (or retry) reported its end —
         its job's future completes a moment after RunFinished, while it lets go of the work dir —
-        and no retry was asked for since."""
+        and no retry was asked for since. Watching, there is never any: the run is another's."""
+        if self.runner.watching:
+            return True
         self.fold_pending()
         ended = self.state.finished is not None and not self.state.live and len(self.engine.jobs) == self._jobs_at_finish
         return not self.engine.busy or ended

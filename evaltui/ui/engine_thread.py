@@ -1,5 +1,7 @@
 """The engine on a thread and event loop of its own, driven from the app through a blocking portal.
 
+The engine is the run's source (engine/source.py): a Runner, or the Follower of `evaltui watch`.
+
 Textual owns the main thread's loop; the engine keeps its own so a busy repaint never delays a
 request and a busy engine never freezes a key press. Commands cross over as portal calls that
 return concurrent futures; events come back only through the runner's sink (a deque append).
@@ -16,11 +18,11 @@ from contextlib import AbstractContextManager
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from evaltui.engine.runner import Runner
+from evaltui.engine.source import RunSource
 
 
 class EngineThread:
-    def __init__(self, runner: Runner):
+    def __init__(self, runner: RunSource):
         self.runner = runner
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None

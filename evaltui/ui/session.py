@@ -1,13 +1,13 @@
-"""Run the interactive session for a runner and return the exit code of SPEC §2."""
+"""Run the interactive session for a run's source (a runner, or a follower) and return the exit code of SPEC §2."""
 
 from __future__ import annotations
 
-from evaltui.engine.runner import Runner
+from evaltui.engine.source import RunSource
 from evaltui.ui.app import EvalApp
 from evaltui.ui.themes import ThemeSet
 
 
-def run_app(runner: Runner, *, theme: str | None, themes: ThemeSet) -> int:
+def run_app(runner: RunSource, *, theme: str | None, themes: ThemeSet) -> int:
     app = EvalApp(runner, theme=theme, themes=themes)
     try:
         app.run()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
@@ -35,30 +35,31 @@ class ConfirmQuit(ModalScreen[bool]):
 
 HELP = """\
 Keys
-  ↑ ↓ PgUp PgDn  move in the focused pane       Tab     next pane
-  enter          details of the highlighted dataset: failed samples,
-                 predictions next to their gold
-  r              retry the highlighted dataset's failed samples
-                 (only on a failed or skipped dataset)
-  R              retry every failed or skipped dataset
-  t              next theme (remembered)        ctrl+p  command palette
-  q              quit (asks while work runs; finished work is kept, a
-                 re-run resumes); q again while stopping: leave at once
-  ?              this help                      escape  close a screen
-
+ ↑ ↓ PgUp PgDn  move in the focused pane   Tab     next pane (it grows)
+ enter          details: failed samples, predictions next to their gold
+ r              retry the highlighted failed (or skipped) dataset
+ R              retry every failed or skipped dataset (watching a run:
+                its own evaltui retries, `evaltui PLAN.toml` resumes)
+ t              next theme (remembered)    ctrl+p  command palette
+ q              quit; while work runs it asks (finished work is kept,
+                a re-run resumes); q again while stopping: leave now
+ ?              this help                  escape  close a screen
 Panes
-  progress     one row per model × dataset (and shard): bar, done/total,
-               failed, status, requests per second, ETA, score
-  strip        heartbeat age (red when stale), requests in flight vs
-               max_workers, retries
-  failures     one line per failed sample, newest last
-  leaderboard  datasets × models, best model first; the Average row
-               fills in as pairs score"""
+ strip        heartbeat age (red when stale), samples, requests per
+              second, retries, requests in flight vs max_workers
+ progress     per model × dataset (and shard): bar, done/total, failed,
+              status, req/s, ETA, score; "↓ 3 more": rows out of sight
+ failures     one line per failed sample, newest last (once one fails)
+ leaderboard  datasets × models, best first; the Average fills in"""
 
 
 class HelpScreen(ModalScreen[None]):
+    """The keys and panes, in 20 rows: it fits 80×24 whole, and scrolls (with a scrollbar) in less."""
+
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close", id="help.close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="help"):
+        with VerticalScroll(id="help") as frame:
+            frame.border_title = "help"
+            frame.border_subtitle = "esc closes"
             yield Static(Text(HELP))

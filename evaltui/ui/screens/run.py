@@ -25,12 +25,13 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine import events as ev
 from evaltui.engine.delta import Changes, Delta
-from evaltui.engine.runner import Runner
+from evaltui.engine.source import RETRY_NEEDS_PLAN, RunSource
 from evaltui.engine.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.details import DetailsScreen
+from evaltui.ui.screens.fleet import FleetScreen
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 
@@ -48,7 +49,7 @@ class RunScreen(Screen[None]):
         Binding("enter", "details", "Details", id="details"),
     ]
 
-    def __init__(self, runner: Runner, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
+    def __init__(self, runner: RunSource, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
         super().__init__()
         self.runner = runner
         self.engine = engine
@@ -56,12 +57,13 @@ class RunScreen(Screen[None]):
         self.shards = ShardFold()
         self._inbox: deque[ev.Event] = deque()
         self._last_slow = -SLOW_TICK
+        self._palette: fmt.Palette = {}
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[Pair] = set()  # asked for; not offered again until over
         self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
         self._retry_jobs: dict[int, tuple[Pair, ...]] = {}  # retry job -> its pairs
-        self._heartbeat_timeout = runner.plan.run.heartbeat_timeout
-        self._max_workers = {m.abbr: m.max_workers for m in runner.plan.models}
+        self._heartbeat_timeout = runner.heartbeat_timeout
+        self._max_workers = runner.max_workers
         # the panes, kept at hand: the tick repaints them without a query, even while closing
         self.strip = EngineStrip(id="strip")
         self.progress = ProgressTable(id="progress")
@@ -83,9 +85,10 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.progress.border_title = "progress"
+        self.progress.border_title = f"progress · {self.app.title}"  # the whole title, where it has the room
         self.board.border_title = "leaderboard"
         self.failures.border_title = "failures"
+        self.failures.display = False  # until a sample fails
         self.progress.focus()
 
     # ------------------------------------------------------------------ events in
@@ -96,6 +99,7 @@ class RunScreen(Screen[None]):
     def fold_pending(self, palette: fmt.Palette, *, all_rows: bool = False) -> Changes:
         """Drain the inbox, fold it into the state, repaint what changed; say what did."""
         inbox, apply, shards = self._inbox, self.state.apply, self.shards
+        self._palette = palette
         changes = Changes(everything=all_rows)
         while inbox:
             e = inbox.popleft()
@@ -105,11 +109,16 @@ class RunScreen(Screen[None]):
             if (delta.retried or delta.settled) and self._follow_retries(delta):
                 changes.statuses = True
         for notice in changes.notices:
-            self.notify(notice.message, severity=_SEVERITY.get(notice.level, "information"), markup=False)
+            self.notify(self._short(notice.message), severity=_SEVERITY.get(notice.level, "information"), markup=False)
         if changes.live is not None:
             self.main.set_class(not changes.live, "-finished")  # the final leaderboard gets the room it needs
         self._repaint(changes, palette)
         return changes
+
+    def _short(self, message: str) -> str:
+        """A notice's paths inside the work dir, relative to it: a toast has a few dozen columns."""
+        root = self.state.work_dir
+        return message.replace(root.rstrip("/") + "/", "") if root else message
 
     def _follow_retries(self, delta: Delta) -> bool:
         """Which asked-for retries the engine took up, and which are over: a retry joined to a
@@ -128,22 +137,29 @@ class RunScreen(Screen[None]):
         # Every repaint takes the interpreter from the engine's thread for a while: what changes
         # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
         now = state.clock()
-        slow = changes.statuses or now - self._last_slow >= SLOW_TICK
+        slow = changes.statuses or changes.fleet or now - self._last_slow >= SLOW_TICK  # a replica out: the strip says so now
         if slow:
             self._last_slow = now
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, palette, rates=slow)
             if slow:
-                self.strip.show(
-                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers,
-                    title=self.app.title, live=state.live, palette=palette,
-                )
+                self.strip.show(state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette)
             if changes.failures_reset:
                 self.failures.show_all(list(state.failures))
             else:
                 self.failures.add(state.newest_failures(changes.failures))
+            self._fit_failures()
             if changes.scores:
                 self.board.show(self.leaderboard(), palette)
+
+    def _fit_failures(self) -> None:
+        """The failures pane only once a sample failed: empty, it took the room of the datasets'
+        rows (at 80×24 the second model's) or half a wide screen."""
+        shown = self.failures.line_count > 0
+        if shown != self.failures.display:
+            if not shown and self.failures.has_focus:
+                self.progress.focus()
+            self.failures.display = shown
 
     def job_ended(self, job: Future[int]) -> bool:
         """A run or retry job ended: its pairs may be offered again. True if it was a retry."""
@@ -157,6 +173,9 @@ class RunScreen(Screen[None]):
         finished = self.state.finished
         if finished is not None and finished.leaderboard is not None and not self.state.live:
             return finished.leaderboard
+        if not self._plan_pairs.issuperset(self.state.pairs):  # a followed run's pairs appear as it goes
+            self._empty_board = dataclasses.replace(self.runner.leaderboard(), scores={})
+            self._plan_pairs = frozenset(self.runner.pairs)
         seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None and k in self._plan_pairs}
         return dataclasses.replace(self._empty_board, scores=seen)
 
@@ -174,7 +193,7 @@ class RunScreen(Screen[None]):
         if action == "retry_all":
             return bool(self.retryable())
         if action == "details":
-            return self.highlighted() is not None
+            return self.highlighted() is not None or self.progress.highlighted_model() is not None
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -211,6 +230,9 @@ class RunScreen(Screen[None]):
             self._retry(pairs)
 
     def _retry(self, pairs: Sequence[Pair]) -> None:
+        if self.runner.watching:  # the followed run's plan and lock are its own process's
+            self.notify(RETRY_NEEDS_PLAN, severity="warning", timeout=8, markup=False)
+            return
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
         # a skipped pair with nothing failed is only scored (the watcher gave up on it; its answers are kept)
@@ -227,6 +249,13 @@ class RunScreen(Screen[None]):
     def action_details(self) -> None:
         pair = self.highlighted()
         if pair is None:
+            model = self.progress.highlighted_model()
+            if model is not None:  # a model's heading row: its replicas and limits
+                cfg = self.runner.models.get(model)
+                if cfg is None:
+                    self.notify(f"{model}: this work dir does not say how the model is served", timeout=4, markup=False)
+                else:
+                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette))
             return
         model, dataset = pair
         self.app.push_screen(DetailsScreen(model, dataset, lambda: self.runner.pair_details(model, dataset)))

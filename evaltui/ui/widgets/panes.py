@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
@@ -16,11 +17,13 @@ from textual.widgets.data_table import RowKey
 from evaltui.engine.state import Failure, RunState
 from evaltui.scoring.leaderboard import Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt
+from evaltui.ui.widgets.fleet import model_load
 from evaltui.ui.widgets.progress import repaint_row
 
 
 class EngineStrip(Widget):
-    """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed.
+    """Heartbeat, in-flight vs max_workers per model, throughput, retries, elapsed. (The plan's
+    title is the progress pane's border title: here it was cut at 80 columns.)
 
     A plain Widget that renders its Text, repainted only when the text changed: a Static's
     update() would ask the whole screen for a new layout, several times a second.
@@ -33,31 +36,31 @@ class EngineStrip(Widget):
     def render(self) -> Text:
         return self._text
 
-    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], title: str, live: bool, palette: fmt.Palette) -> None:
+    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], live: bool, palette: fmt.Palette) -> None:
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
         text.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
         c, f, n = state.totals()
         text.append(f"  elapsed {fmt.duration(state.elapsed())}  samples {c + f}/{n}")
         if f:
             text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
-        text.append("  │ ")
-        text.append(title or "evaltui", style="bold")
         text.append("\n")
         text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
-        loads = []
-        for model, limit in max_workers.items():
-            load = state.load.get(model)
-            loads.append(f"{model} {load.in_flight if load and live else 0}/{load.max_workers if load else limit}")
-        text.append("  ".join(loads) or "–")
+        for i, (model, limit) in enumerate(max_workers.items()):
+            text.append("  " if i else "")
+            text.append_text(model_load(state, model, limit, live=live, palette=palette))
+        if not max_workers:
+            text.append("–")
         if text != self._text:
             self._text = text
             self.refresh()
 
     @staticmethod
     def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:
-        if state.finished is not None and not live:
-            return Text("● run finished", style=fmt.colour(palette, "success"))
         age = state.heartbeat_age()
+        if state.finished is not None and not live:
+            if state.finished.interrupted and age is not None:  # stopped with work left (a killed run, when watched)
+                return Text(f"■ run stopped, last heartbeat {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
+            return Text("● run finished", style=fmt.colour(palette, "success"))
         if age is None:
             return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))
         if age > timeout:
@@ -105,10 +108,16 @@ class FailuresLog(Log):
 class LeaderboardTable(DataTable[Text]):
     """Datasets × models (ranked, best first), and an Average row that fills in live.
 
+    Its rows are not selectable, so enter here keeps meaning what it means on the run screen:
+    the details of the dataset highlighted in the progress pane (DataTable's own enter would
+    hide that key from the footer whenever Tab brings the focus here).
+
     Scores come in one pair at a time, hundreds of them on a big plan: a score changes its cell
     and the Average row in place (the progress pane's reconcile-by-key); the table is built again
     only when its columns change: the ranking, a label, the width a column needs.
     """
+
+    BINDINGS = [Binding("enter", "screen.details", "Details", id="leaderboard.details")]
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="none", zebra_stripes=True, **kw)  # type: ignore[arg-type]

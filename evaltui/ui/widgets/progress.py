@@ -106,6 +106,7 @@ class ProgressTable(DataTable[Text]):
         self._source: tuple[RunState, ShardFold, fmt.Palette] | None = None  # what the last sync showed
         self._keep: str | None = None  # the highlighted row's key across a rebuild
         self.needs_full_sync = True
+        self._rows_said = 0  # the rows there were when the fold was last said
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -122,6 +123,23 @@ class ProgressTable(DataTable[Text]):
         if self._fit() and self._source is not None:
             state, shards, palette = self._source
             self.sync(state, shards, None, palette)  # at once: a blank table until the next tick would flicker
+        self.say_fold()
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self.say_fold()
+
+    def say_fold(self) -> None:
+        """Say in the bottom border how many rows are out of sight above and below: at 80×24 a
+        second model's datasets can be below the fold, and a scrollbar alone is easy to miss."""
+        shown = self.scrollable_content_region.height - self.header_height
+        if shown <= 0:
+            return
+        above = round(self.scroll_y)
+        below = max(0, self.row_count - above - shown)
+        said = "  ".join(part for part in (f"↑ {above} more" if above else "", f"↓ {below} more" if below else "") if part)
+        if said != self.border_subtitle:
+            self.border_subtitle = said
 
     def _fit(self) -> bool:
         """Give the bar the width the other columns leave (rows are rebuilt when it changes)."""
@@ -145,6 +163,11 @@ class ProgressTable(DataTable[Text]):
 
     def highlighted_pair(self) -> Pair | None:
         return self._pair_of_row.get(self._cursor_row_key() or "")
+
+    def highlighted_model(self) -> str | None:
+        """The model whose heading row is highlighted (enter shows its breakdown)."""
+        key = self._cursor_row_key()
+        return key if key in self._models else None
 
     def _cursor_row_key(self) -> str | None:
         if self.row_count == 0:
@@ -193,6 +216,9 @@ class ProgressTable(DataTable[Text]):
                     self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts, palette))
         if was_empty and self._cells:
             self._place_cursor()
+        if len(self._cells) != self._rows_said:
+            self._rows_said = len(self._cells)
+            self.say_fold()
 
     def _put(self, key: str, pair: Pair, cells: list[Text]) -> None:
         old = self._cells.get(key)

@@ -1,0 +1,91 @@
+"""One model's breakdown (`enter` on its heading row): each replica's state, in flight, limit,
+requests per second and errors, why one is out, and the model's limits and pacing.
+
+It reads the run screen's RunState, which the app keeps folding while this screen is on top,
+and repaints once a second; it never asks the engine anything.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from evaltui.engine.state import RunState
+from evaltui.plan import ModelConfig
+from evaltui.ui import fmt
+
+COLUMNS = ("replica", "state", "in flight", "limit", "req/s", "errors", "why")
+_STATE_COLOUR = {"up": "success", "ejected": "error", "probing": "warning"}
+
+
+class FleetScreen(Screen[None]):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet.back")]
+
+    def __init__(self, model: ModelConfig, state: RunState, palette: fmt.Palette) -> None:
+        super().__init__()
+        self.model, self.state, self.palette = model, state, palette
+        self._tokens_at: tuple[float, int] | None = None  # (when, tokens) of the last repaint
+        self._token_rate: float | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-title")
+        yield Static(id="fleet-limits")
+        yield DataTable(id="fleet-replicas", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#fleet-replicas", DataTable).add_columns(*COLUMNS)
+        self.repaint()
+        self.set_interval(1.0, self.repaint)
+
+    def repaint(self) -> None:
+        m, state = self.model, self.state
+        load = state.load.get(m.abbr)
+        title = Text(f"{m.abbr} — {len(m.urls)} replica{'s' if len(m.urls) > 1 else ''}, {m.concurrency} concurrency", style="bold")
+        down = state.down_for(m.abbr)
+        if down is not None:
+            waiting = f"  ALL DOWN for {fmt.duration(down)}, waiting up to {fmt.duration(m.down_timeout)}"
+            title.append(waiting, style=f"bold {fmt.colour(self.palette, 'error')}")
+        self.query_one("#fleet-title", Static).update(title)
+        self.query_one("#fleet-limits", Static).update(Text(self._limits(load.limit if load and load.limit else m.max_workers, load.tokens if load else 0)))
+        table = self.query_one("#fleet-replicas", DataTable)
+        row = table.cursor_row  # the row a user moved to stays highlighted across the repaint
+        table.clear()
+        views = state.replicas.get(m.abbr, {})
+        if not views:  # one url, fixed: the model's own load is its replica's
+            in_flight = str(load.in_flight) if load else "0"
+            table.add_row(Text(m.urls[0]), self._state("up"), Text(in_flight), Text(str(m.max_workers)), Text("–"), Text("–"), Text(""))
+        for v in views.values():
+            table.add_row(
+                Text(v.url), self._state(v.state), Text(str(v.in_flight)), Text(str(v.limit)),
+                Text(fmt.rate(v.rate)), Text(str(v.errors)), Text(fmt.one_line(v.reason, 120)),
+            )
+        table.move_cursor(row=row)
+
+    def _state(self, state: str) -> Text:
+        return Text(state, style=fmt.colour(self.palette, _STATE_COLOUR.get(state, "foreground")))
+
+    def _limits(self, limit: int, tokens: int) -> str:
+        m = self.model
+        if m.concurrency == "adaptive":
+            parts = [f"in flight at most {limit} now (adaptive, between {m.min_workers or 1} and {m.max_workers})"]
+        else:
+            parts = [f"in flight at most {m.max_workers}"]
+        if m.max_workers_per_url:
+            parts.append(f"{m.max_workers_per_url} per replica")
+        if m.request_rate:
+            parts.append(f"{m.request_rate * 60:g} requests/min")
+        if m.tokens_per_minute:
+            parts.append(f"tokens {self._tokens_per_minute(tokens)}/min of {m.tokens_per_minute:g}")
+        return " · ".join(parts)
+
+    def _tokens_per_minute(self, tokens: int) -> str:
+        now = self.state.clock()
+        if self._tokens_at is not None and now - self._tokens_at[0] >= 1.0:
+            self._token_rate = 60.0 * max(0, tokens - self._tokens_at[1]) / (now - self._tokens_at[0])
+        if self._tokens_at is None or now - self._tokens_at[0] >= 1.0:
+            self._tokens_at = (now, tokens)
+        return "–" if self._token_rate is None else f"{self._token_rate:.0f}"

@@ -1,0 +1,133 @@
+"""A model served by several replicas, end to end through the engine, each replica a real
+simulator on 127.0.0.1: one dies mid-run, all go down for a while, all stay down, and a server
+that refuses above 16 in flight against an adaptive limit. What must hold: the exact score,
+every sample in the checkpoint once, and never a hang or a lost sample."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from planmaker import arithmetic, gsm_dataset, key_for, of_type, run_plan, write_jsonl, write_plan
+
+from evaltui.backends.replicas import EJECT_AFTER
+from evaltui.engine import events as ev
+from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.sim import ModelProfile, SimConfig, SimThread, answers_correctly
+
+ACCURACY = 0.7
+
+
+def expected(rows: list[dict[str, Any]]) -> float:
+    return round(100.0 * sum(answers_correctly("m", r["question"], ACCURACY) for r in rows) / len(rows), 2)
+
+
+def replica(rows: list[dict[str, Any]], **kw: Any) -> SimConfig:
+    return SimConfig(answer_key=key_for(rows), default=ModelProfile(accuracy=ACCURACY, latency=0.01), **kw)
+
+
+def fleet_plan(tmp_path: Path, rows: list[dict[str, Any]], sims: list[SimThread], **model: Any) -> Path:
+    m = {"abbr": "m", "type": "lightllm", "url": [f"{s.url}/m/generate" for s in sims], "max_workers": 8,
+         "retry": 2 * (EJECT_AFTER - 1), "backoff": 0.0, "timeout": 10.0, **model}
+    return write_plan(tmp_path, models=[m], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+
+
+def checkpoint(runner: Any) -> list[tuple[int, bool]]:
+    return [(index, ok) for index, ok, _ in scan_checkpoint(runner.workdir.checkpoint_file("m", "d"))]
+
+
+def scored(events: list[ev.Event]) -> float | None:
+    return next(e.score for e in of_type(events, ev.DatasetScored))
+
+
+def restart_later(sims: list[SimThread], rows: list[dict[str, Any]], factory: Any, after: float) -> threading.Thread:
+    """Once every one of `sims` has died, start each again on its port `after` seconds later."""
+
+    def back() -> None:
+        deadline = time.monotonic() + 60
+        while not all(s.server.died.is_set() for s in sims) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(after)
+        for s in sims:
+            factory(replica(rows, port=s.port))
+
+    t = threading.Thread(target=back, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_replica_killed_mid_run_costs_nothing_the_exact_score_and_each_sample_once(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(200)
+    dying, other = sim_factory(replica(rows, die_after=40)), sim_factory(replica(rows))
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, [dying, other]))
+    assert code == 0 and scored(events) == expected(rows)
+    entries = checkpoint(runner)
+    assert sorted(i for i, _ in entries) == list(range(200)) and all(ok for _, ok in entries)  # once each, none failed
+    changes = of_type(events, ev.ReplicaStateChanged)
+    assert changes[0].url == f"{dying.url}/m/generate" and changes[0].state == "ejected"
+    log = (runner.workdir.logs_dir / "run.log").read_text()
+    assert f"m: replica {dying.url}/m/generate ejected" in log
+    load = of_type(events, ev.ModelLoad)[-1]
+    assert [r.state for r in load.replicas] in (["ejected", "up"], ["probing", "up"])
+    assert load.replicas[1].requests >= 160
+
+
+def test_every_replica_down_for_a_while_the_run_waits_and_finishes(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(120)
+    sims = [sim_factory(replica(rows, die_after=30)) for _ in range(2)]
+    back = restart_later(sims, rows, sim_factory, after=1.0)
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, sims))
+    back.join(10)
+    assert code == 0 and scored(events) == expected(rows)
+    entries = checkpoint(runner)
+    assert sorted(i for i, _ in entries) == list(range(120)) and all(ok for _, ok in entries)
+    assert len(of_type(events, ev.ReplicasDown)) == 1
+    assert "every replica is down, its requests wait up to 300 s" in (runner.workdir.logs_dir / "run.log").read_text()
+    assert any(e.state == "up" for e in of_type(events, ev.ReplicaStateChanged))
+
+
+def test_every_replica_down_beyond_down_timeout_fails_clearly_and_loses_nothing(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(150)
+    sims = [sim_factory(replica(rows, die_after=25)) for _ in range(2)]
+    plan = fleet_plan(tmp_path, rows, sims, down_timeout=1.0)
+    code, events, runner = run_plan(plan)
+    assert code == 1
+    (inferred,) = of_type(events, ev.DatasetInferred)
+    assert inferred.status == "fail" and "every replica was down for 1 s" in inferred.error
+    entries = checkpoint(runner)
+    done = [i for i, ok in entries if ok]
+    assert len(done) == len(set(done)) == inferred.completed > 0
+    failed = of_type(events, ev.SampleFailed)
+    assert failed and all(f.error.type == "down" for f in failed)  # the samples out then, with the reason
+    assert any("stopping this model" in n.message for n in of_type(events, ev.Notice))
+    # The servers come back: a plain re-run asks only for what was not answered, and scores it all.
+    for s in sims:
+        sim_factory(replica(rows, port=s.port))
+    sent_before = {r.prompt for s in sims for r in s.stats.log if r.status == 200}
+    code, events, runner = run_plan(plan)
+    assert code == 0 and scored(events) == expected(rows)
+    entries = checkpoint(runner)
+    assert sorted({i for i, ok in entries if ok}) == list(range(150))
+    assert sent_before.isdisjoint(rows[i]["question"] for i in range(150) if i not in done)
+
+
+def test_adaptive_concurrency_finds_a_server_that_refuses_above_16(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(1000)
+    sim = sim_factory(replica(rows, max_in_flight=16, faults=_no_retry_after()))
+    plan = fleet_plan(tmp_path, rows, [sim], max_workers=64, concurrency="adaptive", retry=20, url=f"{sim.url}/m/generate")
+    code, events, _ = run_plan(plan)
+    assert code == 0 and scored(events) == expected(rows)
+    log = sorted(sim.stats.log, key=lambda r: r.t_received)
+    later = log[len(log) // 4:]  # after the first seconds: the limit has been found
+    refused = sum(1 for r in later if r.status == 429)
+    assert refused / len(later) < 0.05, (refused, len(later))
+    limits = [e.limit for e in of_type(events, ev.ModelLoad) if e.requests]
+    assert limits and max(limits) <= 32 and limits[-1] <= 20
+
+
+def _no_retry_after() -> Any:
+    from evaltui.sim import Faults
+
+    return Faults(retry_after=0.0)  # "Retry-After: 0": no hold, so only the limit decides

@@ -1,0 +1,201 @@
+"""`evaltui watch`'s engine side: the follower reads a work dir another process writes and says
+it in the engine's own events — a run followed to its end from another process, a finished run,
+a killed one — never writing a byte there nor taking its lock."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
+from watchkit import follow_to_end, of, start_writer, tree, wait_for, watch_plan
+
+from evaltui.engine import events as ev
+from evaltui.engine.events import PairStatus
+from evaltui.engine.follow import Follower, NotAWorkDir, open_view
+from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.tail import AppendedLines
+from evaltui.engine.workdir import WorkDir, WorkDirBusy
+from evaltui.sim import SimConfig
+from evaltui.sim.config import Faults, ModelProfile
+
+
+def _slow_sim(sim_factory, rows, latency: float = 0.04, **faults):
+    return sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=latency), faults=Faults(**faults)))
+
+
+def test_a_finished_run_is_told_as_the_run_told_it(tmp_path: Path, sim_factory) -> None:
+    """Scores, counts, statuses and each failed sample with its error, read back from the files."""
+    rows = arithmetic(30)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(rate_400=0.2, seed=3)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data, fail_on_error=0.9), gsm_dataset("b", data, shards=2, fail_on_error=0.9)])
+    code, _, runner = run_plan(plan)
+    work = runner.workdir.root
+    before = tree(work)
+
+    followed, events, follower = follow_to_end(work)
+
+    assert followed == code == 0
+    for key, p in runner.state.pairs.items():
+        q = follower.state.pairs[key]
+        assert (q.status, q.completed, q.failed, q.total, q.score) == (p.status, p.completed, p.failed, p.total, p.score)
+    assert sorted((f.model, f.dataset, f.sample_index, f.error) for f in follower.state.failures) == sorted(
+        (f.model, f.dataset, f.sample_index, f.error) for f in runner.state.failures
+    )
+    assert follower.state.failures, "the faults made some samples fail"
+    (finished,) = of(events, ev.RunFinished)
+    assert finished.leaderboard.rows() == runner.leaderboard().rows() and not finished.interrupted
+    assert tree(work) == before
+
+
+def test_follows_a_run_in_another_process_from_before_it_begins_to_its_end(tmp_path: Path, sim_factory) -> None:
+    """The follower waits in the empty work dir, the writer takes its lock all the same, and the
+    counts move look by look until the leaderboard."""
+    rows = arithmetic(60, prefix="D0-") + arithmetic(60, prefix="D1-")
+    sim = _slow_sim(sim_factory, rows)
+    plan = watch_plan(tmp_path, sim.url)
+    work = tmp_path / "out"
+    work.mkdir()
+    seen: list[tuple[int, int]] = []
+    writer: list[subprocess.Popen[bytes]] = []
+
+    def sample(follower: Follower) -> None:
+        if not writer:
+            writer.append(start_writer(plan, tmp_path / "writer.log"))  # once the follower is waiting
+        c, f, n = follower.state.totals()
+        if follower.state.live and n:
+            seen.append((c + f, n))
+
+    code, events, follower = follow_to_end(work, during=sample)
+
+    assert writer[0].wait(timeout=60) == 0, (tmp_path / "writer.log").read_text()
+    moving = {done for done, total in seen if 0 < done < total}
+    assert len(moving) >= 3, seen  # progress seen moving, not only its end
+    assert code == 0
+    assert [n.message for n in of(events, ev.Notice)][0].startswith("waiting for a run to begin")
+    scored = {(e.model, e.dataset): e.score for e in of(events, ev.DatasetScored)}
+    assert scored == {("m", "d0"): 100.0, ("m", "d1"): 100.0}
+    assert follower.state.totals() == (120, 0, 120)
+    assert len(of(events, ev.SampleFinished)) > 60  # most answers arrived one by one, as the run wrote them
+
+
+def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(40, prefix="D0-") + arithmetic(400, prefix="D1-")
+    sim = _slow_sim(sim_factory, rows, latency=0.05)
+    plan = watch_plan(tmp_path, sim.url, records=(40, 400), heartbeat_timeout=1.0, heartbeat_interval=0.2)
+    work = WorkDir(tmp_path / "out")
+    writer = start_writer(plan, tmp_path / "writer.log")
+    try:  # killed once d0 is scored and d1 under way (its 400 samples take 10 s at 2 in flight)
+        wait_for(lambda: work.result_file("m", "d0").exists() and work.checkpoint_file("m", "d1").exists() and len(work.checkpoint_file("m", "d1").read_bytes().splitlines()) > 5)
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+    time.sleep(1.2)  # the heartbeat is stale by now
+    before = tree(work.root)
+
+    code, events, follower = follow_to_end(work.root)
+
+    assert code == 1
+    (finished,) = of(events, ev.RunFinished)
+    assert finished.interrupted
+    d0, d1 = follower.state.pairs[("m", "d0")], follower.state.pairs[("m", "d1")]
+    assert d0.status == PairStatus.SCORED and d0.score == 100.0
+    assert d1.status == PairStatus.PENDING and 5 < d1.completed < 400  # what it had done, resumable
+    assert any("stopped with work left (m/d1)" in n.message for n in of(events, ev.Notice))
+    assert follower.state.heartbeat_age() > 1.0
+    assert tree(work.root) == before
+
+
+def test_the_lock_stays_free_for_the_writer_while_watching(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(10)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    _, _, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data)]))
+    work = runner.workdir
+    follower = Follower(open_view(work.root))
+    stop = threading.Event()
+
+    def keep_looking() -> None:
+        while not stop.is_set():
+            follower.look()
+
+    looker = threading.Thread(target=keep_looking)
+    looker.start()
+    try:
+        for _ in range(50):
+            fd = work.lock()  # raises WorkDirBusy if the follower held it
+            os.close(fd)
+    finally:
+        stop.set()
+        looker.join(timeout=10)
+
+
+def test_lock_holder_is_read_from_proc_locks_without_taking_the_lock(tmp_path: Path) -> None:
+    if not Path("/proc/locks").exists():
+        pytest.skip("no /proc/locks on this system")
+    lock = tmp_path / ".evaltui.lock"
+    assert lock_holder(lock) == 0  # no lock file: nobody
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX);"
+         " os.write(fd, str(os.getpid()).encode()); print('held', flush=True); time.sleep(60)", str(lock)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        assert lock_holder(lock) == holder.pid
+        with pytest.raises(WorkDirBusy):
+            WorkDir(tmp_path).lock()
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    assert lock_holder(lock) == 0
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free indeed
+    finally:
+        os.close(fd)
+    assert lock_holder(lock, proc_locks=tmp_path / "no-such-table") is None  # cannot tell: the heartbeat decides
+
+
+def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "tmp_a.jsonl"
+    tail = AppendedLines(path)
+    assert tail.read() == []  # not there yet
+    path.write_bytes(b'{"index":0}\n{"ind')
+    assert tail.read() == [b'{"index":0}']
+    with open(path, "ab") as f:
+        f.write(b'ex":1}\n')
+    assert tail.read() == [b'{"index":1}']
+    assert tail.read() == []
+    path.write_bytes(b"")  # cut shorter than what was read (or a new file in its place)
+    assert tail.read() is None
+    tail = AppendedLines(path)
+    path.write_bytes(b'{"index":5}\n')
+    assert tail.read() == [b'{"index":5}']
+    other = tmp_path / "other"
+    other.write_bytes(b'{"index":5}\n{"index":6}\n')
+    os.replace(other, path)  # another file in its place (set aside by --fresh, started over)
+    assert tail.read() is None
+
+
+def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> None:
+    with pytest.raises(NotAWorkDir, match="no such folder"):
+        open_view(tmp_path / "missing")
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(NotAWorkDir, match="not a work dir"):
+        open_view(tmp_path)
+    outputs = tmp_path / "outputs" / "default"
+    (outputs / "20250101_120000" / "predictions").mkdir(parents=True)
+    with pytest.raises(NotAWorkDir, match="watch one of them, e.g. .*20250101_120000"):
+        open_view(outputs)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert open_view(empty).kind == "evaltui"  # a run about to begin there
