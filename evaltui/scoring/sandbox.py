@@ -7,8 +7,8 @@ the sandbox is built from inside) that:
 - gets a bare environment, never the parent's, so API keys cannot leak into it;
 - has resource limits on address space, CPU time, file size and core dumps per process, and
   the whole sandbox — every process it starts — is held to `memory_mb` together (a memory
-  cgroup where evaltui can make one, else a watchdog here summing the tree's memory every
-  50 ms) and its folder to FOLDER_LIMIT (`sandbox_watch`);
+  cgroup where evaltui can make one, else a watchdog here summing the tree's proportional set
+  sizes every 50 ms) and its folder to FOLDER_LIMIT (`sandbox_watch`);
 - writes stdout/stderr into unlinked temporary files, so flooding output cannot fill a pipe
   and hang us, nor our memory (the file-size limit ends a flood);
 - must get through the tests for its bootstrap to print a random token it received over a pipe
@@ -59,7 +59,7 @@ from typing import IO
 
 from evaltui.scoring import sandbox_child
 from evaltui.scoring.sandbox_child import EXTRA_PROCESSES, descendants
-from evaltui.scoring.sandbox_watch import FOLDER_LIMIT, POLL, MemoryCgroup, folder_bytes, tree_rss
+from evaltui.scoring.sandbox_watch import FOLDER_LIMIT, POLL, MemoryCgroup, folder_bytes, tree_memory
 
 FSIZE_LIMIT = 16 * 2**20
 _TAIL_BYTES = 64 * 1024
@@ -122,7 +122,7 @@ def _watch(proc: subprocess.Popen[bytes], home: str, *, timeout: float, memory: 
             pass
         if time.monotonic() >= deadline:
             verdict = TIMED_OUT
-        elif cgroup.oom_killed() if cgroup is not None else tree_rss(proc.pid) > memory:
+        elif cgroup.oom_killed() if cgroup is not None else tree_memory(proc.pid) > memory:
             verdict = MEMORY_LIMIT  # (the kernel's OOM killer took one process: the sandbox goes whole)
         elif folder_bytes(home, FOLDER_LIMIT) > FOLDER_LIMIT:
             verdict = FOLDER_FULL

@@ -6,8 +6,8 @@ of 400 MB each under a 512 MB limit once took 4 GB of the machine, and many file
 can fill the work dir's disk. So the whole sandbox is held to `memory_mb` and FOLDER_LIMIT:
 - memory: by the kernel, where evaltui can make a memory cgroup (cgroup v2 with the memory
   controller delegated to its own cgroup, or the v1 memory hierarchy; in practice as root), else
-  by `sandbox.run_program` summing the resident memory of every process of the sandbox every
-  POLL seconds and killing them all past the limit (a fast allocator may overshoot for one POLL);
+  by `sandbox.run_program` summing the memory of every process of the sandbox (`tree_memory`)
+  every POLL seconds and killing them all past the limit (a fast allocator may overshoot for one POLL);
 - the folder: measured every POLL seconds, the sandbox killed past the limit.
 """
 
@@ -29,17 +29,26 @@ _BLOCK = 4096  # an entry counts at least this much: a million empty files is no
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def tree_rss(pid: int) -> int:
-    """Bytes resident for `pid` and every process below it (pages shared after a fork counted in
-    each: an overestimate, never an under-)."""
-    total = 0
-    for p in [pid, *descendants(pid)]:
-        try:
-            with open(f"/proc/{p}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * _PAGE
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+def tree_memory(pid: int) -> int:
+    """Bytes of memory `pid` and every process below it hold: the sum of their proportional
+    set sizes (a page shared after a fork counted once in all, as the machine pays for it), or
+    of their resident sets where the kernel does not say (shared pages then counted in each)."""
+    return sum(_memory(p) for p in [pid, *descendants(pid)])
+
+
+def _memory(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def folder_bytes(path: str, stop_at: int) -> int:
