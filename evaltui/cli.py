@@ -97,20 +97,17 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         return EXIT_USAGE
 
-    from evaltui.engine.workdir_guard import refusal
-
-    field, where = ("--work-dir", args.work_dir) if args.work_dir else ("run.work_dir", plan.default_work_dir())
-    problem = refusal(where)
-    if problem is not None:
-        print(f"{plan.source.name}: {field}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-
     from evaltui.engine.runner import Runner
+    from evaltui.engine.workdir_guard import WorkDirRefused
     from evaltui.headless import run_headless
 
     if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
         _hide_environment()
-    runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
+    try:
+        runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
+    except WorkDirRefused as e:
+        print(f"{plan.source.name}: {'--work-dir' if args.work_dir is not None else 'run.work_dir'}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     headless = args.no_ui or args.json or not sys.stdout.isatty()
     if not headless:
         return _run_interactive(runner, args.theme)

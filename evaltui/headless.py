@@ -19,7 +19,7 @@ import anyio
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
-from evaltui.engine.runlog import FirstFailures, event_line
+from evaltui.engine.runlog import EventLines
 from evaltui.engine.runner import Runner
 from evaltui.engine.source import RunSource
 from evaltui.engine.state import RunState
@@ -39,13 +39,13 @@ class HeadlessRenderer:
         self.state = RunState()
         self.log_interval = log_interval
         self.closed = False
-        self._first_failures = FirstFailures()
+        self._lines = EventLines()
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
         if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line of its own
             return
-        line = self._first_failures.line(e) if type(e) is ev.SampleFailed else event_line(e)
+        line = self._lines(e)
         if line is not None:
             self.say(line)
 

@@ -1,6 +1,6 @@
 """The run's own record in `<work_dir>/logs/`: state changes as plain lines, failures as JSONL.
 
-`event_line` is also what the headless renderer prints, so the log file and the terminal of a
+`EventLines` is also what the headless renderer prints, so the log file and the terminal of a
 `--no-ui` run say the same thing in the same words.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -122,14 +123,21 @@ _LINES: dict[type, Callable[[Any], str | None]] = {
 }
 
 
-class FirstFailures:
-    """The first failed sample of each model×dataset as a line, so a run whose samples fail says
-    why as it happens, not only in logs/failures.jsonl."""
+class EventLines:
+    """The line a user reads for each event, the same in logs/run.log and on a `--no-ui` terminal
+    (None for an event that says nothing), made printable: a server's words may hold terminal
+    escapes (set the title, colour, erase the line) and line breaks, and neither reaches a
+    terminal or the log raw. Failed samples are said once per model×dataset, the first of them,
+    so a run whose samples fail says why as it happens (logs/failures.jsonl has all of them)."""
 
     def __init__(self) -> None:
         self._said: set[tuple[str, str]] = set()
 
-    def line(self, e: ev.SampleFailed) -> str | None:
+    def __call__(self, e: ev.Event) -> str | None:
+        line = self._first_failure(e) if type(e) is ev.SampleFailed else event_line(e)
+        return None if line is None else printable(line)
+
+    def _first_failure(self, e: ev.SampleFailed) -> str | None:
         if (e.model, e.dataset) in self._said:
             return None
         self._said.add((e.model, e.dataset))
@@ -137,6 +145,15 @@ class FirstFailures:
         code = f" {err.status}" if err.status is not None else ""
         message = err.message if len(err.message) <= 300 else err.message[:300] + "…"
         return f"{e.model}/{e.dataset}: sample {e.sample_index} failed: {err.type}{code}: {message} (every failure: logs/failures.jsonl)"
+
+
+#: C0 and C1 control characters and DEL, but the tab.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character but the tab written as its escape (`\\x1b`)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class RunLog:
@@ -147,7 +164,7 @@ class RunLog:
         # backslashreplace: a server's error text may hold characters UTF-8 cannot (lone surrogates)
         self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self._failures_path = workdir.logs_dir / "failures.jsonl"
-        self._first_failures = FirstFailures()
+        self._lines = EventLines()
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
@@ -156,11 +173,7 @@ class RunLog:
         if type(e) is ev.SampleFailed:  # one per failed request
             line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
             os.write(self._failures, json_bytes(line) + b"\n")
-            first = self._first_failures.line(e)
-            if first is not None:
-                self._write(first)
-            return
-        text = event_line(e)
+        text = self._lines(e)
         if text is not None:
             self._write(text)
 
