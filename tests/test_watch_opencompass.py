@@ -109,3 +109,40 @@ def test_a_killed_opencompass_run_goes_stale(tmp_path: Path) -> None:
     assert follower.state.heartbeat_age() > 3600  # the heartbeat, naive local time, read as local time
     assert tree(root) == before
     assert not any(name.startswith(".locks") for name in os.listdir(root))  # OpenCompass's own locks never taken
+
+
+def test_a_shard_that_ends_while_its_reading_is_put_off_is_counted_whole(tmp_path: Path, monkeypatch) -> None:
+    """A big tmp_ file is read again only now and then (READ_SHARE); the look that sees the shard
+    end must read its final predictions all the same, or its count stays short for good."""
+    import evaltui.engine.opencompass as oc
+
+    root = fixture_copy("running", tmp_path, fresh=True)
+    follower = Follower(open_view(root))
+    follower.look()
+    monkeypatch.setattr(oc, "READ_SHARE", 10**9)  # from the next reading on, every reading is put off
+    predictions, status = root / "predictions" / "qwen-7b", root / "infer_status" / "qwen-7b" / "gsm8k.json"
+    _rewrite_tmp(predictions / "tmp_gsm8k.json", 5)
+    follower.look()  # read (and from now on put off)
+    _rewrite_tmp(predictions / "tmp_gsm8k.json", 7)
+    follower.look()  # put off: still 5
+    gsm8k = follower.state.pairs[("qwen-7b", "gsm8k")]
+    assert gsm8k.completed == 5
+    _rewrite_tmp(predictions / "gsm8k.json", 8)
+    (predictions / "tmp_gsm8k.json").unlink()
+    status.write_text(json.dumps({"status": "done", "total": 8}))  # no count: the files tell it
+    for _ in range(3):
+        follower.look()
+    assert (gsm8k.status, gsm8k.completed, gsm8k.total) == (PairStatus.DONE, 8, 8)
+
+
+def test_a_shard_said_done_before_its_final_file_is_written_counts_that_file(tmp_path: Path) -> None:
+    root = fixture_copy("running", tmp_path, fresh=True)
+    follower = Follower(open_view(root))
+    follower.look()
+    predictions, status = root / "predictions" / "qwen-7b", root / "infer_status" / "qwen-7b" / "gsm8k.json"
+    status.write_text(json.dumps({"status": "done", "total": 8}))
+    follower.look()
+    _rewrite_tmp(predictions / "gsm8k.json", 8)
+    (predictions / "tmp_gsm8k.json").unlink()
+    follower.look()
+    assert follower.state.pairs[("qwen-7b", "gsm8k")].completed == 8

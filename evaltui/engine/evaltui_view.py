@@ -58,7 +58,7 @@ class CheckpointTally:
     def __init__(self, path: Path):
         self._lines = AppendedLines(path)
 
-    def read(self) -> list[Outcome] | None:
+    def read(self, *, settle: bool = False) -> list[Outcome] | None:
         lines = self._lines.read()
         if lines is None:
             return None

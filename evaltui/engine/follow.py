@@ -90,6 +90,7 @@ class ShardWatch:
     def __init__(self, view: View, spec: PairSpec, shard: int):
         self.view, self.spec, self.shard = view, spec, shard
         self.key: object = None
+        self.touched = False  # its files moved at the last look (a status said again, predictions written)
         self.status: ShardStatus | None = None
         self.was: ShardStatus | None = None  # the status before the last change
         self.tally = view.tally(spec.model, spec.dataset, shard, spec.shards)
@@ -117,7 +118,8 @@ class ShardWatch:
         """Read the status again if its file changed; True when what it says changed."""
         m, d, n = self.spec
         key = self.view.status_key(m, d, self.shard, n)
-        if key == self.key:
+        self.touched = key != self.key
+        if not self.touched:
             return False
         self.key = key
         status = self.view.read_status(m, d, self.shard, n)
@@ -196,7 +198,7 @@ class PairWatch:
         self.shards = [ShardWatch(self.view, self.spec, k) for k in range(n)]
         for s in self.shards:
             s.look_status()
-            s.take(s.tally.read() or [], say=False)
+            s.take(s.tally.read(settle=s.final) or [], say=False)
         self.total = sum(s.total for s in self.shards)
         ok = sum(len(s.ok) for s in self.shards)
         out: list[ev.Event] = [ev.DatasetPlanned(m, d, self.total, n, ok)]
@@ -227,9 +229,9 @@ class PairWatch:
             for s in self.shards:
                 s.counted = {}
             out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok)))
-        for s, moved in zip(self.shards, changed, strict=True):
-            if moved or not s.final:
-                outcomes = s.tally.read()
+        for s in self.shards:
+            if s.touched or not s.final:  # an ended shard is read once more as it ends: settled, nothing put off
+                outcomes = s.tally.read(settle=s.final)
                 if outcomes is None:  # replaced or cut: count it all again
                     return self.attach()
                 out += s.take(outcomes, say=True)

@@ -9,7 +9,8 @@ What is read (all of it only read, never locked: OpenCompass's own `.locks/` are
   whole as samples finish) or `tmp_<dataset>[_<i>].jsonl` (one line a sample): samples counted
   by their keys or lines. `<dataset>_<i>` are the parts of a dataset split by the partitioner
   (`_0` exists, the bare name does not). A whole file is read again only when it changed, and
-  no more often than keeps its reading under a twentieth of the time.
+  no more often than keeps its reading under a twentieth of the time — except as its shard
+  ends: then its final file is read at once, or its count could stay short for good.
 - `results/<model>/<dataset>.json`: the score is the summary's metric for the dataset, else the
   first number in the file; `{"error": …}` is a scoring error.
 - `summary/summary_<timestamp>.csv`: the leaderboard's rows (dataset, version, metric, mode)
@@ -103,9 +104,10 @@ class PredictionCount:
         self._keys: dict[Path, object] = {}
         self._next_read = 0.0
 
-    def read(self) -> list[Outcome]:
-        """Samples not counted before (the files only grow: a final file holds all a tmp_ had)."""
-        keys = self._whole_file_keys()
+    def read(self, *, settle: bool = False) -> list[Outcome]:
+        """Samples not counted before (the files only grow: a final file holds all a tmp_ had).
+        `settle`: the shard has ended; its file is read now however recently the last was."""
+        keys = self._whole_file_keys(settle)
         lines = self._lines.read() or []
         for n, line in enumerate(lines):
             keys.append(_line_key(line, len(self._seen) + n))
@@ -113,10 +115,10 @@ class PredictionCount:
         self._seen.update(new)
         return [Outcome(k) for k in new]
 
-    def _whole_file_keys(self) -> list[int]:
+    def _whole_file_keys(self, settle: bool) -> list[int]:
         path = self.final if self.final.exists() else self.tmp_json
         key = stat_key(path)
-        if key is None or key == self._keys.get(path) or time.monotonic() < self._next_read:
+        if key is None or key == self._keys.get(path) or (time.monotonic() < self._next_read and not settle):
             return []
         started = time.monotonic()
         try:

@@ -57,9 +57,10 @@ class Outcome(NamedTuple):
 class Tally(Protocol):
     """The samples of one shard as they end."""
 
-    def read(self) -> list[Outcome] | None:
+    def read(self, *, settle: bool = False) -> list[Outcome] | None:
         """The samples that ended since the last call (all of them the first time); None when the
-        files were replaced or cut, and the count must start over."""
+        files were replaced or cut, and the count must start over. `settle`: the shard has ended,
+        so its files no longer grow: read them now, put no reading off."""
         ...
 
 
