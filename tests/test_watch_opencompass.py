@@ -146,3 +146,20 @@ def test_a_shard_said_done_before_its_final_file_is_written_counts_that_file(tmp
     (predictions / "tmp_gsm8k.json").unlink()
     follower.look()
     assert follower.state.pairs[("qwen-7b", "gsm8k")].completed == 8
+
+
+def test_an_empty_folder_that_opencompass_fills_is_followed_as_opencompass(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "outputs" / "default" / "20250102_090000"
+    root.mkdir(parents=True)
+    follower = Follower(open_view(root))
+    events: list[ev.Event] = []
+    follower.subscribe(events.append)
+    follower.look()
+    assert of(events, ev.Notice)[0].message.startswith("waiting for a run to begin")
+    shutil.copytree(fixture_copy("running", tmp_path, fresh=True), root, dirs_exist_ok=True)
+    follower.look()
+    assert follower.view.kind == "OpenCompass" and follower.state.live
+    assert follower.state.pairs[("qwen-7b", "gsm8k")].completed == 3
+    assert follower.title == "OpenCompass 20250102_090000"

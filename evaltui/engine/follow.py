@@ -367,6 +367,8 @@ class Follower:
 
     def look(self) -> None:
         """One look at the work dir: emit what changed since the last one."""
+        if not self.view.pairs():
+            self._decide_view()
         holder = self.view.holder()
         began = self.view.refresh()  # a run (re)wrote what defines the pairs: it began
         taken = bool(holder) and holder != self._holder  # a process took the work dir since the last look
@@ -390,6 +392,16 @@ class Follower:
         elif self._live and not live:
             self._finish()
         self._live = live
+
+    def _decide_view(self) -> None:
+        """While there is nothing to follow, which kind of work dir the folder is may still change:
+        an empty folder (taken for evaltui's) that OpenCompass fills is followed as OpenCompass's."""
+        try:
+            view = open_view(self.view.root)
+        except NotAWorkDir:
+            return  # something else appeared there: the view stands (and says what it waits for)
+        if view.kind != self.view.kind:
+            self.view = view
 
     def _attach(self, holder: int | None) -> None:
         """Say the run anew from its files: RunStarted, every pair as it stands, the heartbeat."""
