@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.engine.events import PairStatus
 from evaltui.engine.follow import Follower, NotAWorkDir, open_view
 from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.runlog import event_line
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.workdir import WorkDir, WorkDirBusy
 from evaltui.sim import SimConfig
@@ -114,6 +116,30 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     assert any("stopped with work left (m/d1)" in n.message for n in of(events, ev.Notice))
     assert follower.state.heartbeat_age() > 1.0
     assert tree(work.root) == before
+
+
+def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path, sim_factory) -> None:
+    """A run on another host writing over NFS holds a lock this host's /proc/locks does not show:
+    while its heartbeat is fresh and its log has not said it finished, it is live."""
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    _, _, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data)]))
+    work = runner.workdir
+    assert lock_holder(work.root / ".evaltui.lock") in (0, None)  # nobody here holds it
+
+    def log(event: ev.Event) -> None:
+        with open(work.logs_dir / "run.log", "a", encoding="utf-8") as f:
+            f.write(f"{datetime.now().isoformat(timespec='seconds')} {event_line(event)}\n")
+
+    log(ev.RetryStarted((("m", "a"),)))  # the other host's session takes it up again
+    work.beat()
+    follower = Follower(open_view(work.root))
+    follower.look()
+    assert follower.state.live and follower.state.finished is None
+    log(ev.RunFinished(0, False))
+    follower.look()
+    assert not follower.state.live and follower.state.finished is not None
 
 
 def test_the_lock_stays_free_for_the_writer_while_watching(tmp_path: Path, sim_factory) -> None:

@@ -14,6 +14,7 @@ from evaltui.engine.checkpoint import line_outcome
 from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.runlog import ends_a_run
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.workdir import WorkDir
@@ -52,6 +53,21 @@ def last_beat(workdir: WorkDir) -> float | None:
     return None if age is None else now - age
 
 
+def _last_line(path: Path, tail: int = 4096) -> str:
+    """The last complete line of a text file ("" when it cannot be read, or is longer than `tail`)."""
+    try:
+        with open(path, "rb") as f:
+            start = max(0, f.seek(0, os.SEEK_END) - tail)
+            f.seek(start)
+            lines = f.read().split(b"\n")
+    except OSError:
+        return ""
+    complete = lines[:-1]  # what follows the last newline is still being written
+    if not complete or (start and len(complete) == 1):
+        return ""
+    return complete[-1].decode("utf-8", errors="replace")
+
+
 class CheckpointTally:
     """A shard's checkpoint as it grows: one outcome per line, its error read only when it has one."""
 
@@ -88,6 +104,8 @@ class EvaltuiView:
         self.problem = ""  # why plan.toml could not be read, if it could not
         self._plan_key: StatKey | None = None
         self._summary: RunSummary | None = None
+        self._log_key: StatKey | None = None
+        self._log_ended = False
 
     # -- what the plan says
     @property
@@ -190,6 +208,15 @@ class EvaltuiView:
             return os.stat(self.workdir.plan_file).st_mtime
         except OSError:
             return None
+
+    def ended(self) -> bool:
+        """Each run, and each retry's session, ends logs/run.log with RunFinished's line: a log
+        that ends with another is a run still at it (or one killed: its heartbeat goes stale)."""
+        path = self.workdir.logs_dir / "run.log"
+        key = stat_key(path)
+        if key != self._log_key:
+            self._log_key, self._log_ended = key, key is not None and ends_a_run(_last_line(path))
+        return self._log_ended
 
     def summary_files(self) -> dict[str, str]:
         return newest_summary(self.root / "summary")

@@ -12,9 +12,10 @@ evaltui_view.py, opencompass.py) and what it makes of it:
   sample that ends). The failures come from there, not from logs/failures.jsonl: a checkpoint
   line says which shard, and whether a later line for the same sample answered it;
 - results: `DatasetScored`; infer_heartbeat: `Heartbeat`;
-- the end: once no process holds the work dir's lock (or, where that cannot be told, its files
-  have been still for `heartbeat_timeout`, or OpenCompass wrote its summary after everything
-  else), `WatchSkipped` for done pairs left unscored, a `Notice` when work was left, and
+- the end: once no process here holds the work dir's lock and its files say it is over (the
+  run's last line in logs/run.log, a heartbeat older than `heartbeat_timeout` — a killed run,
+  or OpenCompass's summary written after everything else), `WatchSkipped` for done pairs left
+  unscored, a `Notice` when work was left, and
   `RunFinished` with the leaderboard. A run that takes the work dir again later is followed
   anew (`RunStarted`).
 
@@ -442,15 +443,16 @@ class Follower:
             self.emit(ev.Heartbeat(at))
 
     def _is_live(self, holder: int | None) -> bool:
-        """Whether a run works in the dir now: its lock says; where none can say, its files do
-        (still for longer than heartbeat_timeout, or a summary written after the rest: ended)."""
-        if holder is not None:
-            return holder > 0
+        """Whether a run works in the dir now. A process here holding its lock says so; else its
+        files do: a heartbeat (or a file written) within heartbeat_timeout, unless they say the
+        run ended. A free lock alone does not end it: a run on another host writing over NFS
+        holds a lock that this host's /proc/locks does not show."""
+        if holder:
+            return True
         at = self.view.activity_at()
         if at is None or time.time() - at > self.view.heartbeat_timeout:
             return False
-        written = [_mtime(path) for path in self.view.summary_files().values()]
-        return not any(t is not None and t >= at for t in written)
+        return not self.view.ended()
 
     def _finish(self) -> None:
         """The run has ended: say what it left, then RunFinished with its leaderboard."""
@@ -471,9 +473,3 @@ class Follower:
         began, ended = self.view.began_at(), self.view.heartbeat_at() or self.view.activity_at()
         return max(0.0, ended - began) if began is not None and ended is not None else 0.0
 
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None

@@ -318,6 +318,12 @@ class OpenCompassView:
         except ValueError:
             return None
 
+    def ended(self) -> bool:
+        """OpenCompass writes its summary last: one written after everything else ends the run."""
+        at = self.activity_at()
+        written = [_mtime(path) for path in self.summary_files().values()]
+        return at is not None and any(t is not None and t >= at for t in written)
+
     def summary_files(self) -> dict[str, str]:
         return newest_summary(self.root / "summary")
 
@@ -381,6 +387,13 @@ class OpenCompassView:
             for i, e in entries[:predictions]
         ]
         return PairDetails(model, dataset, status, [], shown, {})  # OpenCompass keeps no per-sample log
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
 
 
 def _text(value: Any) -> str:

@@ -100,9 +100,17 @@ def _run_started(e: ev.RunStarted) -> str:
     return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
 
 
+_FINISHED = "run finished in "
+
+
 def _run_finished(e: ev.RunFinished) -> str:
     state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
-    return f"run finished in {e.elapsed:.1f} s: {state}"
+    return f"{_FINISHED}{e.elapsed:.1f} s: {state}"
+
+
+def ends_a_run(line: str) -> bool:
+    """Whether a line of logs/run.log is the last a run (or a retry's session) writes: RunFinished's."""
+    return line.partition(" ")[2].startswith(_FINISHED)
 
 
 _LINES: dict[type, Callable[[Any], str | None]] = {

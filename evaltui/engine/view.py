@@ -137,6 +137,10 @@ class View(Protocol):
         """When the run last began (wall clock), if the files say."""
         ...
 
+    def ended(self) -> bool:
+        """The files say the run ended (its last words, or the last file it writes, came last)."""
+        ...
+
     def summary_files(self) -> dict[str, str]:
         """The newest leaderboard files, by extension."""
         ...
