@@ -193,9 +193,20 @@ def test_lock_holder_is_read_from_proc_locks_without_taking_the_lock(tmp_path: P
     assert lock_holder(lock, proc_locks=tmp_path / "no-such-table") is None  # cannot tell: the heartbeat decides
 
 
+class _Lines:
+    """AppendedLines' pieces joined: the lines one call gives."""
+
+    def __init__(self, path: Path):
+        self.tail = AppendedLines(path)
+
+    def read(self) -> list[bytes] | None:
+        pieces = self.tail.pieces()
+        return None if pieces is None else [line for piece in pieces for line in piece]
+
+
 def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(tmp_path: Path) -> None:
     path = tmp_path / "tmp_a.jsonl"
-    tail = AppendedLines(path)
+    tail = _Lines(path)
     assert tail.read() == []  # not there yet
     path.write_bytes(b'{"index":0}\n{"ind')
     assert tail.read() == [b'{"index":0}']
@@ -205,13 +216,23 @@ def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(t
     assert tail.read() == []
     path.write_bytes(b"")  # cut shorter than what was read (or a new file in its place)
     assert tail.read() is None
-    tail = AppendedLines(path)
+    tail = _Lines(path)
     path.write_bytes(b'{"index":5}\n')
     assert tail.read() == [b'{"index":5}']
     other = tmp_path / "other"
     other.write_bytes(b'{"index":5}\n{"index":6}\n')
     os.replace(other, path)  # another file in its place (set aside by --fresh, started over)
     assert tail.read() is None
+
+
+def test_appended_lines_come_in_pieces_and_a_line_may_span_them(tmp_path: Path, monkeypatch) -> None:
+    import evaltui.engine.tail as tail_module
+
+    monkeypatch.setattr(tail_module, "PIECE", 8)
+    path = tmp_path / "tmp_a.jsonl"
+    path.write_bytes(b"0123456789abcdef\nab\ncd\nef\ngh\nij")
+    pieces = AppendedLines(path).pieces()
+    assert pieces is not None and list(pieces) == [[b"0123456789abcdef", b"ab", b"cd"], [b"ef", b"gh"]]  # 8 bytes a piece; "ij" held back
 
 
 def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> None:
@@ -227,3 +248,37 @@ def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> 
     empty = tmp_path / "empty"
     empty.mkdir()
     assert open_view(empty).kind == "evaltui"  # a run about to begin there
+
+
+_PEAK = """
+import sys
+from pathlib import Path
+from evaltui.engine.evaltui_view import CheckpointTally
+
+def kib(field):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field))
+
+tally = CheckpointTally(Path(sys.argv[1]))
+before = kib("VmRSS:")
+n = len(tally.read())
+print(n, kib("VmHWM:") - before)
+"""
+
+
+def test_a_big_checkpoint_is_read_in_bounded_pieces(tmp_path: Path) -> None:
+    """Joining a run whose checkpoint is large reads it a few MB at a time: memory stays bounded
+    by the piece, not the file (a 500 MB checkpoint once took a watcher to 1 GB)."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc/self/status on this system")
+    path = tmp_path / "tmp_a.jsonl"
+    answer = "x" * 2000  # a long answer a line: few units, many bytes
+    lines = 48_000  # ~96 MB
+    with open(path, "wb") as f:
+        f.write(b'{"evaltui_checkpoint": 1}\n')
+        for start in range(0, lines, 1000):
+            f.write(b"".join(b'{"index": %d, "prediction": "%s"}\n' % (i, answer.encode()) for i in range(start, start + 1000)))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(path)], capture_output=True, text=True, timeout=120, env=env, check=True).stdout
+    counted, grew_kib = map(int, out.split())
+    assert counted == lines
+    assert grew_kib < 48 * 1024, f"reading a {path.stat().st_size >> 20} MB checkpoint took {grew_kib >> 10} MB more"

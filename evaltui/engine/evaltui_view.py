@@ -75,14 +75,15 @@ class CheckpointTally:
         self._lines = AppendedLines(path)
 
     def read(self, *, settle: bool = False) -> list[Outcome] | None:
-        lines = self._lines.read()
-        if lines is None:
+        pieces = self._lines.pieces()
+        if pieces is None:
             return None
         out = []
-        for line in lines:
-            outcome = line_outcome(line)
-            if outcome is not None:
-                out.append(Outcome(outcome.sample, None if outcome.ok else _error_of(line), outcome.epoch))
+        for lines in pieces:
+            for line in lines:
+                outcome = line_outcome(line)
+                if outcome is not None:
+                    out.append(Outcome(outcome.sample, None if outcome.ok else _error_of(line), outcome.epoch))
         return out
 
 

@@ -108,9 +108,11 @@ class PredictionCount:
         """Samples not counted before (the files only grow: a final file holds all a tmp_ had).
         `settle`: the shard has ended; its file is read now however recently the last was."""
         keys = self._whole_file_keys(settle)
-        lines = self._lines.read() or []
-        for n, line in enumerate(lines):
-            keys.append(_line_key(line, len(self._seen) + n))
+        fallback = len(self._seen)  # a line without an index is the next sample
+        for lines in self._lines.pieces() or ():
+            for line in lines:
+                keys.append(_line_key(line, fallback))
+                fallback += 1
         new = [k for k in dict.fromkeys(keys) if k not in self._seen]
         self._seen.update(new)
         return [Outcome(k) for k in new]
