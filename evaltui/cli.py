@@ -135,7 +135,8 @@ def build_watch_parser() -> argparse.ArgumentParser:
 
 def watch_main(argv: list[str]) -> int:
     """`evaltui watch`: exit 0 when every pair the run took up was scored, 1 otherwise (also
-    when left before the run ended), 2 when the folder is no work dir, 130 on Ctrl-C."""
+    when left before the run ended), 2 when the folder is no work dir (or, headless, holds
+    nothing to follow and nothing writes it: it would wait for ever), 130 on Ctrl-C."""
     args = build_watch_parser().parse_args(argv)
     from evaltui.engine.follow import Follower, NotAWorkDir, open_view
     from evaltui.headless import follow_headless
@@ -147,6 +148,10 @@ def watch_main(argv: list[str]) -> int:
         return EXIT_USAGE
     headless = args.no_ui or not sys.stdout.isatty()
     follower = Follower(view, until_over=headless)
+    why = follower.unusable() if headless else None
+    if why is not None:
+        print(f"evaltui watch: {why}", file=sys.stderr)
+        return EXIT_USAGE
     if not headless:
         return _run_interactive(follower, args.theme)
     return follow_headless(follower, follower.log_interval)

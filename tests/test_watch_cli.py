@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 from test_ui_app import footer_keys, move_to, until
@@ -130,3 +133,49 @@ def test_the_watch_command_line(tmp_path: Path) -> None:
     r = run(str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr == f"evaltui watch: {tmp_path / 'nope'}: no such folder\n"
     assert "evaltui watch --help" in subprocess.run([sys.executable, "-m", "evaltui", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO).stdout
+
+
+def _long_ago(root: Path) -> None:
+    then = time.time() - 600
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (then, then))
+
+
+def test_no_ui_refuses_a_folder_nothing_will_make_a_work_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreadable plan.toml, or an OpenCompass folder with only configs/, that nothing has
+    written for heartbeat_timeout: one line and exit 2, not a wait for ever."""
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "plan.toml").write_text("title = 3\n")
+    configs = tmp_path / "20250101_120000"
+    (configs / "configs").mkdir(parents=True)
+    (configs / "configs" / "20250101_120000.py").write_text("models = []\n")
+    for root, said in ((torn, "title: expected a string"), (configs, "no infer_status/, predictions/ or results/")):
+        _long_ago(root)
+        assert main(["watch", str(root), "--no-ui"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith(f"evaltui watch: nothing to follow in {root}") and said in err, err
+        assert "nothing has written there for 10m" in err
+
+
+def test_a_folder_being_written_or_empty_is_waited_for(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    fresh = tmp_path / "20250101_120000"
+    (fresh / "configs").mkdir(parents=True)  # OpenCompass has just begun
+    for root in (empty, fresh):
+        assert Follower(open_view(root), until_over=True).unusable() is None
+
+
+def test_a_folder_left_unusable_by_its_writer_ends_the_wait(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "plan.toml").write_text("title = 3\n")  # being written, say: waited for
+    follower = Follower(open_view(root), until_over=True, interval=0.01, idle_interval=0.01)
+    events: list[Any] = []
+    follower.subscribe(events.append)
+    follower.look()
+    assert follower.unusable() is None
+    _long_ago(root)  # and then nothing more came
+    assert anyio.run(follower.run) == 2
+    assert events[-1].level == "error" and events[-1].message.startswith(f"nothing to follow in {root}")

@@ -114,6 +114,10 @@ class EvaltuiView:
         return self.plan.title if self.plan is not None else ""
 
     @property
+    def expects(self) -> str:
+        return "no plan.toml (a run writes it as it begins)" if self.plan is None else "no status file of its plan's datasets (a run writes them as it begins)"
+
+    @property
     def heartbeat_timeout(self) -> float:
         return self.plan.run.heartbeat_timeout if self.plan is not None else DEFAULT_HEARTBEAT_TIMEOUT
 

@@ -43,6 +43,7 @@ import anyio
 from evaltui.engine import events as ev
 from evaltui.engine.bus import EventBus
 from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.runlog import duration
 from evaltui.engine.source import RETRY_NEEDS_PLAN
 from evaltui.engine.state import RunState
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
+EXIT_NOTHING_TO_FOLLOW = 2  # `--no-ui` over a folder that is no work dir and that nothing writes
 FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
 IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
 _FINAL = (PairStatus.DONE, PairStatus.FAIL)
@@ -60,6 +62,15 @@ Pair = tuple[str, str]
 
 class NotAWorkDir(Exception):
     """The folder is no work dir `evaltui watch` can read."""
+
+
+def _newest_write(root: Path) -> float | None:
+    """The newest mtime of the folder and what it holds; None when it is empty (or unreadable)."""
+    try:
+        entries = list(os.scandir(root))
+        return max(e.stat(follow_symlinks=False).st_mtime for e in entries) if entries else None
+    except OSError:
+        return None
 
 
 def open_view(root: Path) -> View:
@@ -349,7 +360,7 @@ class Follower:
                 scope.cancel()
             while True:
                 self.look()
-                if self.until_over and self._live is False:
+                if self.until_over and (self._live is False or self.exit_code == EXIT_NOTHING_TO_FOLLOW):
                     return self.exit_code
                 await anyio.sleep(self.idle_interval if self._live is False else self.interval)
         return 130
@@ -378,6 +389,10 @@ class Follower:
             if not self._waiting:
                 self._waiting = True
                 self.emit(ev.Notice(f"waiting for a run to begin in {self.view.root}{': ' + self.view.problem if self.view.problem else ''}"))
+            why = self.unusable(holder) if self.until_over else None
+            if why is not None:  # and nothing will make it one: `--no-ui` would wait for ever
+                self.exit_code = EXIT_NOTHING_TO_FOLLOW
+                self.emit(ev.Notice(why, "error"))
             return
         if began or taken or self._live is None:
             self._attach(holder)
@@ -393,6 +408,21 @@ class Follower:
         elif self._live and not live:
             self._finish()
         self._live = live
+
+    def unusable(self, holder: int | None = None) -> str | None:
+        """Why the folder gives nothing to follow while nothing makes it a work dir: no pairs, no
+        process here holding its lock, nothing written there for heartbeat_timeout, and not
+        empty (an empty folder is a run about to begin there: waited for). None otherwise."""
+        if self.view.pairs() or (holder if holder is not None else self.view.holder()):
+            return None
+        newest = _newest_write(self.view.root)
+        if newest is None:
+            return None
+        quiet = time.time() - newest
+        if quiet <= self.view.heartbeat_timeout:
+            return None
+        what = self.view.problem or self.view.expects
+        return f"nothing to follow in {self.view.root}, and nothing has written there for {duration(quiet)}: {what}"
 
     def _decide_view(self) -> None:
         """While there is nothing to follow, which kind of work dir the folder is may still change:

@@ -158,6 +158,7 @@ class OpenCompassView:
     heartbeat_timeout = HEARTBEAT_TIMEOUT
     log_interval = 30.0  # as OpenCompass's own tasks log
     problem = ""
+    expects = "no infer_status/, predictions/ or results/ files (its tasks write them as they begin)"
 
     def __init__(self, root: Path):
         self.root = root

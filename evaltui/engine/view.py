@@ -94,6 +94,11 @@ class View(Protocol):
         ...
 
     @property
+    def expects(self) -> str:
+        """What would give it pairs to follow, said when it has none."""
+        ...
+
+    @property
     def problem(self) -> str:
         """Why the files that define the pairs cannot be read, if they cannot."""
         ...
