@@ -26,6 +26,7 @@ from evaltui.engine.lockstate import lock_holder
 from evaltui.engine.runlog import event_line
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.workdir import WorkDir, WorkDirBusy
+from evaltui.plan import load_plan, select
 from evaltui.sim import SimConfig
 from evaltui.sim.config import Faults, ModelProfile
 
@@ -57,6 +58,24 @@ def test_a_finished_run_is_told_as_the_run_told_it(tmp_path: Path, sim_factory) 
     (finished,) = of(events, ev.RunFinished)
     assert finished.leaderboard.rows() == runner.leaderboard().rows() and not finished.interrupted
     assert tree(work) == before
+
+
+def test_a_run_of_some_datasets_is_watched_as_that_run(tmp_path: Path, sim_factory) -> None:
+    """`--datasets b`: the plan snapshot names every dataset, the run took up one; the watcher
+    shows the run's rows and table (b, and an Average of it), not the plan's."""
+    rows = arithmetic(8)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    full = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data), gsm_dataset("b", data)]))
+    code, _, runner = run_plan(select(full, None, ["b"]), snapshot_of=full)
+    assert code == 0
+
+    followed, events, follower = follow_to_end(runner.workdir.root)
+
+    assert followed == 0 and list(follower.state.pairs) == [("m", "b")] and follower.pairs == [("m", "b")]
+    (finished,) = of(events, ev.RunFinished)
+    assert finished.leaderboard.rows() == runner.leaderboard().rows()
+    assert finished.leaderboard.average("m") == 100.0
 
 
 def test_follows_a_run_in_another_process_from_before_it_begins_to_its_end(tmp_path: Path, sim_factory) -> None:

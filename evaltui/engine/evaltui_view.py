@@ -18,7 +18,7 @@ from evaltui.engine.runlog import ends_a_run
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.workdir import WorkDir
-from evaltui.plan import ModelConfig, Plan, PlanError, read_snapshot
+from evaltui.plan import ModelConfig, Plan, PlanError, read_snapshot, select
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -104,6 +104,7 @@ class EvaltuiView:
         self.plan: Plan | None = None
         self.problem = ""  # why plan.toml could not be read, if it could not
         self._plan_key: StatKey | None = None
+        self._taken: dict[tuple[str, str], PairSpec] = {}  # the plan's pairs a run took up
         self._summary: RunSummary | None = None
         self._log_key: StatKey | None = None
         self._log_ended = False
@@ -135,7 +136,13 @@ class EvaltuiView:
 
     def refresh(self) -> bool:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True
-        says a run began (with these pairs, or others)."""
+        says a run began (with these pairs, or others). Then the pairs a run took up so far."""
+        began = self._read_plan()
+        if self.plan is not None and len(self._taken) < len(self.plan.models) * len(self.plan.datasets):
+            self._look_for_taken(self.plan)
+        return began
+
+    def _read_plan(self) -> bool:
         key = stat_key(self.workdir.plan_file)
         if key is None or key == self._plan_key:
             return False
@@ -146,15 +153,29 @@ class EvaltuiView:
             self.problem = "; ".join(e.problems)
             return False
         self.problem = ""
-        self.plan, self._summary = plan, None
+        self.plan, self._summary, self._taken = plan, None, {}
         return True
 
-    @staticmethod
-    def pairs_of(plan: Plan) -> list[PairSpec]:
-        return [PairSpec(m.abbr, d.abbr, d.shards) for m in plan.models for d in plan.datasets]
+    def _look_for_taken(self, plan: Plan) -> None:
+        """The snapshot is the whole plan even when a run took only some of it (--models,
+        --datasets): a pair counts once a run wrote a status file of it, or its result."""
+        wd = self.workdir
+        found = False
+        for m in plan.models:
+            for d in plan.datasets:
+                key = (m.abbr, d.abbr)
+                if key not in self._taken and (
+                    any(stat_key(wd.status_file(m.abbr, d.abbr, k, d.shards)) for k in range(d.shards)) or stat_key(wd.result_file(*key))
+                ):
+                    self._taken[key] = PairSpec(m.abbr, d.abbr, d.shards)
+                    found = True
+        if found:
+            self._summary = None
+            order = {(m.abbr, d.abbr): i for i, (m, d) in enumerate((m, d) for m in plan.models for d in plan.datasets)}
+            self._taken = dict(sorted(self._taken.items(), key=lambda kv: order[kv[0]]))
 
     def pairs(self) -> list[PairSpec]:
-        return self.pairs_of(self.plan) if self.plan is not None else []
+        return list(self._taken.values())
 
     # -- the files of a pair
     def status_key(self, model: str, dataset: str, shard: int, shards: int) -> StatKey | None:
@@ -232,8 +253,9 @@ class EvaltuiView:
 
         if self.plan is None:
             return build_leaderboard([], [], {})
-        if self._summary is None:
-            self._summary = RunSummary(self.plan)
+        if self._summary is None:  # the table of the run's pairs, as the run's own (a --datasets run: those)
+            models, datasets = list(dict.fromkeys(m for m, _ in self._taken)), list(dict.fromkeys(d for _, d in self._taken))
+            self._summary = RunSummary(select(self.plan, models, datasets))
         return self._summary.leaderboard(scores)
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails:

@@ -313,6 +313,7 @@ class Follower:
         self._heartbeat_key: object = None
         self._holder: int | None = None
         self._waiting = False  # said that no run has begun yet
+        self._began = False  # a run began while there was nothing to follow yet
         self._scope: anyio.CancelScope | None = None
         view.refresh()  # the pairs and the title, before a front end asks
 
@@ -382,7 +383,8 @@ class Follower:
         if not self.view.pairs():
             self._decide_view()
         holder = self.view.holder()
-        began = self.view.refresh()  # a run (re)wrote what defines the pairs: it began
+        # a run (re)wrote what defines the pairs: it began (said once it has pairs to follow)
+        began = self._began = self.view.refresh() or self._began
         taken = bool(holder) and holder != self._holder  # a process took the work dir since the last look
         self._holder = holder
         if not self.view.pairs():  # nothing to follow yet: no run has begun in the dir
@@ -394,6 +396,7 @@ class Follower:
                 self.exit_code = EXIT_NOTHING_TO_FOLLOW
                 self.emit(ev.Notice(why, "error"))
             return
+        self._began = False
         if began or taken or self._live is None:
             self._attach(holder)
             return
