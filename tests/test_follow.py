@@ -110,6 +110,8 @@ def test_follows_a_run_in_another_process_from_before_it_begins_to_its_end(tmp_p
 
 
 def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, sim_factory) -> None:
+    """Joined while it runs, it is said to be followed (not started, nor resumed); once killed,
+    what it left and its last heartbeat's age, and no dataset is said to start."""
     rows = arithmetic(40, prefix="D0-") + arithmetic(400, prefix="D1-")
     sim = _slow_sim(sim_factory, rows, latency=0.05)
     plan = watch_plan(tmp_path, sim.url, records=(40, 400), heartbeat_timeout=1.0, heartbeat_interval=0.2)
@@ -118,6 +120,10 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     d1_answered = lambda: sum(1 for line in scan_checkpoint(work.checkpoint_file("m", "d1")) if line.ok)  # noqa: E731 - not the version line
     try:  # killed once d0 is scored and d1 under way (its 400 samples take 10 s at 2 in flight)
         wait_for(lambda: work.result_file("m", "d0").exists() and work.checkpoint_file("m", "d1").exists() and d1_answered() > 5)
+        joined = Follower(open_view(work.root))
+        joined_events: list[ev.Event] = []
+        joined.subscribe(joined_events.append)
+        joined.look()
     finally:
         writer.send_signal(signal.SIGKILL)
         writer.wait(timeout=30)
@@ -132,7 +138,12 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     d0, d1 = follower.state.pairs[("m", "d0")], follower.state.pairs[("m", "d1")]
     assert d0.status == PairStatus.SCORED and d0.score == 100.0
     assert d1.status == PairStatus.PENDING and 5 < d1.completed < 400  # what it had done, resumable
-    assert any("stopped with work left (m/d1)" in n.message for n in of(events, ev.Notice))
+    (stopped,) = [n for n in of(events, ev.Notice) if n.level == "warning"]
+    assert stopped.message.startswith("the run stopped (last heartbeat ") and "with 1 dataset unfinished: m/d1" in stopped.message
+    assert stopped.short.startswith("stopped ") and stopped.short.endswith(" ago: 1 dataset unfinished")
+    assert not of(events, ev.DatasetStarted)  # a dead run's statuses still say running: nothing started
+    (d1_joined,) = [e for e in of(joined_events, ev.DatasetStarted) if e.dataset == "d1"]
+    assert d1_joined.joined and event_line(d1_joined) == f"m/d1: following: {d1_joined.total - d1_joined.remaining} of 400 done"
     assert follower.state.heartbeat_age() > 1.0
     assert tree(work.root) == before
 

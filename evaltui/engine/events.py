@@ -89,6 +89,7 @@ class DatasetStarted(NamedTuple):
     dataset: str
     total: int
     remaining: int
+    joined: bool = False  # a follower joined it under way: what is done was done before it looked, not resumed
 
 
 class SampleFinished(NamedTuple):
@@ -227,6 +228,7 @@ class Notice(NamedTuple):
 
     message: str
     level: str = "info"  # info | warning | error
+    short: str = ""  # what a one-line toast says, when the message is longer (the message is cut where this is empty)
 
 
 NO_FILES: Mapping[str, str] = MappingProxyType({})

@@ -204,8 +204,10 @@ class PairWatch:
         """A run took it up and did not see it through (killed, or stopped with Ctrl-C)."""
         return any(s.status is not None and not s.final for s in self.shards)
 
-    def attach(self) -> list[ev.Event]:
-        """Everything the files say of the pair now, as the events that would have said it."""
+    def attach(self, *, live: bool = True, joined: bool = False) -> list[ev.Event]:
+        """Everything the files say of the pair now, as the events that would have said it.
+        `joined`: the follower comes to it under way (DatasetStarted says so); not `live`: the
+        run is over, whatever its statuses say (a killed one's still say running): nothing starts."""
         m, d, n = self.spec
         self.shards = [ShardWatch(self.view, self.spec, k) for k in range(n)]
         for s in self.shards:
@@ -217,7 +219,8 @@ class PairWatch:
         self.running, self.inferred, self.result_key, self.score = False, False, None, None
         if any(s.running for s in self.shards):
             self.running = True
-            out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok)))
+            if live:
+                out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok), joined))
         for s in self.shards:
             failures = list(s.standing)
             if s.running and s.status is not None:  # a run in progress: its own failures, not those it is yet to retry
@@ -400,7 +403,7 @@ class Follower:
         if began or taken or self._live is None:
             self._attach(holder)
             return
-        self._add_new_pairs()
+        self._add_new_pairs(bool(self._live))
         for watch in self._watches.values():
             for e in watch.look():
                 self.emit(e)
@@ -451,19 +454,19 @@ class Follower:
         live = self._is_live(holder)
         who = f" (pid {holder})" if holder else ""
         self.emit(ev.Notice(f"watching {view.kind} work dir: {'a run in progress' + who if live else 'no run is using it now'}"))
-        self._add_new_pairs()
+        self._add_new_pairs(live)
         if not live:
             self._finish()
         self._live = live
 
-    def _add_new_pairs(self) -> None:
+    def _add_new_pairs(self, live: bool) -> None:
         """Pairs that appeared since the last look (OpenCompass's folders fill as it goes)."""
         for spec in self.view.pairs():
             key = (spec.model, spec.dataset)
             watch = self._watches.get(key)
             if watch is None or watch.spec != spec:
                 watch = self._watches[key] = PairWatch(self.view, spec)
-                for e in watch.attach():
+                for e in watch.attach(live=live, joined=True):
                     self.emit(e)
 
     def _look_heartbeat(self) -> None:
@@ -495,11 +498,21 @@ class Follower:
             self.emit(ev.WatchSkipped(unscored, "the run ended before they were scored"))
         left = [f"{m}/{d}" for m, d in (w.pair for w in watches if w.unfinished)]
         if left:
-            self.emit(ev.Notice(f"the run stopped with work left ({', '.join(left)}): running it again resumes it", "warning"))
+            self.emit(self._stopped(left))
         taken = [w for w in watches if w.planned]  # a --models/--datasets run leaves the plan's other pairs untouched
         self.exit_code = 0 if taken and all(w.score is not None and w.score.value is not None for w in taken) else 1
         scores = {w.pair: w.score.value for w in watches if w.score is not None}
         self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), self.view.leaderboard(scores), self._elapsed()))
+
+    def _stopped(self, left: list[str]) -> ev.Notice:
+        """The run stopped with work left: how many datasets (which, in the line), and when its
+        heartbeat last beat (a killed run's is stale)."""
+        n = f"{len(left)} dataset{'s' if len(left) > 1 else ''} unfinished"
+        beat = self.view.heartbeat_at()
+        ago = duration(max(0.0, time.time() - beat)) + " ago" if beat is not None else ""
+        named = ", ".join(left[:5]) + (f", … ({len(left) - 5} more)" if len(left) > 5 else "")
+        message = f"the run stopped{f' (last heartbeat {ago})' if ago else ''} with {n}: {named} — running it again resumes {'them' if len(left) > 1 else 'it'}"
+        return ev.Notice(message, "warning", f"stopped{' ' + ago if ago else ''}: {n}")
 
     def _elapsed(self) -> float:
         """From the run's start to its last heartbeat (or the last file it wrote)."""

@@ -37,6 +37,8 @@ def event_line(e: ev.Event) -> str | None:
 
 def _started(e: ev.DatasetStarted) -> str:
     kept = e.total - e.remaining
+    if e.joined:
+        return f"{e.model}/{e.dataset}: following: {kept} of {e.total} done"
     resumed = f" (resuming: {kept} kept)" if kept else ""
     return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
 
