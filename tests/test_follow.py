@@ -269,6 +269,8 @@ def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> 
     with pytest.raises(NotAWorkDir, match="no such folder"):
         open_view(tmp_path / "missing")
     (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(NotAWorkDir, match="notes.txt: a file, not a work dir's folder"):
+        open_view(tmp_path / "notes.txt")
     with pytest.raises(NotAWorkDir, match="not a work dir"):
         open_view(tmp_path)
     outputs = tmp_path / "outputs" / "default"

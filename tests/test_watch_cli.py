@@ -128,7 +128,7 @@ def test_the_watch_command_line(tmp_path: Path) -> None:
     assert r.returncode == 0 and "never writes to the work dir" in r.stdout and "--no-ui" in r.stdout
     r = run(str(root), "--no-ui")
     assert r.returncode == 1  # a dataset failed: not everything was scored
-    assert "qwen-7b/gsm8k: inference FAILED" in r.stdout and "qwen-7b/humaneval: scoring FAILED" in r.stdout
+    assert "qwen-7b/gsm8k: inference FAILED: 1 of 4 done, 3 missing" in r.stdout and "qwen-7b/humaneval: scoring FAILED" in r.stdout
     assert "humaneval  8e312c   humaneval_pass@1  gen         -" in r.stdout
     r = run(str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr == f"evaltui watch: {tmp_path / 'nope'}: no such folder\n"

@@ -163,3 +163,27 @@ def test_an_empty_folder_that_opencompass_fills_is_followed_as_opencompass(tmp_p
     assert follower.view.kind == "OpenCompass" and follower.state.live
     assert follower.state.pairs[("qwen-7b", "gsm8k")].completed == 3
     assert follower.title == "OpenCompass 20250102_090000"
+
+
+def test_a_torn_status_of_no_known_dataset_is_no_dataset(tmp_path: Path) -> None:
+    """A status file torn as it is written in place says nothing, not even that its dataset exists:
+    it becomes one once it can be read; and with a summary, only the summary's datasets are the run's."""
+    root = fixture_copy("running", tmp_path, fresh=True)
+    extra = root / "infer_status" / "qwen-7b" / "extra.json"
+    extra.write_text('{"status": "runn')
+    follower = Follower(open_view(root))
+    follower.look()
+    assert ("qwen-7b", "extra") not in follower.state.pairs
+    _status(extra, "running", 1, 5)
+    follower.look()
+    assert follower.state.pairs[("qwen-7b", "extra")].status == PairStatus.RUNNING
+
+    finished = fixture_copy("finished", tmp_path)
+    other = finished / "infer_status" / "qwen-7b" / "other.json"
+    other.write_text(json.dumps({"status": "done", "completed": 2, "total": 2}))
+    then = (finished / "infer_heartbeat").stat().st_mtime
+    for path in (other, other.parent):
+        os.utime(path, (then, then))  # as long ago as the rest of that run
+    code, events, follower = follow_to_end(finished)
+    assert code == 0 and ("qwen-7b", "other") not in follower.state.pairs  # not in its summary
+    assert of(events, ev.RunFinished)[0].leaderboard.rows()[-1][-2:] == ["79.16", "50.00"]  # an Average of both, not "(2/3)"

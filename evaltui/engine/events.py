@@ -145,6 +145,7 @@ class DatasetInferred(NamedTuple):
     failed: int
     predictions_file: str = ""
     error: str = ""  # why it failed, when it did
+    total: int = 0  # its samples, when said (a follower's: the files may hold fewer than completed + failed)
 
 
 class ReplicaLoad(NamedTuple):

@@ -80,7 +80,7 @@ def open_view(root: Path) -> View:
     from evaltui.engine.opencompass import OpenCompassView, is_opencompass_dir
 
     if not root.is_dir():
-        raise NotAWorkDir(f"{root}: no such folder")
+        raise NotAWorkDir(f"{root}: a file, not a work dir's folder" if root.exists() else f"{root}: no such folder")
     if (root / "plan.toml").exists() or (root / ".evaltui.lock").exists():
         return EvaltuiView(root)
     if is_opencompass_dir(root):
@@ -276,7 +276,7 @@ class PairWatch:
         error = next((st.error for st in statuses if st.error), "")
         status = PairStatus.DONE if self.done else PairStatus.FAIL
         path = str(self.view.predictions_file(m, d)) if self.done else ""
-        return [ev.DatasetInferred(m, d, status, completed, failed, path, error)]
+        return [ev.DatasetInferred(m, d, status, completed, failed, path, error, self.total)]
 
     def _scored(self) -> list[ev.Event]:
         m, d, _ = self.spec

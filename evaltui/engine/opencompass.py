@@ -3,7 +3,8 @@
 What is read (all of it only read, never locked: OpenCompass's own `.locks/` are left alone):
 
 - `infer_status/<model>/<dataset>[_<i>].json`: `{"status", "total", "completed", "updated_at"}`
-  of the concurrent-infer task; written in place, so a torn read is ignored until the next one.
+  of the concurrent-infer task; written in place, so a torn read is ignored until the next one
+  (a dataset known only from a torn one is none until it can be read).
   A pair without one is `running` while a `tmp_` file exists, `done` once its predictions do.
 - `predictions/<model>/<dataset>[_<i>].json` (final) and `tmp_<dataset>[_<i>].json` (rewritten
   whole as samples finish) or `tmp_<dataset>[_<i>].jsonl` (one line a sample): samples counted
@@ -14,7 +15,8 @@ What is read (all of it only read, never locked: OpenCompass's own `.locks/` are
 - `results/<model>/<dataset>.json`: the score is the summary's metric for the dataset, else the
   first number in the file; `{"error": …}` is a scoring error.
 - `summary/summary_<timestamp>.csv`: the leaderboard's rows (dataset, version, metric, mode)
-  and scores, once OpenCompass has written it (it does so last: the run is then over).
+  and scores, once OpenCompass has written it (it does so last: the run is then over, and its
+  datasets are the run's: the files of any other are left out).
 - `infer_heartbeat`: `datetime.now().isoformat()`, naive local time (WorkDir.heartbeat_age).
 
 Not read: `configs/` (Python), `logs/` (free text), per-sample errors (OpenCompass keeps none in
@@ -169,6 +171,7 @@ class OpenCompassView:
         self._folder_keys: dict[Path, object] = {}
         self._names: dict[tuple[str, str], set[str]] = {}  # (folder, model) -> stems found there
         self._specs: list[PairSpec] = []
+        self._unread: set[tuple[str, str]] = set()  # (model, stem) known only from a status file not readable yet
         self._summary_key: object = None
         self._summary: tuple[list[tuple[str, str, str, str]], list[str], dict[tuple[str, str], float | None]] | None = None
         self._newest = 0.0  # the newest mtime seen among the files looked at
@@ -192,7 +195,7 @@ class OpenCompassView:
         if key != self._summary_key:
             self._summary_key, self._summary = key, self._read_summary(summary)
             moved = True
-        if moved:
+        if moved or any(self._status_of(m, stem) is not None for m, stem in self._unread):
             self._specs = self._compute_specs()
         return False
 
@@ -207,17 +210,25 @@ class OpenCompassView:
         return stems
 
     def _compute_specs(self) -> list[PairSpec]:
+        """Each model's datasets from the folders' names; with a summary (the run's last word),
+        only the datasets it lists. A name known only from a status file that cannot be read
+        (torn as it is written in place) is no dataset until it can be."""
         models = list(self._summary[1]) if self._summary else []
         models += sorted({m for _, m in self._names} - set(models))
+        order = [row[0] for row in self._summary[0]] if self._summary else []
+        self._unread = set()
         specs = []
         for model in models:
-            inferred = self._names.get(("infer_status", model), set()) | self._names.get(("predictions", model), set())
-            shards = _shards_of(inferred)
-            for dataset in self._names.get(("results", model), set()) | {row[0] for row in (self._summary[0] if self._summary else [])}:
+            named = self._names.get(("predictions", model), set()) | self._names.get(("results", model), set())
+            statuses = self._names.get(("infer_status", model), set())
+            unread = {stem for stem in statuses - named if self._status_of(model, stem) is None}
+            self._unread |= {(model, stem) for stem in unread}
+            shards = _shards_of((statuses - unread) | self._names.get(("predictions", model), set()))
+            for dataset in self._names.get(("results", model), set()) | set(order):
                 shards.setdefault(dataset, 1)
-            order = [row[0] for row in self._summary[0]] if self._summary else []
             for dataset in sorted(shards, key=lambda d: (order.index(d) if d in order else len(order), d)):
-                specs.append(PairSpec(model, dataset, shards[dataset]))
+                if not order or dataset in order:
+                    specs.append(PairSpec(model, dataset, shards[dataset]))
         return specs
 
     def pairs(self) -> list[PairSpec]:
@@ -240,17 +251,23 @@ class OpenCompassView:
             self._saw(key)
         return keys
 
-    def read_status(self, model: str, dataset: str, shard: int, shards: int) -> ShardStatus | None:
-        part = self._part(dataset, shard, shards)
-        path = self.root / "infer_status" / model / f"{part}.json"
+    def _status_of(self, model: str, part: str) -> ShardStatus | None:
+        """What `infer_status/<model>/<part>.json` says; None when it is missing, torn or no status."""
         try:
-            data = read_json(path)
+            data = read_json(self.root / "infer_status" / model / f"{part}.json")
         except OSError:
-            data = None
+            return None
         if isinstance(data, dict) and data.get("status") in _STATUSES:
             counts = _int_or_none(data.get("total")), _int_or_none(data.get("completed"))
             return ShardStatus(_STATUSES[data["status"]], *counts, None, str(data.get("error") or ""))
-        if path.exists():
+        return None
+
+    def read_status(self, model: str, dataset: str, shard: int, shards: int) -> ShardStatus | None:
+        part = self._part(dataset, shard, shards)
+        status = self._status_of(model, part)
+        if status is not None:
+            return status
+        if (self.root / "infer_status" / model / f"{part}.json").exists():
             return None  # being written (OpenCompass writes it in place): the last good one stands
         folder = self.root / "predictions" / model
         if (folder / f"{part}.json").exists():

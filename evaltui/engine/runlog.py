@@ -48,7 +48,11 @@ def _inferred(e: ev.DatasetInferred) -> str:
         extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
         return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
     why = f" ({e.error})" if e.error else ""
-    return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+    counts = f"{e.completed} ok, {e.failed} failed"
+    missing = e.total - e.completed - e.failed
+    if missing > 0:  # a followed run's files hold fewer answers than it has samples (OpenCompass keeps no errors)
+        counts = f"{e.completed} of {e.total} done{f', {e.failed} failed' if e.failed else ''}, {missing} missing"
+    return f"{e.model}/{e.dataset}: inference FAILED{why}: {counts} — run again to retry the failed ones"
 
 
 def _scored(e: ev.DatasetScored) -> str:
