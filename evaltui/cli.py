@@ -125,7 +125,8 @@ def build_watch_parser() -> argparse.ArgumentParser:
             "one that has ended or was killed, or an OpenCompass run (outputs/<name>/<timestamp>). "
             "It never writes to the work dir and never takes its lock."
         ),
-        epilog="Retrying needs the plan: `evaltui PLAN.toml` resumes the run and retries only what failed.",
+        epilog="It cannot retry: r and R say how. An evaltui run is retried from the session that runs it, or by "
+        "`evaltui PLAN.toml` once it has ended (resuming it, rerunning only what failed); an OpenCompass run by running OpenCompass again.",
     )
     p.add_argument("work_dir", metavar="WORK_DIR", help="the run's work dir (evaltui's, or an OpenCompass outputs/<name>/<timestamp>)")
     p.add_argument("--no-ui", action="store_true", help="print the progress lines of a headless run until the run ends, then the leaderboard")

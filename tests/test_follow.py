@@ -167,9 +167,11 @@ def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path,
     follower = Follower(open_view(work.root))
     follower.look()
     assert follower.state.live and follower.state.finished is None
+    assert follower.retry_advice == "retry from the session that runs it, or `evaltui PLAN.toml` after it ends"  # it would be refused now
     log(ev.RunFinished(0, False))
     follower.look()
     assert not follower.state.live and follower.state.finished is not None
+    assert follower.retry_advice.startswith("retry: `evaltui PLAN.toml` resumes the run")
 
 
 def test_the_lock_stays_free_for_the_writer_while_watching(tmp_path: Path, sim_factory) -> None:

@@ -90,7 +90,7 @@ def test_r_in_watch_mode_says_that_retry_needs_the_plan(tmp_path: Path, sim_fact
             await pilot.press("r")
             await pilot.pause()
             said = [n.message for n in app._notifications]
-            assert any(m.startswith("retry needs the plan: `evaltui PLAN.toml` resumes the run") for m in said), said
+            assert said[-1] == "retry: `evaltui PLAN.toml` resumes the run, rerunning what failed", said  # it has ended
             assert app.state.pairs[("m", "long")].status == PairStatus.FAIL  # nothing was retried
             await pilot.press("q")
             await pilot.pause(0.3)

@@ -33,6 +33,7 @@ def test_a_finished_opencompass_run_its_split_datasets_and_its_summary(tmp_path:
     assert rows[0] == ["gsm8k", "1d7fe4", "accuracy", "gen", "75.00", "50.00"]  # the summary's version, metric and mode
     assert rows[-1][-2:] == ["79.16", "50.00"]
     assert 240 < finished.elapsed < 260  # from the folder's name (12:00:00) to the last heartbeat (12:04:10)
+    assert follower.retry_advice == "retry: run OpenCompass again (evaltui only watches it)"
     details = follower.pair_details("qwen-7b", "mmlu")
     assert [p.sample_index for p in details.predictions] == [0, 1, 2] and details.predictions[0].gold == "B"
     assert tree(root) == before

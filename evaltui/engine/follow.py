@@ -44,7 +44,6 @@ from evaltui.engine import events as ev
 from evaltui.engine.bus import EventBus
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.runlog import duration
-from evaltui.engine.source import RETRY_NEEDS_PLAN
 from evaltui.engine.state import RunState
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
 
@@ -369,9 +368,18 @@ class Follower:
                 await anyio.sleep(self.idle_interval if self._live is False else self.interval)
         return 130
 
+    @property
+    def retry_advice(self) -> str:
+        """How the run followed is retried: a follower cannot (the plan and the work dir's lock
+        are the run's process's), and while that process runs, `evaltui PLAN.toml` is refused."""
+        if self.view.kind != "evaltui":
+            return f"retry: run {self.view.kind} again (evaltui only watches it)"
+        if self._live:
+            return "retry from the session that runs it, or `evaltui PLAN.toml` after it ends"
+        return "retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"
+
     async def retry(self, pairs: Sequence[Pair]) -> int:
-        """A follower cannot retry: the plan and the work dir's lock belong to the run's process."""
-        raise RuntimeError(RETRY_NEEDS_PLAN)
+        raise RuntimeError(self.retry_advice)
 
     def cancel(self) -> None:
         self.interrupted = True

@@ -25,7 +25,7 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine import events as ev
 from evaltui.engine.delta import Changes, Delta
-from evaltui.engine.source import RETRY_NEEDS_PLAN, RunSource
+from evaltui.engine.source import RunSource
 from evaltui.engine.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
@@ -231,7 +231,7 @@ class RunScreen(Screen[None]):
 
     def _retry(self, pairs: Sequence[Pair]) -> None:
         if self.runner.watching:  # the followed run's plan and lock are its own process's
-            self.notify(RETRY_NEEDS_PLAN, severity="warning", timeout=8, markup=False)
+            self.notify(self.runner.retry_advice, severity="warning", timeout=8, markup=False)
             return
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
