@@ -53,9 +53,27 @@ def test_the_fresh_notice_is_short_and_out_of_the_datas_way(tmp_path: Path, snap
         assert "superseded/20261203-114111" in said and "/home/user/evaltui/outputs/demo" not in said  # relative to the work dir
         assert all(any(f" {d} " in line and "accuracy" in line for line in lines) for d in ("word-problems", "multiple-choice"))  # the leaderboard's rows unhidden
         toast = [i for i, line in enumerate(lines) if "--fresh" in line]
-        assert toast and toast[0] >= len(lines) - 2  # over the footer and the border above it
+        assert toast == [len(lines) - 1]  # one line, over the footer
 
     assert snap_compare(app, run_before=_then(play, check), terminal_size=(80, 24))
+
+
+def test_a_stopped_run_says_so_in_one_line_a_count_not_a_list(tmp_path: Path, snap_compare: Any) -> None:
+    left = [f"{m}/{d}" for m in ("sim-strong", "sim-weak") for d in ("word-problems", "multiple-choice", "completions")]
+    stopped = ev.Notice(f"the run stopped (last heartbeat 3m12s ago) with 6 datasets unfinished: {', '.join(left)}", "warning", "stopped 3m12s ago: 6 datasets unfinished")
+    app, play = _scene(tmp_path, failures=True)
+
+    async def then_stopped(pilot: Any) -> None:
+        await play(pilot)
+        quiet = screen_lines(app)
+        feed(app, [stopped, ev.Notice("--fresh: the earlier work is set aside in /home/user/evaltui/outputs/demo/superseded/20261203-114111")])
+        await pilot.pause(0.3)
+        lines = screen_lines(app)
+        assert lines[:-1] == quiet[:-1]  # the panes untouched: the toast is on the bottom row
+        assert "stopped 3m12s ago: 6 datasets unfinished" in lines[-1]  # the warning, not the later info
+        assert [n.message for n in app._notifications] == ["stopped 3m12s ago: 6 datasets unfinished"]
+
+    assert snap_compare(app, run_before=then_stopped, terminal_size=(80, 24))
 
 
 def test_every_dataset_row_fits_at_80x24_while_nothing_failed(tmp_path: Path, snap_compare: Any) -> None:

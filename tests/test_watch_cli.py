@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
+from test_ui_80x24 import screen_lines
 from test_ui_app import footer_keys, move_to, until
 from watchkit import REPO, fixture_copy, start_writer, tree, watch_plan
 
@@ -72,7 +73,9 @@ def test_the_view_follows_a_run_in_another_process_then_shows_its_leaderboard(tm
     asyncio.run(scenario())
 
 
-def test_r_in_watch_mode_says_that_retry_needs_the_plan(tmp_path: Path, sim_factory: Any) -> None:
+def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_factory: Any) -> None:
+    """At 80×24: one toast on the bottom row (over the footer, no pane's data), and pressing r
+    again replaces it rather than stacking another over the panes."""
     sim = sim_factory(SimConfig(faults=Faults(max_prompt_chars=120)))
     rows = [dict(r, question=r["question"] + (" pad" * 40 if i % 3 == 0 else "")) for i, r in enumerate(arithmetic(9))]
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("long", write_jsonl(tmp_path / "d.jsonl", rows))])
@@ -82,15 +85,20 @@ def test_r_in_watch_mode_says_that_retry_needs_the_plan(tmp_path: Path, sim_fact
 
     async def scenario() -> None:
         app = EvalApp(Follower(open_view(runner.workdir.root), interval=0.1), theme="evaltui-dark")
-        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
             await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
             move_to(app, ("m", "long"))
-            await pilot.pause()
+            app.clear_notifications()
+            await pilot.pause(0.3)
             assert {"r", "R"} <= footer_keys(app)
-            await pilot.press("r")
-            await pilot.pause()
+            quiet = screen_lines(app)
+            for _ in range(3):
+                await pilot.press("r")
+                await pilot.pause(0.3)
             said = [n.message for n in app._notifications]
-            assert said[-1] == "retry: `evaltui PLAN.toml` resumes the run, rerunning what failed", said  # it has ended
+            assert said == ["retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"], said  # it has ended
+            lines = screen_lines(app)
+            assert lines[:-1] == quiet[:-1] and "retry: `evaltui PLAN.toml` resumes the run" in lines[-1]
             assert app.state.pairs[("m", "long")].status == PairStatus.FAIL  # nothing was retried
             await pilot.press("q")
             await pilot.pause(0.3)
