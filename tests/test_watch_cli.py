@@ -107,6 +107,38 @@ def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_
     assert tree(runner.workdir.root) == before
 
 
+def test_watching_the_load_it_cannot_know_is_not_shown_as_zero(tmp_path: Path, sim_factory: Any) -> None:
+    """A work dir holds no requests in flight, retries or replica states: the strip and a model's
+    breakdown say "–", not "0 in flight" and "up" (a killed run's replicas are not up)."""
+    from textual.widgets import DataTable
+
+    from evaltui.ui.screens.fleet import FleetScreen
+
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=16)], datasets=[gsm_dataset("a", write_jsonl(tmp_path / "d.jsonl", rows))])
+    code, _, runner = run_plan(plan)
+    assert code == 0
+
+    async def scenario() -> None:
+        app = EvalApp(Follower(open_view(runner.workdir.root), interval=0.1), theme="evaltui-dark")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
+            await pilot.pause(1.2)  # the strip repaints once a second
+            strip = app.run_screen.strip.render().plain
+            assert "retries –" in strip and "in flight m –/16" in strip, strip
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("m"))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the breakdown")
+            replicas = app.screen.query_one("#fleet-replicas", DataTable)
+            cells = [str(c) for c in replicas.get_row_at(0)]
+            assert cells[1:3] == ["–", "–"] and cells[3] == "16", cells  # state and in flight unknown; the limit is the plan's
+            assert "not recorded" in app.screen.query_one("#fleet-limits").render().plain
+
+    asyncio.run(scenario())
+
+
 def test_no_ui_prints_the_lines_of_a_headless_run_and_its_table(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
     rows = arithmetic(12)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))

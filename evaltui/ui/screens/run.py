@@ -150,7 +150,10 @@ class RunScreen(Screen[None]):
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, palette, rates=slow)
             if slow:
-                self.strip.show(state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette)
+                self.strip.show(
+                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
+                    load_known=not self.runner.watching,
+                )
             if changes.failures_reset:
                 self.failures.show_all(list(state.failures))
             else:
@@ -262,7 +265,7 @@ class RunScreen(Screen[None]):
                 if cfg is None:
                     toast(self.app, f"{model}: this work dir does not say how the model is served", timeout=4)
                 else:
-                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette))
+                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette, load_known=not self.runner.watching))
             return
         model, dataset = pair
         self.app.push_screen(DetailsScreen(model, dataset, lambda: self.runner.pair_details(model, dataset)))

@@ -36,7 +36,11 @@ class EngineStrip(Widget):
     def render(self) -> Text:
         return self._text
 
-    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], live: bool, palette: fmt.Palette) -> None:
+    def show(
+        self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], live: bool, palette: fmt.Palette, load_known: bool = True
+    ) -> None:
+        """`load_known`: False when the source cannot know the requests in flight and retries (a
+        follower: the work dir holds none of it), which are then "–", never a made-up 0."""
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
         text.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
         c, f, n = state.totals()
@@ -44,10 +48,10 @@ class EngineStrip(Widget):
         if f:
             text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
         text.append("\n")
-        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
+        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries() if load_known else '–'}  in flight ")
         for i, (model, limit) in enumerate(max_workers.items()):
             text.append("  " if i else "")
-            text.append_text(model_load(state, model, limit, live=live, palette=palette))
+            text.append_text(model_load(state, model, limit, live=live, palette=palette) if load_known else Text(f"{model} –/{limit}"))
         if not max_workers:
             text.append("–")
         if text != self._text:
