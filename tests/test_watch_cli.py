@@ -59,7 +59,7 @@ def test_the_view_follows_a_run_in_another_process_then_shows_its_leaderboard(tm
                 board = app.board
                 assert [str(board.get_cell(key, "m")).strip() for key in ("d0", "d1", "Average")] == ["100.00", "100.00", "100.00"]
                 assert "scored" in table.shown_line("m", "d1")
-                assert app.title.startswith("watching: ")
+                assert app.title.startswith("watch · ")
                 assert await asyncio.to_thread(writer.wait, 60) == 0
                 await pilot.press("q")  # nothing to interrupt: it leaves at once
                 await pilot.pause(0.3)
@@ -105,6 +105,33 @@ def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_
 
     asyncio.run(scenario())
     assert tree(runner.workdir.root) == before
+
+
+def test_the_title_follows_the_plan_and_is_cut_visibly_at_80_columns(tmp_path: Path, sim_factory: Any) -> None:
+    """Started before the run, the watcher takes the plan's title once the run writes it; at 80
+    columns a long one ends with an ellipsis where the progress pane's border has no more room."""
+    rows = arithmetic(4)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    title = "Llama-3-8B-Instruct against GSM8K, MMLU and HumanEval: the nightly runs"
+    assert len(title) == 71
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", write_jsonl(tmp_path / "d.jsonl", rows))])
+    plan.write_text(plan.read_text(encoding="utf-8").replace('title = "test"', f'title = "{title}"'), encoding="utf-8")
+    work = tmp_path / "out"
+    work.mkdir()
+
+    async def scenario() -> None:
+        app = EvalApp(Follower(open_view(work), interval=0.1), theme="evaltui-dark")
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert app.title == "watch · evaltui out"
+            code, _, _ = await asyncio.to_thread(run_plan, plan)
+            assert code == 0
+            await until(pilot, lambda: app.state.finished is not None and app.state.title == title, "the run's end")
+            await pilot.pause(0.3)
+            assert app.title == f"watch · {title}"
+            border = next(line for line in screen_lines(app) if line.startswith("╭─ progress"))
+            assert f"progress · watch · {title[:40]}" in border and border.rstrip().endswith("… ─╮"), border
+
+    asyncio.run(scenario())
 
 
 def test_watching_the_load_it_cannot_know_is_not_shown_as_zero(tmp_path: Path, sim_factory: Any) -> None:

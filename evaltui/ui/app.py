@@ -80,8 +80,12 @@ class EvalApp(App[int]):
             self.register_theme(t)
         self._asked_theme = theme
         self.theme = self._pick_theme(theme)
-        self.title = ("watching: " if runner.watching else "") + (runner.title or "evaltui")
+        self.title = self._title(runner.title)
         runner.subscribe(self.run_screen.sink)
+
+    def _title(self, title: str) -> str:
+        """The plan's title; watching, after a short mark of it (at 80 columns every one counts)."""
+        return ("watch · " if self.runner.watching else "") + (title or "evaltui")
 
     # the run screen's, by the names the session has always had them
     @property
@@ -176,6 +180,9 @@ class EvalApp(App[int]):
         """Repaint the run screen from what the engine reported, take the results of the jobs
         that ended, and leave once quitting (or `exit_when_done`) and nothing runs any more."""
         changes = self.run_screen.fold_pending(self._palette, all_rows=all_rows)
+        if self.runner.watching and self.state.title and self._title(self.state.title) != self.title:  # a run began in the watched dir: its plan's
+            self.title = self._title(self.state.title)
+            self.run_screen.show_title(self.title)
         if changes.live is False:
             self._jobs_at_finish = len(self.engine.jobs)
         if self._jobs_ended() or changes.statuses:

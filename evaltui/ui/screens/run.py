@@ -91,11 +91,15 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.progress.border_title = f"progress · {self.app.title}"  # the whole title, where it has the room
+        self.show_title(self.app.title)
         self.board.border_title = "leaderboard"
         self.failures.border_title = "failures"
         self.failures.display = False  # until a sample fails
         self.progress.focus()
+
+    def show_title(self, title: str) -> None:
+        """The whole title where the pane has the room; cut with an ellipsis where not (Textual's)."""
+        self.progress.border_title = f"progress · {title}"
 
     # ------------------------------------------------------------------ events in
     def sink(self, event: ev.Event) -> None:
