@@ -144,3 +144,26 @@ def test_panes_are_sized_by_their_content_at_160x48(tmp_path: Path, snap_compare
         assert bottoms and bottoms[0] <= 16  # the progress pane as tall as its 10 rows, not the screen
 
     assert snap_compare(app, run_before=_then(play, check), terminal_size=(160, 48))
+
+
+def test_the_done_column_is_as_wide_as_the_largest_total(tmp_path: Path) -> None:
+    """A 200,000-sample dataset shows `123456/200000` whole, at 80 columns as at 200."""
+    import asyncio
+
+    big = [
+        ev.DatasetPlanned("sim-strong", "big", 200_000, 1),
+        ev.DatasetStarted("sim-strong", "big", 200_000, 200_000 - 123_456),
+        ev.ShardStatusChanged("sim-strong", "big", 0, 1, ev.PairStatus.RUNNING, 200_000, 123_456, 0),
+    ]
+
+    async def scenario(size: tuple[int, int]) -> str:
+        clock = Clock()
+        app = demo_app(tmp_path / f"{size[0]}", clock)
+        async with app.run_test(size=size) as pilot:
+            feed(app, demo_running(clock) + big)
+            await pilot.pause()
+            return app.progress.shown_line("sim-strong", "big")
+
+    for size in ((200, 30), (80, 24)):
+        line = asyncio.run(scenario(size))
+        assert " 123456/200000 " in line, (size, line)
