@@ -167,3 +167,27 @@ def test_the_done_column_is_as_wide_as_the_largest_total(tmp_path: Path) -> None
     for size in ((200, 30), (80, 24)):
         line = asyncio.run(scenario(size))
         assert " 123456/200000 " in line, (size, line)
+
+
+def test_the_strip_of_a_stopped_run_keeps_its_failures_at_80_columns(tmp_path: Path) -> None:
+    """A killed run (watched): its stale heartbeat and its failed count both in the strip's first
+    line; where all of it cannot fit, the elapsed time goes first."""
+    import asyncio
+
+    async def scenario(extra: list[ev.Event], elapsed: float) -> str:
+        clock = Clock()
+        app = demo_app(tmp_path / f"{elapsed:.0f}", clock)
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, demo_running(clock) + extra + demo_failures())
+            clock.now += elapsed
+            feed(app, [ev.RunFinished(1, True)])
+            clock.now += 192.0
+            app.fold_pending()
+            await pilot.pause()
+            return screen_lines(app)[0].strip()  # as shown: what does not fit is cut
+
+    line = asyncio.run(scenario([], 10.0))
+    assert line.startswith("■ stopped: heartbeat 3m") and line.endswith("  failed 2") and "elapsed 10s" in line, line
+    big = [ev.DatasetPlanned("sim-weak", "big", 2_000_000, 1, 1_234_567, 12_345)]
+    line = asyncio.run(scenario(big, 3900.0))
+    assert line.endswith("samples 1247034/2001248  failed 12347") and "elapsed" not in line, line
