@@ -129,7 +129,11 @@ def build_watch_parser() -> argparse.ArgumentParser:
         "`evaltui PLAN.toml` once it has ended (resuming it, rerunning only what failed); an OpenCompass run by running OpenCompass again.",
     )
     p.add_argument("work_dir", metavar="WORK_DIR", help="the run's work dir (evaltui's, or an OpenCompass outputs/<name>/<timestamp>)")
-    p.add_argument("--no-ui", action="store_true", help="print the progress lines of a headless run until the run ends, then the leaderboard")
+    p.add_argument(
+        "--no-ui", action="store_true",
+        help="print the progress lines of a headless run until the run ends, then the leaderboard (exit 2 at once for a folder "
+        "with nothing to follow that nothing has written for heartbeat_timeout; an empty one is waited for)",
+    )
     p.add_argument("--theme", metavar="NAME", help="the interactive view's theme (see themes/; remembered)")
     return p
 

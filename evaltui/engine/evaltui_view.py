@@ -108,6 +108,7 @@ class EvaltuiView:
         self._summary: RunSummary | None = None
         self._log_key: StatKey | None = None
         self._log_ended = False
+        self._beat: tuple[StatKey | None, float | None] = (None, None)  # the heartbeat's stat, and when it beat
 
     # -- what the plan says
     @property
@@ -223,7 +224,11 @@ class EvaltuiView:
         return stat_key(self.workdir.heartbeat_file)
 
     def heartbeat_at(self) -> float | None:
-        return last_beat(self.workdir)
+        """Read again only when the file changed: each look asks (is the run live?)."""
+        key = self.heartbeat_key()
+        if key is None or key != self._beat[0]:
+            self._beat = (key, last_beat(self.workdir) if key is not None else None)
+        return self._beat[1]
 
     def activity_at(self) -> float | None:
         return self.heartbeat_at()
