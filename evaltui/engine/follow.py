@@ -15,9 +15,8 @@ evaltui_view.py, opencompass.py) and what it makes of it:
 - the end: once no process here holds the work dir's lock and its files say it is over (the
   run's last line in logs/run.log, a heartbeat older than `heartbeat_timeout` — a killed run,
   or OpenCompass's summary written after everything else), `WatchSkipped` for done pairs left
-  unscored, a `Notice` when work was left, and
-  `RunFinished` with the leaderboard. A run that takes the work dir again later is followed
-  anew (`RunStarted`).
+  unscored, a `Notice` when work was left, and `RunFinished` with the leaderboard. A run that
+  takes the work dir again later is followed anew (`RunStarted`).
 
 How it follows: a stat loop, one look every FOLLOW_INTERVAL (IDLE_INTERVAL once the run has
 ended). A look stats each status file, each unfinished shard's checkpoint, each result and the
@@ -402,7 +401,7 @@ class Follower:
             if not self._waiting:
                 self._waiting = True
                 self.emit(ev.Notice(f"waiting for a run to begin in {self.view.root}{': ' + self.view.problem if self.view.problem else ''}"))
-            why = self.unusable(holder) if self.until_over else None
+            why = self.unusable() if self.until_over else None
             if why is not None:  # and nothing will make it one: `--no-ui` would wait for ever
                 self.exit_code = EXIT_NOTHING_TO_FOLLOW
                 self.emit(ev.Notice(why, "error"))
@@ -423,11 +422,11 @@ class Follower:
             self._finish()
         self._live = live
 
-    def unusable(self, holder: int | None = None) -> str | None:
+    def unusable(self) -> str | None:
         """Why the folder gives nothing to follow while nothing makes it a work dir: no pairs, no
         process here holding its lock, nothing written there for heartbeat_timeout, and not
         empty (an empty folder is a run about to begin there: waited for). None otherwise."""
-        if self.view.pairs() or (holder if holder is not None else self.view.holder()):
+        if self.view.pairs() or self.view.holder():
             return None
         newest = _newest_write(self.view.root)
         if newest is None:
