@@ -19,6 +19,12 @@ from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import json_bytes
 
 
+def duration(seconds: float) -> str:
+    """`42s`, `3m12s`, `1h05m`: a span of time in a line."""
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
 def _score(metric: str, score: float | None) -> str:
     return f"{metric} = {score:.2f}" if score is not None else f"{metric} = -"
 
@@ -32,6 +38,8 @@ def event_line(e: ev.Event) -> str | None:
 
 def _started(e: ev.DatasetStarted) -> str:
     kept = e.total - e.remaining
+    if e.joined:
+        return f"{e.model}/{e.dataset}: following: {kept} of {e.total} done"
     resumed = f" (resuming: {kept} kept)" if kept else ""
     return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
 
@@ -41,7 +49,11 @@ def _inferred(e: ev.DatasetInferred) -> str:
         extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
         return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
     why = f" ({e.error})" if e.error else ""
-    return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+    counts = f"{e.completed} ok, {e.failed} failed"
+    missing = e.total - e.completed - e.failed
+    if missing > 0:  # a followed run's files hold fewer answers than it has samples (OpenCompass keeps no errors)
+        counts = f"{e.completed} of {e.total} done{f', {e.failed} failed' if e.failed else ''}, {missing} missing"
+    return f"{e.model}/{e.dataset}: inference FAILED{why}: {counts} — run again to retry the failed ones"
 
 
 def _scored(e: ev.DatasetScored) -> str:
@@ -101,9 +113,17 @@ def _run_started(e: ev.RunStarted) -> str:
     return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
 
 
+_FINISHED = "run finished in "
+
+
 def _run_finished(e: ev.RunFinished) -> str:
     state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
-    return f"run finished in {e.elapsed:.1f} s: {state}"
+    return f"{_FINISHED}{e.elapsed:.1f} s: {state}"
+
+
+def ends_a_run(line: str) -> bool:
+    """Whether a line of logs/run.log is the last a run (or a retry's session) writes: RunFinished's."""
+    return line.partition(" ")[2].startswith(_FINISHED)
 
 
 _LINES: dict[type, Callable[[Any], str | None]] = {

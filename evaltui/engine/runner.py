@@ -76,6 +76,7 @@ _heap_settled = False
 
 class Runner:
     watching = False  # it drives its run (see engine/source.py: the follower only follows one)
+    retry_advice = ""  # it retries itself
 
     def __init__(
         self,
