@@ -97,20 +97,17 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         return EXIT_USAGE
 
-    from evaltui.engine.workdir_guard import refusal
-
-    field, where = ("--work-dir", args.work_dir) if args.work_dir else ("run.work_dir", plan.default_work_dir())
-    problem = refusal(where)
-    if problem is not None:
-        print(f"{plan.source.name}: {field}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-
     from evaltui.engine.runner import Runner
+    from evaltui.engine.workdir_guard import WorkDirRefused
     from evaltui.headless import run_headless
 
     if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
         _hide_environment()
-    runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
+    try:
+        runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
+    except WorkDirRefused as e:
+        print(f"{plan.source.name}: {'--work-dir' if args.work_dir is not None else 'run.work_dir'}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     headless = args.no_ui or args.json or not sys.stdout.isatty()
     if not headless:
         return _run_interactive(runner, args.theme)
@@ -125,17 +122,23 @@ def build_watch_parser() -> argparse.ArgumentParser:
             "one that has ended or was killed, or an OpenCompass run (outputs/<name>/<timestamp>). "
             "It never writes to the work dir and never takes its lock."
         ),
-        epilog="Retrying needs the plan: `evaltui PLAN.toml` resumes the run and retries only what failed.",
+        epilog="It cannot retry: r and R say how. An evaltui run is retried from the session that runs it, or by "
+        "`evaltui PLAN.toml` once it has ended (resuming it, rerunning only what failed); an OpenCompass run by running OpenCompass again.",
     )
     p.add_argument("work_dir", metavar="WORK_DIR", help="the run's work dir (evaltui's, or an OpenCompass outputs/<name>/<timestamp>)")
-    p.add_argument("--no-ui", action="store_true", help="print the progress lines of a headless run until the run ends, then the leaderboard")
+    p.add_argument(
+        "--no-ui", action="store_true",
+        help="print the progress lines of a headless run until the run ends, then the leaderboard (exit 2 at once for a folder "
+        "with nothing to follow that nothing has written for heartbeat_timeout; an empty one is waited for)",
+    )
     p.add_argument("--theme", metavar="NAME", help="the interactive view's theme (see themes/; remembered)")
     return p
 
 
 def watch_main(argv: list[str]) -> int:
     """`evaltui watch`: exit 0 when every pair the run took up was scored, 1 otherwise (also
-    when left before the run ended), 2 when the folder is no work dir, 130 on Ctrl-C."""
+    when left before the run ended), 2 when the folder is no work dir (or, headless, holds
+    nothing to follow and nothing writes it: it would wait for ever), 130 on Ctrl-C."""
     args = build_watch_parser().parse_args(argv)
     from evaltui.engine.follow import Follower, NotAWorkDir, open_view
     from evaltui.headless import follow_headless
@@ -147,6 +150,10 @@ def watch_main(argv: list[str]) -> int:
         return EXIT_USAGE
     headless = args.no_ui or not sys.stdout.isatty()
     follower = Follower(view, until_over=headless)
+    why = follower.unusable() if headless else None
+    if why is not None:
+        print(f"evaltui watch: {why}", file=sys.stderr)
+        return EXIT_USAGE
     if not headless:
         return _run_interactive(follower, args.theme)
     return follow_headless(follower, follower.log_interval)

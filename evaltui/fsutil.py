@@ -54,6 +54,14 @@ def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path]
         raise
 
 
+def nul_byte(path: str) -> str | None:
+    """Why `path` cannot name a file when it holds a NUL byte (the OS would refuse it with a
+    traceback-worthy ValueError), else None: said the same way for every path a plan names."""
+    if "\x00" in path:
+        return f"contains a NUL byte, which no file name can hold (got {path!r})"
+    return None
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     with atomic_writer(path) as f:
         f.write(data)

@@ -19,7 +19,7 @@ import anyio
 
 from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
-from evaltui.engine.runlog import FirstFailures, event_line
+from evaltui.engine.runlog import EventLines, duration
 from evaltui.engine.runner import Runner
 from evaltui.engine.source import RunSource
 from evaltui.engine.state import RunState
@@ -28,24 +28,19 @@ if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
 
 
-def _fmt_secs(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
-
-
 class HeadlessRenderer:
     def __init__(self, out: TextIO, *, log_interval: float = 30.0):
         self.out = out
         self.state = RunState()
         self.log_interval = log_interval
         self.closed = False
-        self._first_failures = FirstFailures()
+        self._lines = EventLines()
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
         if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line of its own
             return
-        line = self._first_failures.line(e) if type(e) is ev.SampleFailed else event_line(e)
+        line = self._lines(e)
         if line is not None:
             self.say(line)
 
@@ -74,7 +69,7 @@ class HeadlessRenderer:
                 rate = p.throughput()
                 eta = p.eta()
                 extra = f" {rate:.0f}/s" if rate else ""
-                extra += f" ETA {_fmt_secs(eta)}" if eta is not None else ""
+                extra += f" ETA {duration(eta)}" if eta is not None else ""
                 fails = f" ({p.failed} failed)" if p.failed else ""
                 fails += f" ({p.sample_retries} tried again)" if p.sample_retries else ""
                 parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{fails}{extra}")
@@ -98,7 +93,7 @@ class HeadlessRenderer:
             text += f", replicas {up}/{len(load.replicas)} up [{each}]"
         down = self.state.down_for(load.model)
         if down is not None:
-            text += f", all down for {_fmt_secs(down)}"
+            text += f", all down for {duration(down)}"
         return text
 
     async def tick(self) -> None:

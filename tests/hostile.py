@@ -14,6 +14,7 @@ import ssl
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 from aiohttp import web
 
@@ -84,3 +85,63 @@ async def stream(request: web.Request, pieces: Iterator[bytes], *, length: int |
                 await asyncio.sleep(pause)
         await resp.write_eof()
     return resp
+
+
+class RawServer:
+    """A server on 127.0.0.1 that answers every request with the bytes `reply(request)` returns,
+    verbatim, keeping the connection open for the next: for replies no HTTP library would send
+    (a Content-Length shorter than the body). Each connection's thread ends when the client
+    hangs up or after `idle` seconds without a request."""
+
+    def __init__(self, reply: Callable[[bytes], bytes], *, idle: float = 5.0) -> None:
+        import socket
+
+        self.reply = reply
+        self.idle = idle
+        self.requests = 0
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._talk, args=(conn,), daemon=True).start()
+
+    def _talk(self, conn: Any) -> None:
+        conn.settimeout(self.idle)
+        buffered = b""
+        with conn, contextlib.suppress(OSError):
+            while not self._stop.is_set():
+                while b"\r\n\r\n" not in buffered:
+                    piece = conn.recv(65536)
+                    if not piece:
+                        return
+                    buffered += piece
+                head, _, buffered = buffered.partition(b"\r\n\r\n")
+                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+                while len(buffered) < length:
+                    piece = conn.recv(65536)
+                    if not piece:
+                        return
+                    buffered += piece
+                request, buffered = head + b"\r\n\r\n" + buffered[:length], buffered[length:]
+                self.requests += 1
+                conn.sendall(self.reply(request))
+
+    def __enter__(self) -> RawServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()

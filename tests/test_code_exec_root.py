@@ -1,6 +1,6 @@
 """The code_exec sandbox when evaltui runs as root (README "Evaluators", RELIABILITY.md §6).
 
-The sandbox module needs only the standard library, so these tests load it into other
+The sandbox modules need only the standard library, so these tests load them into other
 interpreters by path: the system's, which `nobody` can read (so the program runs wholly as
 nobody), and ours with a capability removed (so giving up root fails and must be said).
 """
@@ -22,13 +22,20 @@ pytestmark = [pytest.mark.reliability, pytest.mark.skipif(not sys.platform.start
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
-def run_in(python: str, program: str, tmp_root: str, before: str = "") -> str:
-    runner = (
-        "import importlib.util, sys\n" + before +
-        f"spec = importlib.util.spec_from_file_location('sandbox', {sandbox.__file__!r})\n"
-        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
-        f"print(mod.run_program({program!r}, timeout=20, tmp_root={tmp_root!r}))\n"
+def sandbox_loader() -> str:
+    """Python that imports evaltui.scoring.sandbox from this checkout without the packages'
+    __init__ files (which need evaltui's dependencies): only the standard library is needed."""
+    package = os.path.dirname(os.path.dirname(sandbox.__file__))
+    return (
+        "import sys, types\n"
+        f"for name, path in (('evaltui', {package!r}), ('evaltui.scoring', {os.path.dirname(sandbox.__file__)!r})):\n"
+        "    sys.modules[name] = types.ModuleType(name); sys.modules[name].__path__ = [path]\n"
+        "import evaltui.scoring.sandbox as mod\n"
     )
+
+
+def run_in(python: str, program: str, tmp_root: str, before: str = "", after: str = "") -> str:
+    runner = before + sandbox_loader() + after + f"print(mod.run_program({program!r}, timeout=20, tmp_root={tmp_root!r}))\n"
     proc = subprocess.run([python, "-I", "-c", runner], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
@@ -42,29 +49,42 @@ def open_dir() -> str:
         yield d
 
 
+WHOLLY_NOBODY = (
+    "import os\n"
+    "assert os.getresuid() == (65534, 65534, 65534), os.getresuid()\n"
+    "try:\n"
+    "    os.setresuid(0, 0, 0)\n"
+    "except PermissionError:\n"
+    "    pass\n"
+    "else:\n"
+    "    raise AssertionError('took root back')\n"
+    "try:\n"
+    "    open({secret!r}).read()\n"
+    "except PermissionError:\n"
+    "    pass\n"
+    "else:\n"
+    "    raise AssertionError('read a root-only file')\n"
+    "open('scratch.txt', 'w').write('its own folder is writable')\n"
+)
+
+
 @pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason="no system python")
 def test_with_an_interpreter_nobody_can_read_the_program_is_wholly_nobody(open_dir: str) -> None:
+    """Without namespaces (as in a container that refuses them), so the root-only file made
+    here stays in sight."""
     secret = Path(open_dir) / "root-only.txt"
     secret.write_text("root's")
     secret.chmod(0o600)
-    program = (
-        "import os\n"
-        "assert os.getresuid() == (65534, 65534, 65534), os.getresuid()\n"
-        "try:\n"
-        "    os.setresuid(0, 0, 0)\n"
-        "except PermissionError:\n"
-        "    pass\n"
-        "else:\n"
-        "    raise AssertionError('took root back')\n"
-        "try:\n"
-        f"    open({str(secret)!r}).read()\n"
-        "except PermissionError:\n"
-        "    pass\n"
-        "else:\n"
-        "    raise AssertionError('read a root-only file')\n"
-        "open('scratch.txt', 'w').write('its own folder is writable')\n"
-    )
-    assert run_in(SYSTEM_PYTHON, program, open_dir) == sandbox.PASSED
+    program = WHOLLY_NOBODY.format(secret=str(secret))
+    assert run_in(SYSTEM_PYTHON, program, open_dir, after="mod.NAMESPACES = False\n") == sandbox.PASSED
+
+
+@pytest.mark.skipif(not os.path.exists("/etc/shadow"), reason="no root-only /etc/shadow to read")
+def test_in_its_own_namespaces_the_program_is_wholly_nobody_even_with_an_interpreter_under_root(open_dir: str) -> None:
+    """The mount namespace puts the interpreter's libraries back under an empty /root (and /tmp)
+    that nobody may cross, so even this checkout's interpreter (under /root here) needs no
+    effective root: the partial drop of the module's doc is left for kernels without namespaces."""
+    assert run_in(sys.executable, WHOLLY_NOBODY.format(secret="/etc/shadow"), open_dir) == sandbox.PASSED
 
 
 def test_when_root_cannot_be_given_up_the_program_does_not_run_and_the_sample_says_why(open_dir: str) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
+import evaltui.scoring.sandbox as sandbox
 from evaltui.scoring import score
 from evaltui.scoring.sandbox import (
     MEMORY_LIMIT,
@@ -176,21 +177,21 @@ def test_the_program_dies_with_the_process_that_runs_it(tmp_path):
 
     # (the program cannot write outside its folder to say its pid: it is found by its folder)
     sandboxes = tmp_path / "sandboxes"
-    program = "import time\ntime.sleep(100)\n"
+    program = "import os, time\nopen('started', 'w').close()\ntime.sleep(100)\n"
     runner = subprocess.Popen(
         [sys.executable, "-c", f"from evaltui.scoring.sandbox import run_program; run_program({program!r}, timeout=60, tmp_root={str(sandboxes)!r})"]
     )
     deadline = time.monotonic() + 30
-    while not _processes_under(sandboxes):
+    while not list(sandboxes.glob("evaltui-exec-*/started")):
         assert time.monotonic() < deadline, "the sandboxed program never started"
         time.sleep(0.02)
-    (child,) = _processes_under(sandboxes)
+    assert _processes_under(sandboxes)  # the sandbox's processes: its outer, keeper and program
     os.kill(runner.pid, signal.SIGKILL)  # evaltui killed mid-scoring
     runner.wait(timeout=10)
     end = time.monotonic() + 10
-    while time.monotonic() < end and _running(child):
+    while time.monotonic() < end and _processes_under(sandboxes):
         time.sleep(0.02)
-    assert not _running(child), "the sandboxed program outlived its parent"
+    assert _processes_under(sandboxes) == [], "the sandboxed program outlived its parent"
 
 
 def _running(pid: int) -> bool:
@@ -270,9 +271,13 @@ def test_a_fork_bomb_is_bounded_by_the_process_limit_and_dies_with_the_program(t
     ],
     ids=["create", "append", "truncate", "remove", "move-away", "mkdir", "through-symlink", "parent-dir"],
 )
-def test_a_completion_cannot_write_outside_its_directory(tmp_path, action):
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+def test_a_completion_cannot_write_outside_its_directory(tmp_path, action, namespaces, monkeypatch):
+    """Landlock refuses the write (PermissionError); with namespaces, a path under /tmp is not
+    even there to write (FileNotFoundError): without them, Landlock alone must refuse it."""
     import os
 
+    monkeypatch.setattr(sandbox, "NAMESPACES", namespaces)
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim.txt"
@@ -280,7 +285,7 @@ def test_a_completion_cannot_write_outside_its_directory(tmp_path, action):
     sandboxes = tmp_path / "sandboxes"
     program = "import os\n" + action.format(target=str(outside / "written.txt"), victim=str(victim), outside=str(outside)) + "\n"
     result = run_program(program, tmp_root=str(sandboxes))
-    assert result.startswith("failed: PermissionError"), result
+    assert result.startswith(("failed: PermissionError", "failed: FileNotFoundError") if namespaces else "failed: PermissionError"), result
     assert victim.read_text() == "keep me"
     assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
     assert not sandboxes.exists() or os.listdir(sandboxes) == []  # and its own folder is gone
@@ -290,7 +295,7 @@ def test_a_completion_cannot_write_outside_its_directory(tmp_path, action):
 def test_a_correct_completion_that_also_writes_outside_is_scored_failed(tmp_path):
     target = tmp_path / "note.txt"
     detail = run_body(f"    open({str(target)!r}, 'w').write('was here')\n    return x + 1\n")
-    assert detail["correct"] is False and detail["result"].startswith("failed: PermissionError")
+    assert detail["correct"] is False and detail["result"].startswith(("failed: PermissionError", "failed: FileNotFoundError"))
     assert not target.exists()
 
 
@@ -382,3 +387,94 @@ def test_a_program_cannot_reach_this_machine_over_the_network():
     finally:
         for s in (tcp, udp, unix):
             s.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole sandbox, not each process: memory, processes left behind, sockets at paths, its folder.
+# ---------------------------------------------------------------------------------------------
+
+# Four children of 200 MB each (each under the 512 MB per-process limit): 800 MB in all.
+FORKED_MEMORY = (
+    "import os, time\n"
+    "kids = []\n"
+    "for _ in range(4):\n"
+    "    pid = os.fork()\n"
+    "    if pid == 0:\n"
+    "        block = bytearray(200 * 2**20)\n"
+    "        for i in range(0, len(block), 4096):\n"
+    "            block[i] = 1\n"
+    "        time.sleep(2)\n"
+    "        os._exit(0)\n"
+    "    kids.append(pid)\n"
+    "for pid in kids:\n"
+    "    os.waitpid(pid, 0)\n"
+)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup-where-possible", "watchdog"])
+def test_memory_mb_holds_the_whole_sandbox_not_each_process(tmp_path, monkeypatch, cgroup):
+    """Each child stays under RLIMIT_AS; together they are over memory_mb: the sample ends as
+    `memory limit`, by the kernel (a memory cgroup) or the watchdog summing the tree's memory."""
+    import evaltui.scoring.sandbox_watch as watch
+
+    if not cgroup:
+        monkeypatch.setattr(watch.MemoryCgroup, "_unavailable", True)
+    assert run_program(FORKED_MEMORY, timeout=20, memory_mb=512, tmp_root=str(tmp_path)) == MEMORY_LIMIT
+    assert _processes_under(tmp_path) == []
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("namespaces", [True, False], ids=["pid-namespace", "subreaper"])
+def test_a_daemon_the_program_leaves_behind_dies_with_the_sample(tmp_path, monkeypatch, namespaces):
+    """fork, setsid, fork again, sleep: reparented to PID 1 it outlived the sample and evaltui."""
+    monkeypatch.setattr(sandbox, "NAMESPACES", namespaces)
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.2)\n"
+    )
+    assert run_program(daemon, timeout=20, tmp_root=str(tmp_path)) == PASSED  # and then nothing of it is left
+    assert _processes_under(tmp_path) == []
+
+
+@pytest.mark.reliability
+def test_a_program_cannot_reach_a_unix_socket_at_a_path():
+    """An ssh-agent's, D-Bus's or docker's socket is a file anyone its mode lets write may connect
+    to; Landlock has no rule for that (ABI 7), so the sandbox hides the folders they live in."""
+    import os
+    import socket
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="evaltui-socket-test-")  # under /tmp, like ssh-agent's
+    os.chmod(folder, 0o755)
+    path = os.path.join(folder, "agent.sock")
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(path)
+        os.chmod(path, 0o777)
+        server.listen()
+        server.settimeout(0.3)
+        line = f"import socket\ns = socket.socket(socket.AF_UNIX); s.settimeout(3); s.connect({path!r}); s.sendall(b'x')\n"
+        result = run_program(line, timeout=5)
+        assert result.startswith(("failed: FileNotFoundError", "failed: PermissionError")), result
+        with pytest.raises(OSError):
+            server.accept()
+    finally:
+        server.close()
+        os.unlink(path)
+        os.rmdir(folder)
+
+
+@pytest.mark.reliability
+def test_the_programs_folder_is_held_to_its_limit(tmp_path):
+    """Each file stops at 16 MiB (RLIMIT_FSIZE); six of 15 MiB would fill 90 MiB of the work dir's disk."""
+    from evaltui.scoring.sandbox import FOLDER_FULL
+
+    fill = "for n in range(6):\n    with open(f'fill{n}', 'wb') as f:\n        f.write(bytes(15 * 2**20))\nimport time\ntime.sleep(5)\n"
+    assert run_program(fill, timeout=20, tmp_root=str(tmp_path)) == FOLDER_FULL
+    assert _processes_under(tmp_path) == [] and list(tmp_path.iterdir()) == []

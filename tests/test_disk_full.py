@@ -96,3 +96,24 @@ def test_a_disk_that_fills_stops_the_run_clearly_loses_nothing_and_a_rerun_reach
     assert sim.stats.requests_total == N - len(kept)  # nothing that was on disk was asked again
     after = {e["index"]: e for e in checkpoint_entries(checkpoint)}
     assert all(after[i] == entry for i, entry in kept.items())  # nothing lost
+
+
+def test_a_disk_that_fills_while_scoring_says_the_predictions_are_kept(tmp_path: Path, sim_factory, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The scorer's own write finding the disk full (the real disk's timing cannot be aimed at
+    that moment, so the scorer raises what the write would)."""
+    import errno
+
+    import evaltui.engine.watch as watch
+    from evaltui.cli import main
+
+    rows = [{"question": f"{i} + 1", "answer": f"#### {i + 1}"} for i in range(4)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=1.0)}))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+
+    def full(*args: object, **kwargs: object) -> float:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(watch, "score_pair", full)
+    assert main([str(plan), "--no-ui"]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if "scoring FAILED" in x)
+    assert "No space left on device" in line and "predictions are kept" in line and "free space and run again" in line, line

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,11 +19,14 @@ from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, writ
 from watchkit import follow_to_end, of, start_writer, tree, wait_for, watch_plan
 
 from evaltui.engine import events as ev
+from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.engine.events import PairStatus
 from evaltui.engine.follow import Follower, NotAWorkDir, open_view
 from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.runlog import event_line
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.workdir import WorkDir, WorkDirBusy
+from evaltui.plan import load_plan, select
 from evaltui.sim import SimConfig
 from evaltui.sim.config import Faults, ModelProfile
 
@@ -54,6 +58,24 @@ def test_a_finished_run_is_told_as_the_run_told_it(tmp_path: Path, sim_factory) 
     (finished,) = of(events, ev.RunFinished)
     assert finished.leaderboard.rows() == runner.leaderboard().rows() and not finished.interrupted
     assert tree(work) == before
+
+
+def test_a_run_of_some_datasets_is_watched_as_that_run(tmp_path: Path, sim_factory) -> None:
+    """`--datasets b`: the plan snapshot names every dataset, the run took up one; the watcher
+    shows the run's rows and table (b, and an Average of it), not the plan's."""
+    rows = arithmetic(8)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    full = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data), gsm_dataset("b", data)]))
+    code, _, runner = run_plan(select(full, None, ["b"]), snapshot_of=full)
+    assert code == 0
+
+    followed, events, follower = follow_to_end(runner.workdir.root)
+
+    assert followed == 0 and list(follower.state.pairs) == [("m", "b")] and follower.pairs == [("m", "b")]
+    (finished,) = of(events, ev.RunFinished)
+    assert finished.leaderboard.rows() == runner.leaderboard().rows()
+    assert finished.leaderboard.average("m") == 100.0
 
 
 def test_follows_a_run_in_another_process_from_before_it_begins_to_its_end(tmp_path: Path, sim_factory) -> None:
@@ -88,13 +110,20 @@ def test_follows_a_run_in_another_process_from_before_it_begins_to_its_end(tmp_p
 
 
 def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, sim_factory) -> None:
+    """Joined while it runs, it is said to be followed (not started, nor resumed); once killed,
+    what it left and its last heartbeat's age, and no dataset is said to start."""
     rows = arithmetic(40, prefix="D0-") + arithmetic(400, prefix="D1-")
     sim = _slow_sim(sim_factory, rows, latency=0.05)
     plan = watch_plan(tmp_path, sim.url, records=(40, 400), heartbeat_timeout=1.0, heartbeat_interval=0.2)
     work = WorkDir(tmp_path / "out")
     writer = start_writer(plan, tmp_path / "writer.log")
+    d1_answered = lambda: sum(1 for line in scan_checkpoint(work.checkpoint_file("m", "d1")) if line.ok)  # noqa: E731 - not the version line
     try:  # killed once d0 is scored and d1 under way (its 400 samples take 10 s at 2 in flight)
-        wait_for(lambda: work.result_file("m", "d0").exists() and work.checkpoint_file("m", "d1").exists() and len(work.checkpoint_file("m", "d1").read_bytes().splitlines()) > 5)
+        wait_for(lambda: work.result_file("m", "d0").exists() and work.checkpoint_file("m", "d1").exists() and d1_answered() > 5)
+        joined = Follower(open_view(work.root))
+        joined_events: list[ev.Event] = []
+        joined.subscribe(joined_events.append)
+        joined.look()
     finally:
         writer.send_signal(signal.SIGKILL)
         writer.wait(timeout=30)
@@ -109,9 +138,40 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     d0, d1 = follower.state.pairs[("m", "d0")], follower.state.pairs[("m", "d1")]
     assert d0.status == PairStatus.SCORED and d0.score == 100.0
     assert d1.status == PairStatus.PENDING and 5 < d1.completed < 400  # what it had done, resumable
-    assert any("stopped with work left (m/d1)" in n.message for n in of(events, ev.Notice))
+    (stopped,) = [n for n in of(events, ev.Notice) if n.level == "warning"]
+    assert stopped.message.startswith("the run stopped (last heartbeat ") and "with 1 dataset unfinished: m/d1" in stopped.message
+    assert stopped.short.startswith("stopped ") and stopped.short.endswith(" ago: 1 dataset unfinished")
+    assert not of(events, ev.DatasetStarted)  # a dead run's statuses still say running: nothing started
+    (d1_joined,) = [e for e in of(joined_events, ev.DatasetStarted) if e.dataset == "d1"]
+    assert d1_joined.joined and event_line(d1_joined) == f"m/d1: following: {d1_joined.total - d1_joined.remaining} of 400 done"
     assert follower.state.heartbeat_age() > 1.0
     assert tree(work.root) == before
+
+
+def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path, sim_factory) -> None:
+    """A run on another host writing over NFS holds a lock this host's /proc/locks does not show:
+    while its heartbeat is fresh and its log has not said it finished, it is live."""
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    _, _, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data)]))
+    work = runner.workdir
+    assert lock_holder(work.root / ".evaltui.lock") in (0, None)  # nobody here holds it
+
+    def log(event: ev.Event) -> None:
+        with open(work.logs_dir / "run.log", "a", encoding="utf-8") as f:
+            f.write(f"{datetime.now().isoformat(timespec='seconds')} {event_line(event)}\n")
+
+    log(ev.RetryStarted((("m", "a"),)))  # the other host's session takes it up again
+    work.beat()
+    follower = Follower(open_view(work.root))
+    follower.look()
+    assert follower.state.live and follower.state.finished is None
+    assert follower.retry_advice == "retry from the session that runs it, or `evaltui PLAN.toml` after it ends"  # it would be refused now
+    log(ev.RunFinished(0, False))
+    follower.look()
+    assert not follower.state.live and follower.state.finished is not None
+    assert follower.retry_advice.startswith("retry: `evaltui PLAN.toml` resumes the run")
 
 
 def test_the_lock_stays_free_for_the_writer_while_watching(tmp_path: Path, sim_factory) -> None:
@@ -165,9 +225,20 @@ def test_lock_holder_is_read_from_proc_locks_without_taking_the_lock(tmp_path: P
     assert lock_holder(lock, proc_locks=tmp_path / "no-such-table") is None  # cannot tell: the heartbeat decides
 
 
+class _Lines:
+    """AppendedLines' pieces joined: the lines one call gives."""
+
+    def __init__(self, path: Path):
+        self.tail = AppendedLines(path)
+
+    def read(self) -> list[bytes] | None:
+        pieces = self.tail.pieces()
+        return None if pieces is None else [line for piece in pieces for line in piece]
+
+
 def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(tmp_path: Path) -> None:
     path = tmp_path / "tmp_a.jsonl"
-    tail = AppendedLines(path)
+    tail = _Lines(path)
     assert tail.read() == []  # not there yet
     path.write_bytes(b'{"index":0}\n{"ind')
     assert tail.read() == [b'{"index":0}']
@@ -177,7 +248,7 @@ def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(t
     assert tail.read() == []
     path.write_bytes(b"")  # cut shorter than what was read (or a new file in its place)
     assert tail.read() is None
-    tail = AppendedLines(path)
+    tail = _Lines(path)
     path.write_bytes(b'{"index":5}\n')
     assert tail.read() == [b'{"index":5}']
     other = tmp_path / "other"
@@ -186,10 +257,22 @@ def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(t
     assert tail.read() is None
 
 
+def test_appended_lines_come_in_pieces_and_a_line_may_span_them(tmp_path: Path, monkeypatch) -> None:
+    import evaltui.engine.tail as tail_module
+
+    monkeypatch.setattr(tail_module, "PIECE", 8)
+    path = tmp_path / "tmp_a.jsonl"
+    path.write_bytes(b"0123456789abcdef\nab\ncd\nef\ngh\nij")
+    pieces = AppendedLines(path).pieces()
+    assert pieces is not None and list(pieces) == [[b"0123456789abcdef", b"ab", b"cd"], [b"ef", b"gh"]]  # 8 bytes a piece; "ij" held back
+
+
 def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> None:
     with pytest.raises(NotAWorkDir, match="no such folder"):
         open_view(tmp_path / "missing")
     (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(NotAWorkDir, match="notes.txt: a file, not a work dir's folder"):
+        open_view(tmp_path / "notes.txt")
     with pytest.raises(NotAWorkDir, match="not a work dir"):
         open_view(tmp_path)
     outputs = tmp_path / "outputs" / "default"
@@ -199,3 +282,37 @@ def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> 
     empty = tmp_path / "empty"
     empty.mkdir()
     assert open_view(empty).kind == "evaltui"  # a run about to begin there
+
+
+_PEAK = """
+import sys
+from pathlib import Path
+from evaltui.engine.evaltui_view import CheckpointTally
+
+def kib(field):
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field))
+
+tally = CheckpointTally(Path(sys.argv[1]))
+before = kib("VmRSS:")
+n = len(tally.read())
+print(n, kib("VmHWM:") - before)
+"""
+
+
+def test_a_big_checkpoint_is_read_in_bounded_pieces(tmp_path: Path) -> None:
+    """Joining a run whose checkpoint is large reads it a few MB at a time: memory stays bounded
+    by the piece, not the file (a 500 MB checkpoint once took a watcher to 1 GB)."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc/self/status on this system")
+    path = tmp_path / "tmp_a.jsonl"
+    answer = "x" * 2000  # a long answer a line: few units, many bytes
+    lines = 48_000  # ~96 MB
+    with open(path, "wb") as f:
+        f.write(b'{"evaltui_checkpoint": 1}\n')
+        for start in range(0, lines, 1000):
+            f.write(b"".join(b'{"index": %d, "prediction": "%s"}\n' % (i, answer.encode()) for i in range(start, start + 1000)))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(path)], capture_output=True, text=True, timeout=120, env=env, check=True).stdout
+    counted, grew_kib = map(int, out.split())
+    assert counted == lines
+    assert grew_kib < 48 * 1024, f"reading a {path.stat().st_size >> 20} MB checkpoint took {grew_kib >> 10} MB more"

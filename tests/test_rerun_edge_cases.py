@@ -11,6 +11,7 @@ from planmaker import arithmetic, gsm_dataset, lightllm, of_type, run_plan, writ
 
 from evaltui.engine import events as ev
 from evaltui.engine.workdir import WorkDir
+from evaltui.engine.workdir_guard import mark
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
 
@@ -128,7 +129,8 @@ def test_a_second_evaltui_on_the_same_work_dir_is_refused(tmp_path: Path, sim_fa
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
     wd = WorkDir(tmp_path / "out")
     wd.prepare()
-    fd = wd.lock()  # as if another evaltui were running there
+    fd = wd.lock()  # as if another evaltui were running there (which marks its work dir at once)
+    mark(wd.root)
     try:
         r = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], capture_output=True, text=True, timeout=60)
     finally:
@@ -257,7 +259,8 @@ def test_leftovers_of_a_killed_run_are_cleared(tmp_path: Path, sim_factory) -> N
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])
     wd = WorkDir(tmp_path / "out")
     wd.prepare()
-    junk = [wd.root / "predictions" / ".d.json.abc123.tmp", wd.sandbox_dir / "evaltui-exec-x" / "program.py"]
+    mark(wd.root)  # a killed run had marked its work dir
+    junk = [wd.root / "predictions" / "m" / ".d.json.abc123xy.tmp", wd.sandbox_dir / "evaltui-exec-x" / "program.py"]
     for j in junk:
         j.parent.mkdir(parents=True, exist_ok=True)
         j.write_text("left by a kill -9")

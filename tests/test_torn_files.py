@@ -24,6 +24,7 @@ from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 from evaltui.cli import main
 from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.engine.workdir import WorkDir
+from evaltui.engine.workdir_guard import mark
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
 pytestmark = pytest.mark.reliability
@@ -216,6 +217,7 @@ def test_a_half_written_predictions_file_is_rebuilt(capsys, setup) -> None:  # t
 def test_an_unparseable_heartbeat_left_behind_does_not_stop_a_run(capsys, setup, beat: bytes) -> None:  # type: ignore[no-untyped-def]
     plan, sim, wd = setup
     wd.root.mkdir(parents=True)
+    mark(wd.root)  # a work dir an earlier run left (a lone heartbeat is no proof of one)
     wd.heartbeat_file.write_bytes(beat)
     code, text = evaltui(capsys, plan)
     assert code == 0, text

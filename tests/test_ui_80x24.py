@@ -53,9 +53,27 @@ def test_the_fresh_notice_is_short_and_out_of_the_datas_way(tmp_path: Path, snap
         assert "superseded/20261203-114111" in said and "/home/user/evaltui/outputs/demo" not in said  # relative to the work dir
         assert all(any(f" {d} " in line and "accuracy" in line for line in lines) for d in ("word-problems", "multiple-choice"))  # the leaderboard's rows unhidden
         toast = [i for i, line in enumerate(lines) if "--fresh" in line]
-        assert toast and toast[0] >= len(lines) - 2  # over the footer and the border above it
+        assert toast == [len(lines) - 1]  # one line, over the footer
 
     assert snap_compare(app, run_before=_then(play, check), terminal_size=(80, 24))
+
+
+def test_a_stopped_run_says_so_in_one_line_a_count_not_a_list(tmp_path: Path, snap_compare: Any) -> None:
+    left = [f"{m}/{d}" for m in ("sim-strong", "sim-weak") for d in ("word-problems", "multiple-choice", "completions")]
+    stopped = ev.Notice(f"the run stopped (last heartbeat 3m12s ago) with 6 datasets unfinished: {', '.join(left)}", "warning", "stopped 3m12s ago: 6 datasets unfinished")
+    app, play = _scene(tmp_path, failures=True)
+
+    async def then_stopped(pilot: Any) -> None:
+        await play(pilot)
+        quiet = screen_lines(app)
+        feed(app, [stopped, ev.Notice("--fresh: the earlier work is set aside in /home/user/evaltui/outputs/demo/superseded/20261203-114111")])
+        await pilot.pause(0.3)
+        lines = screen_lines(app)
+        assert lines[:-1] == quiet[:-1]  # the panes untouched: the toast is on the bottom row
+        assert "stopped 3m12s ago: 6 datasets unfinished" in lines[-1]  # the warning, not the later info
+        assert [n.message for n in app._notifications] == ["stopped 3m12s ago: 6 datasets unfinished"]
+
+    assert snap_compare(app, run_before=then_stopped, terminal_size=(80, 24))
 
 
 def test_every_dataset_row_fits_at_80x24_while_nothing_failed(tmp_path: Path, snap_compare: Any) -> None:
@@ -126,3 +144,50 @@ def test_panes_are_sized_by_their_content_at_160x48(tmp_path: Path, snap_compare
         assert bottoms and bottoms[0] <= 16  # the progress pane as tall as its 10 rows, not the screen
 
     assert snap_compare(app, run_before=_then(play, check), terminal_size=(160, 48))
+
+
+def test_the_done_column_is_as_wide_as_the_largest_total(tmp_path: Path) -> None:
+    """A 200,000-sample dataset shows `123456/200000` whole, at 80 columns as at 200."""
+    import asyncio
+
+    big = [
+        ev.DatasetPlanned("sim-strong", "big", 200_000, 1),
+        ev.DatasetStarted("sim-strong", "big", 200_000, 200_000 - 123_456),
+        ev.ShardStatusChanged("sim-strong", "big", 0, 1, ev.PairStatus.RUNNING, 200_000, 123_456, 0),
+    ]
+
+    async def scenario(size: tuple[int, int]) -> str:
+        clock = Clock()
+        app = demo_app(tmp_path / f"{size[0]}", clock)
+        async with app.run_test(size=size) as pilot:
+            feed(app, demo_running(clock) + big)
+            await pilot.pause()
+            return app.progress.shown_line("sim-strong", "big")
+
+    for size in ((200, 30), (80, 24)):
+        line = asyncio.run(scenario(size))
+        assert " 123456/200000 " in line, (size, line)
+
+
+def test_the_strip_of_a_stopped_run_keeps_its_failures_at_80_columns(tmp_path: Path) -> None:
+    """A killed run (watched): its stale heartbeat and its failed count both in the strip's first
+    line; where all of it cannot fit, the elapsed time goes first."""
+    import asyncio
+
+    async def scenario(extra: list[ev.Event], elapsed: float) -> str:
+        clock = Clock()
+        app = demo_app(tmp_path / f"{elapsed:.0f}", clock)
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, demo_running(clock) + extra + demo_failures())
+            clock.now += elapsed
+            feed(app, [ev.RunFinished(1, True)])
+            clock.now += 192.0
+            app.fold_pending()
+            await pilot.pause()
+            return screen_lines(app)[0].strip()  # as shown: what does not fit is cut
+
+    line = asyncio.run(scenario([], 10.0))
+    assert line.startswith("■ stopped: heartbeat 3m") and line.endswith("  failed 2") and "elapsed 10s" in line, line
+    big = [ev.DatasetPlanned("sim-weak", "big", 2_000_000, 1, 1_234_567, 12_345)]
+    line = asyncio.run(scenario(big, 3900.0))
+    assert line.endswith("samples 1247034/2001248  failed 12347") and "elapsed" not in line, line

@@ -129,8 +129,12 @@ def test_the_command_palette_offers_retry_only_when_something_failed(tmp_path: P
                     await pilot.press("escape")
                     await pilot.pause()
 
+            toasts: list[str] = []  # every toast said (a later one replaces it on screen: the engine's refusal here)
+            shown = app.notify
+            app.notify = lambda message, **kw: (toasts.append(message), shown(message, **kw))[1]  # type: ignore[method-assign]
+
             def said() -> list[str]:
-                return [n.message for n in app._notifications]
+                return toasts
 
             await pick("retry every")
             assert not any("retrying" in m for m in said())  # nothing failed: nothing offered

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
+from test_ui_80x24 import screen_lines
 from test_ui_app import footer_keys, move_to, until
 from watchkit import REPO, fixture_copy, start_writer, tree, watch_plan
 
@@ -55,7 +59,7 @@ def test_the_view_follows_a_run_in_another_process_then_shows_its_leaderboard(tm
                 board = app.board
                 assert [str(board.get_cell(key, "m")).strip() for key in ("d0", "d1", "Average")] == ["100.00", "100.00", "100.00"]
                 assert "scored" in table.shown_line("m", "d1")
-                assert app.title.startswith("watching: ")
+                assert app.title.startswith("watch · ")
                 assert await asyncio.to_thread(writer.wait, 60) == 0
                 await pilot.press("q")  # nothing to interrupt: it leaves at once
                 await pilot.pause(0.3)
@@ -69,7 +73,9 @@ def test_the_view_follows_a_run_in_another_process_then_shows_its_leaderboard(tm
     asyncio.run(scenario())
 
 
-def test_r_in_watch_mode_says_that_retry_needs_the_plan(tmp_path: Path, sim_factory: Any) -> None:
+def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_factory: Any) -> None:
+    """At 80×24: one toast on the bottom row (over the footer, no pane's data), and pressing r
+    again replaces it rather than stacking another over the panes."""
     sim = sim_factory(SimConfig(faults=Faults(max_prompt_chars=120)))
     rows = [dict(r, question=r["question"] + (" pad" * 40 if i % 3 == 0 else "")) for i, r in enumerate(arithmetic(9))]
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("long", write_jsonl(tmp_path / "d.jsonl", rows))])
@@ -79,21 +85,85 @@ def test_r_in_watch_mode_says_that_retry_needs_the_plan(tmp_path: Path, sim_fact
 
     async def scenario() -> None:
         app = EvalApp(Follower(open_view(runner.workdir.root), interval=0.1), theme="evaltui-dark")
-        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
             await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
             move_to(app, ("m", "long"))
-            await pilot.pause()
+            app.clear_notifications()
+            await pilot.pause(0.3)
             assert {"r", "R"} <= footer_keys(app)
-            await pilot.press("r")
-            await pilot.pause()
+            quiet = screen_lines(app)
+            for _ in range(3):
+                await pilot.press("r")
+                await pilot.pause(0.3)
             said = [n.message for n in app._notifications]
-            assert any(m.startswith("retry needs the plan: `evaltui PLAN.toml` resumes the run") for m in said), said
+            assert said == ["retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"], said  # it has ended
+            lines = screen_lines(app)
+            assert lines[:-1] == quiet[:-1] and "retry: `evaltui PLAN.toml` resumes the run" in lines[-1]
             assert app.state.pairs[("m", "long")].status == PairStatus.FAIL  # nothing was retried
             await pilot.press("q")
             await pilot.pause(0.3)
 
     asyncio.run(scenario())
     assert tree(runner.workdir.root) == before
+
+
+def test_the_title_follows_the_plan_and_is_cut_visibly_at_80_columns(tmp_path: Path, sim_factory: Any) -> None:
+    """Started before the run, the watcher takes the plan's title once the run writes it; at 80
+    columns a long one ends with an ellipsis where the progress pane's border has no more room."""
+    rows = arithmetic(4)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    title = "Llama-3-8B-Instruct against GSM8K, MMLU and HumanEval: the nightly runs"
+    assert len(title) == 71
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", write_jsonl(tmp_path / "d.jsonl", rows))])
+    plan.write_text(plan.read_text(encoding="utf-8").replace('title = "test"', f'title = "{title}"'), encoding="utf-8")
+    work = tmp_path / "out"
+    work.mkdir()
+
+    async def scenario() -> None:
+        app = EvalApp(Follower(open_view(work), interval=0.1), theme="evaltui-dark")
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert app.title == "watch · evaltui out"
+            code, _, _ = await asyncio.to_thread(run_plan, plan)
+            assert code == 0
+            await until(pilot, lambda: app.state.finished is not None and app.state.title == title, "the run's end")
+            await pilot.pause(0.3)
+            assert app.title == f"watch · {title}"
+            border = next(line for line in screen_lines(app) if line.startswith("╭─ progress"))
+            assert f"progress · watch · {title[:40]}" in border and border.rstrip().endswith("… ─╮"), border
+
+    asyncio.run(scenario())
+
+
+def test_watching_the_load_it_cannot_know_is_not_shown_as_zero(tmp_path: Path, sim_factory: Any) -> None:
+    """A work dir holds no requests in flight, retries or replica states: the strip and a model's
+    breakdown say "–", not "0 in flight" and "up" (a killed run's replicas are not up)."""
+    from textual.widgets import DataTable
+
+    from evaltui.ui.screens.fleet import FleetScreen
+
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=16)], datasets=[gsm_dataset("a", write_jsonl(tmp_path / "d.jsonl", rows))])
+    code, _, runner = run_plan(plan)
+    assert code == 0
+
+    async def scenario() -> None:
+        app = EvalApp(Follower(open_view(runner.workdir.root), interval=0.1), theme="evaltui-dark")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
+            await pilot.pause(1.2)  # the strip repaints once a second
+            strip = app.run_screen.strip.render().plain
+            assert "retries –" in strip and "in flight m –/16" in strip, strip
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("m"))
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the breakdown")
+            replicas = app.screen.query_one("#fleet-replicas", DataTable)
+            cells = [str(c) for c in replicas.get_row_at(0)]
+            assert cells[1:3] == ["–", "–"] and cells[3] == "16", cells  # state and in flight unknown; the limit is the plan's
+            assert "not recorded" in app.screen.query_one("#fleet-limits").render().plain
+
+    asyncio.run(scenario())
 
 
 def test_no_ui_prints_the_lines_of_a_headless_run_and_its_table(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,8 +195,54 @@ def test_the_watch_command_line(tmp_path: Path) -> None:
     assert r.returncode == 0 and "never writes to the work dir" in r.stdout and "--no-ui" in r.stdout
     r = run(str(root), "--no-ui")
     assert r.returncode == 1  # a dataset failed: not everything was scored
-    assert "qwen-7b/gsm8k: inference FAILED" in r.stdout and "qwen-7b/humaneval: scoring FAILED" in r.stdout
+    assert "qwen-7b/gsm8k: inference FAILED: 1 of 4 done, 3 missing" in r.stdout and "qwen-7b/humaneval: scoring FAILED" in r.stdout
     assert "humaneval  8e312c   humaneval_pass@1  gen         -" in r.stdout
     r = run(str(tmp_path / "nope"))
     assert r.returncode == 2 and r.stderr == f"evaltui watch: {tmp_path / 'nope'}: no such folder\n"
     assert "evaltui watch --help" in subprocess.run([sys.executable, "-m", "evaltui", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO).stdout
+
+
+def _long_ago(root: Path) -> None:
+    then = time.time() - 600
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (then, then))
+
+
+def test_no_ui_refuses_a_folder_nothing_will_make_a_work_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreadable plan.toml, or an OpenCompass folder with only configs/, that nothing has
+    written for heartbeat_timeout: one line and exit 2, not a wait for ever."""
+    torn = tmp_path / "torn"
+    torn.mkdir()
+    (torn / "plan.toml").write_text("title = 3\n")
+    configs = tmp_path / "20250101_120000"
+    (configs / "configs").mkdir(parents=True)
+    (configs / "configs" / "20250101_120000.py").write_text("models = []\n")
+    for root, said in ((torn, "title: expected a string"), (configs, "no infer_status/, predictions/ or results/")):
+        _long_ago(root)
+        assert main(["watch", str(root), "--no-ui"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and err.startswith(f"evaltui watch: nothing to follow in {root}") and said in err, err
+        assert "nothing has written there for 10m" in err
+
+
+def test_a_folder_being_written_or_empty_is_waited_for(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    fresh = tmp_path / "20250101_120000"
+    (fresh / "configs").mkdir(parents=True)  # OpenCompass has just begun
+    for root in (empty, fresh):
+        assert Follower(open_view(root), until_over=True).unusable() is None
+
+
+def test_a_folder_left_unusable_by_its_writer_ends_the_wait(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "plan.toml").write_text("title = 3\n")  # being written, say: waited for
+    follower = Follower(open_view(root), until_over=True, interval=0.01, idle_interval=0.01)
+    events: list[Any] = []
+    follower.subscribe(events.append)
+    follower.look()
+    assert follower.unusable() is None
+    _long_ago(root)  # and then nothing more came
+    assert anyio.run(follower.run) == 2
+    assert events[-1].level == "error" and events[-1].message.startswith(f"nothing to follow in {root}")

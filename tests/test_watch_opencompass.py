@@ -33,6 +33,7 @@ def test_a_finished_opencompass_run_its_split_datasets_and_its_summary(tmp_path:
     assert rows[0] == ["gsm8k", "1d7fe4", "accuracy", "gen", "75.00", "50.00"]  # the summary's version, metric and mode
     assert rows[-1][-2:] == ["79.16", "50.00"]
     assert 240 < finished.elapsed < 260  # from the folder's name (12:00:00) to the last heartbeat (12:04:10)
+    assert follower.retry_advice == "retry: run OpenCompass again (evaltui only watches it)"
     details = follower.pair_details("qwen-7b", "mmlu")
     assert [p.sample_index for p in details.predictions] == [0, 1, 2] and details.predictions[0].gold == "B"
     assert tree(root) == before
@@ -109,3 +110,81 @@ def test_a_killed_opencompass_run_goes_stale(tmp_path: Path) -> None:
     assert follower.state.heartbeat_age() > 3600  # the heartbeat, naive local time, read as local time
     assert tree(root) == before
     assert not any(name.startswith(".locks") for name in os.listdir(root))  # OpenCompass's own locks never taken
+
+
+def test_a_shard_that_ends_while_its_reading_is_put_off_is_counted_whole(tmp_path: Path, monkeypatch) -> None:
+    """A big tmp_ file is read again only now and then (READ_SHARE); the look that sees the shard
+    end must read its final predictions all the same, or its count stays short for good."""
+    import evaltui.engine.opencompass as oc
+
+    root = fixture_copy("running", tmp_path, fresh=True)
+    follower = Follower(open_view(root))
+    follower.look()
+    monkeypatch.setattr(oc, "READ_SHARE", 10**9)  # from the next reading on, every reading is put off
+    predictions, status = root / "predictions" / "qwen-7b", root / "infer_status" / "qwen-7b" / "gsm8k.json"
+    _rewrite_tmp(predictions / "tmp_gsm8k.json", 5)
+    follower.look()  # read (and from now on put off)
+    _rewrite_tmp(predictions / "tmp_gsm8k.json", 7)
+    follower.look()  # put off: still 5
+    gsm8k = follower.state.pairs[("qwen-7b", "gsm8k")]
+    assert gsm8k.completed == 5
+    _rewrite_tmp(predictions / "gsm8k.json", 8)
+    (predictions / "tmp_gsm8k.json").unlink()
+    status.write_text(json.dumps({"status": "done", "total": 8}))  # no count: the files tell it
+    for _ in range(3):
+        follower.look()
+    assert (gsm8k.status, gsm8k.completed, gsm8k.total) == (PairStatus.DONE, 8, 8)
+
+
+def test_a_shard_said_done_before_its_final_file_is_written_counts_that_file(tmp_path: Path) -> None:
+    root = fixture_copy("running", tmp_path, fresh=True)
+    follower = Follower(open_view(root))
+    follower.look()
+    predictions, status = root / "predictions" / "qwen-7b", root / "infer_status" / "qwen-7b" / "gsm8k.json"
+    status.write_text(json.dumps({"status": "done", "total": 8}))
+    follower.look()
+    _rewrite_tmp(predictions / "gsm8k.json", 8)
+    (predictions / "tmp_gsm8k.json").unlink()
+    follower.look()
+    assert follower.state.pairs[("qwen-7b", "gsm8k")].completed == 8
+
+
+def test_an_empty_folder_that_opencompass_fills_is_followed_as_opencompass(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "outputs" / "default" / "20250102_090000"
+    root.mkdir(parents=True)
+    follower = Follower(open_view(root))
+    events: list[ev.Event] = []
+    follower.subscribe(events.append)
+    follower.look()
+    assert of(events, ev.Notice)[0].message.startswith("waiting for a run to begin")
+    shutil.copytree(fixture_copy("running", tmp_path, fresh=True), root, dirs_exist_ok=True)
+    follower.look()
+    assert follower.view.kind == "OpenCompass" and follower.state.live
+    assert follower.state.pairs[("qwen-7b", "gsm8k")].completed == 3
+    assert follower.title == "OpenCompass 20250102_090000"
+
+
+def test_a_torn_status_of_no_known_dataset_is_no_dataset(tmp_path: Path) -> None:
+    """A status file torn as it is written in place says nothing, not even that its dataset exists:
+    it becomes one once it can be read; and with a summary, only the summary's datasets are the run's."""
+    root = fixture_copy("running", tmp_path, fresh=True)
+    extra = root / "infer_status" / "qwen-7b" / "extra.json"
+    extra.write_text('{"status": "runn')
+    follower = Follower(open_view(root))
+    follower.look()
+    assert ("qwen-7b", "extra") not in follower.state.pairs
+    _status(extra, "running", 1, 5)
+    follower.look()
+    assert follower.state.pairs[("qwen-7b", "extra")].status == PairStatus.RUNNING
+
+    finished = fixture_copy("finished", tmp_path)
+    other = finished / "infer_status" / "qwen-7b" / "other.json"
+    other.write_text(json.dumps({"status": "done", "completed": 2, "total": 2}))
+    then = (finished / "infer_heartbeat").stat().st_mtime
+    for path in (other, other.parent):
+        os.utime(path, (then, then))  # as long ago as the rest of that run
+    code, events, follower = follow_to_end(finished)
+    assert code == 0 and ("qwen-7b", "other") not in follower.state.pairs  # not in its summary
+    assert of(events, ev.RunFinished)[0].leaderboard.rows()[-1][-2:] == ["79.16", "50.00"]  # an Average of both, not "(2/3)"

@@ -25,7 +25,7 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
-from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
+from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
 from evaltui.backends.pacing import TokenBudget, estimate_tokens
 from evaltui.backends.replicas import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown, Router
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
@@ -137,16 +137,9 @@ def parse_retry_after(value: str | None) -> float | None:
 MESSAGE_CHARS, TEXT_CHARS, SNIPPET_CHARS = 1000, 500, 200
 
 
-def clipped(text: str, secrets: tuple[str, ...], limit: int) -> str:
-    """`text` on one line, at most `limit` characters, with `secrets` masked before it is cut (so a
-    key the cut falls inside leaves nothing behind); only a bounded head of a huge body is looked at."""
-    head = text[: 4 * limit + 4096]
-    return " ".join(redact(head, secrets).split())[:limit]
-
-
-def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
+def server_message(reply: Reply) -> str:
     """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the
-    text (shortened, with `secrets` masked first: servers and proxies echo requests back)."""
+    text — on one line, shortened (the secrets in it are masked when the failure leaves `_post`)."""
     try:
         data = fastjson.loads(reply.body)
     except ValueError:
@@ -154,11 +147,11 @@ def server_message(reply: Reply, secrets: tuple[str, ...] = ()) -> str:
     if isinstance(data, dict):
         err = data.get("error")
         if isinstance(err, dict) and err.get("message"):
-            return clipped(str(err["message"]), secrets, MESSAGE_CHARS)
+            return one_line(str(err["message"]), MESSAGE_CHARS)
         for key in ("message", "detail", "error"):
             if isinstance(data.get(key), str) and data[key]:
-                return clipped(data[key], secrets, MESSAGE_CHARS)
-    text = clipped(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), secrets, TEXT_CHARS)
+                return one_line(data[key], MESSAGE_CHARS)
+    text = one_line(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), TEXT_CHARS)
     return text or reply.reason or f"HTTP {reply.status}"
 
 
@@ -185,12 +178,12 @@ def is_event_stream(reply: Reply) -> bool:
     return reply.headers.get("content-type", "").startswith("text/event-stream") or reply.body.startswith(b"data:")
 
 
-def unparseable(reply: Reply, error: Exception, secrets: tuple[str, ...]) -> str:
-    """What came instead of the protocol's JSON, masked and shortened; an HTML page said as such."""
-    snippet = clipped(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), secrets, SNIPPET_CHARS)
+def unparseable(reply: Reply, error: Exception) -> str:
+    """What came instead of the protocol's JSON, shortened; an HTML page said as such."""
+    snippet = one_line(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), SNIPPET_CHARS)
     if "html" in reply.headers.get("content-type", "") or snippet.startswith("<"):
         return f"the server answered with an HTML page, not JSON (is the model's url its API?): {snippet!r}"
-    return f"unparseable reply ({error}): {snippet!r}"
+    return f"unparseable reply ({one_line(str(error), SNIPPET_CHARS)}): {snippet!r}"
 
 
 class _Retry(Exception):
@@ -242,8 +235,9 @@ class Backend(ABC):
             headers["authorization"] = f"Bearer {api_key}"
         self._headers = headers
         self._probe_headers = {k: v for k, v in headers.items() if k != "content-type"}
-        # what this backend sends that a server may echo back (masked in any form, whole or in part)
-        self._secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
+        #: What this backend sends that a server may echo back (masked in any form, whole or in part,
+        #: in its failures; the engine masks its own messages with the same).
+        self.secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
         self._probe_timeout = aiohttp.ClientTimeout(total=min(cfg.timeout, PROBE_TIMEOUT))
         self.router = Router(self._replicas(), down_timeout=cfg.down_timeout, probe=self._health, clock=clock)
@@ -289,15 +283,22 @@ class Backend(ABC):
         return estimate_tokens(text) + (self._max_new_tokens if new_tokens is None else new_tokens)
 
     async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0, trace: Trace | None = None) -> T:
-        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError.
+        """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError,
+        its message masked here, once (each piece of it was cut short where it was made).
 
         An attempt that says nothing about its request (see replicas.py: no reply from one of
         several replicas, a refusal another replica could take instead, or a failure at a
         replica ejected meanwhile) is sent again at once and does not count — at most
         EJECT_AFTER times per replica (enough to find each one out), so this too ends. With a `trace`, every
         attempt is noted in it, and one is not sent once its token budget is spent."""
+        try:
+            return await self._attempts(fastjson.dumps(payload), parse, cost, trace)
+        except BackendError as e:
+            e.message = redact(e.message, self.secrets)
+            raise
+
+    async def _attempts(self, body: bytes, parse: Callable[[Any], T], cost: int, trace: Trace | None) -> T:
         noted = NO_TRACE if trace is None else trace
-        body = fastjson.dumps(payload)
         attempts = self.cfg.retry + 1
         attempt, avoid = 1, None
         free = EJECT_AFTER * len(self.urls)  # enough to find every replica out, and no more
@@ -344,10 +345,16 @@ class Backend(ABC):
         epoch, sent, load = replica.epoch, self._clock(), replica.in_flight
         try:
             reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
-        except ReplyTooLarge as e:  # the same prompt gets as long a reply again: no retry
-            noted.end(e.status, "reply-too-large")
-            self.router.release(replica, epoch, sent, e.status)
-            raise BackendError("reply-too-large", e.message, status=e.status, attempts=attempt) from None
+        except ReplyTooLarge as e:
+            status = e.reply.status
+            if 200 <= status < 300:  # the same prompt gets as long a reply again: no retry
+                noted.end(status, "reply-too-large")
+                self.router.release(replica, epoch, sent, status, load=load)
+                raise BackendError("reply-too-large", e.message, status=status, attempts=attempt) from None
+            # an error reply too large to read: its status decides, as any other error's
+            noted.end(status, "http")
+            free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {e.message}")
+            raise self._failed(e.reply, e.message, replica, attempt, free) from None
         except RequestFailed as e:
             noted.end(None, e.kind)
             free = self.router.release(replica, epoch, sent, TIMED_OUT if e.kind == "timeout" else NO_REPLY, e.message)
@@ -367,7 +374,7 @@ class Backend(ABC):
                 noted.end(status, "bad-reply")
                 if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
                     raise BackendError("bad-reply", EVENT_STREAM, status=status, attempts=attempt) from None
-                raise _Retry(BackendError("bad-reply", unparseable(reply, e, self._secrets), status=status, attempts=attempt, retryable=True)) from None
+                raise _Retry(BackendError("bad-reply", unparseable(reply, e), status=status, attempts=attempt, retryable=True)) from None
             except BackendError as e:
                 e.attempts = attempt
                 noted.end(status, e.kind)
@@ -378,7 +385,7 @@ class Backend(ABC):
                 return answer, None
             return answer, cost if usage is None else usage[0] + usage[1]
         noted.end(status, "http")
-        message = server_message(reply, self._secrets)
+        message = server_message(reply)
         free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}")
         raise self._failed(reply, message, replica, attempt, free)
 
@@ -390,7 +397,7 @@ class Backend(ABC):
         alone, and the request goes to another at once."""
         status, url = reply.status, replica.endpoint
         if 300 <= status < 400:  # a POST is never re-sent elsewhere behind the user's back
-            where = reply.headers.get("location", "")
+            where = one_line(reply.headers.get("location", ""), TEXT_CHARS)
             message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
         elif status in (404, 405):
             message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"

@@ -44,22 +44,34 @@ class Reply:
 
 
 class ReplyTooLarge(Exception):
-    """The reply's body is longer than the model's max_reply_bytes: not read further (nor retried:
-    the same question gets as long an answer again)."""
+    """The reply's body is longer than the model's max_reply_bytes: not read further. `reply` has
+    its status and headers (an empty body), which decide what the failure is: a 2xx answer too
+    long comes back as long (not retried), a 5xx too long to read is still a 5xx."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, reply: Reply, message: str) -> None:
         super().__init__(message)
-        self.status = status
+        self.reply = reply
         self.message = message
+
+
+#: Characters of a transport error kept (aiohttp quotes whatever it could not parse: 128 kB once).
+TRANSPORT_CHARS = 500
 
 
 class RequestFailed(Exception):
-    """No HTTP reply: `kind` is timeout, connect, connection or tls; only tls is not worth retrying."""
+    """No HTTP reply: `kind` is timeout, connect, connection or tls; only tls is not worth retrying.
+    The message is on one line and at most TRANSPORT_CHARS long, whatever the library said."""
 
     def __init__(self, kind: str, message: str) -> None:
+        message = one_line(message, TRANSPORT_CHARS)
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters; only a bounded head of a huge text is looked at."""
+    return " ".join(text[: 4 * limit + 4096].split())[:limit]
 
 
 def tls_context(cfg: ModelConfig) -> ssl.SSLContext | bool:
@@ -172,7 +184,7 @@ class ModelClient:
         except aiohttp.ClientConnectorError as e:
             raise RequestFailed("connect", str(e) or "cannot connect") from None
         except aiohttp.ClientResponseError as e:  # raised only when the reply does not parse as HTTP
-            raise RequestFailed("connection", f"malformed HTTP reply: {_one_line(e.message)}") from None
+            raise RequestFailed("connection", f"malformed HTTP reply: {_without_carets(e.message)}") from None
         except aiohttp.ClientError as e:
             raise RequestFailed("connection", str(e) or type(e).__name__) from None
 
@@ -203,7 +215,7 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
     declared = resp.content_length
     if declared is not None and declared > cap:
         resp.close()
-        raise ReplyTooLarge(resp.status, f"the reply is larger than max_reply_bytes ({cap:,}): its Content-Length is {declared:,} bytes, not read")
+        raise ReplyTooLarge(_unread(resp), f"the reply is larger than max_reply_bytes ({cap:,}): its Content-Length is {declared:,} bytes, not read")
     if declared is not None and "content-encoding" not in resp.headers:
         return await resp.read()
     body = bytearray()
@@ -213,7 +225,11 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
             return bytes(body)
         body += piece
     resp.close()  # drops the connection and what it had buffered
-    raise ReplyTooLarge(resp.status, f"the reply is larger than max_reply_bytes ({cap:,}): more than {cap:,} bytes came, the rest was not read")
+    raise ReplyTooLarge(_unread(resp), f"the reply is larger than max_reply_bytes ({cap:,}): more than {cap:,} bytes came, the rest was not read")
+
+
+def _unread(resp: aiohttp.ClientResponse) -> Reply:
+    return Reply(resp.status, resp.reason or "", resp.headers, b"")
 
 
 def _certificate_problem(error: BaseException) -> str:
@@ -222,9 +238,10 @@ def _certificate_problem(error: BaseException) -> str:
         return f"the server's TLS certificate has expired ({error}); renew it on the server (or check this machine's clock)"
     return f"the server's TLS certificate is not trusted ({error}); {TLS_HINT}"
 
-def _one_line(message: str) -> str:
-    """aiohttp's parser errors span lines (the bad bytes, a caret under them): one line for the failures list."""
-    return " ".join(part for part in message.split() if part != "^")
+
+def _without_carets(message: str) -> str:
+    """aiohttp's parser errors span lines (the bad bytes, a caret under them): the carets go."""
+    return " ".join(part for part in message[: 4 * TRANSPORT_CHARS + 4096].split() if part != "^")
 
 
 def make_client(cfg: ModelConfig, urls: str | Sequence[str] | None = None) -> ModelClient:

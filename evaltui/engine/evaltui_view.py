@@ -14,10 +14,11 @@ from evaltui.engine.checkpoint import line_outcome
 from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.runlog import ends_a_run
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.workdir import WorkDir
-from evaltui.plan import ModelConfig, Plan, PlanError, read_snapshot
+from evaltui.plan import ModelConfig, Plan, PlanError, read_snapshot, select
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -52,21 +53,37 @@ def last_beat(workdir: WorkDir) -> float | None:
     return None if age is None else now - age
 
 
+def _last_line(path: Path, tail: int = 4096) -> str:
+    """The last complete line of a text file ("" when it cannot be read, or is longer than `tail`)."""
+    try:
+        with open(path, "rb") as f:
+            start = max(0, f.seek(0, os.SEEK_END) - tail)
+            f.seek(start)
+            lines = f.read().split(b"\n")
+    except OSError:
+        return ""
+    complete = lines[:-1]  # what follows the last newline is still being written
+    if not complete or (start and len(complete) == 1):
+        return ""
+    return complete[-1].decode("utf-8", errors="replace")
+
+
 class CheckpointTally:
     """A shard's checkpoint as it grows: one outcome per line, its error read only when it has one."""
 
     def __init__(self, path: Path):
         self._lines = AppendedLines(path)
 
-    def read(self) -> list[Outcome] | None:
-        lines = self._lines.read()
-        if lines is None:
+    def read(self, *, settle: bool = False) -> list[Outcome] | None:
+        pieces = self._lines.pieces()
+        if pieces is None:
             return None
         out = []
-        for line in lines:
-            outcome = line_outcome(line)
-            if outcome is not None:
-                out.append(Outcome(outcome.sample, None if outcome.ok else _error_of(line), outcome.epoch))
+        for lines in pieces:
+            for line in lines:
+                outcome = line_outcome(line)
+                if outcome is not None:
+                    out.append(Outcome(outcome.sample, None if outcome.ok else _error_of(line), outcome.epoch))
         return out
 
 
@@ -87,12 +104,20 @@ class EvaltuiView:
         self.plan: Plan | None = None
         self.problem = ""  # why plan.toml could not be read, if it could not
         self._plan_key: StatKey | None = None
+        self._taken: dict[tuple[str, str], PairSpec] = {}  # the plan's pairs a run took up
         self._summary: RunSummary | None = None
+        self._log_key: StatKey | None = None
+        self._log_ended = False
+        self._beat: tuple[StatKey | None, float | None] = (None, None)  # the heartbeat's stat, and when it beat
 
     # -- what the plan says
     @property
     def title(self) -> str:
         return self.plan.title if self.plan is not None else ""
+
+    @property
+    def expects(self) -> str:
+        return "no plan.toml (a run writes it as it begins)" if self.plan is None else "no status file of its plan's datasets (a run writes them as it begins)"
 
     @property
     def heartbeat_timeout(self) -> float:
@@ -112,7 +137,13 @@ class EvaltuiView:
 
     def refresh(self) -> bool:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True
-        says a run began (with these pairs, or others)."""
+        says a run began (with these pairs, or others). Then the pairs a run took up so far."""
+        began = self._read_plan()
+        if self.plan is not None and len(self._taken) < len(self.plan.models) * len(self.plan.datasets):
+            self._look_for_taken(self.plan)
+        return began
+
+    def _read_plan(self) -> bool:
         key = stat_key(self.workdir.plan_file)
         if key is None or key == self._plan_key:
             return False
@@ -123,15 +154,29 @@ class EvaltuiView:
             self.problem = "; ".join(e.problems)
             return False
         self.problem = ""
-        self.plan, self._summary = plan, None
+        self.plan, self._summary, self._taken = plan, None, {}
         return True
 
-    @staticmethod
-    def pairs_of(plan: Plan) -> list[PairSpec]:
-        return [PairSpec(m.abbr, d.abbr, d.shards) for m in plan.models for d in plan.datasets]
+    def _look_for_taken(self, plan: Plan) -> None:
+        """The snapshot is the whole plan even when a run took only some of it (--models,
+        --datasets): a pair counts once a run wrote a status file of it, or its result."""
+        wd = self.workdir
+        found = False
+        for m in plan.models:
+            for d in plan.datasets:
+                key = (m.abbr, d.abbr)
+                if key not in self._taken and (
+                    any(stat_key(wd.status_file(m.abbr, d.abbr, k, d.shards)) for k in range(d.shards)) or stat_key(wd.result_file(*key))
+                ):
+                    self._taken[key] = PairSpec(m.abbr, d.abbr, d.shards)
+                    found = True
+        if found:
+            self._summary = None
+            order = {(m.abbr, d.abbr): i for i, (m, d) in enumerate((m, d) for m in plan.models for d in plan.datasets)}
+            self._taken = dict(sorted(self._taken.items(), key=lambda kv: order[kv[0]]))
 
     def pairs(self) -> list[PairSpec]:
-        return self.pairs_of(self.plan) if self.plan is not None else []
+        return list(self._taken.values())
 
     # -- the files of a pair
     def status_key(self, model: str, dataset: str, shard: int, shards: int) -> StatKey | None:
@@ -179,7 +224,11 @@ class EvaltuiView:
         return stat_key(self.workdir.heartbeat_file)
 
     def heartbeat_at(self) -> float | None:
-        return last_beat(self.workdir)
+        """Read again only when the file changed: each look asks (is the run live?)."""
+        key = self.heartbeat_key()
+        if key is None or key != self._beat[0]:
+            self._beat = (key, last_beat(self.workdir) if key is not None else None)
+        return self._beat[1]
 
     def activity_at(self) -> float | None:
         return self.heartbeat_at()
@@ -191,6 +240,15 @@ class EvaltuiView:
         except OSError:
             return None
 
+    def ended(self) -> bool:
+        """Each run, and each retry's session, ends logs/run.log with RunFinished's line: a log
+        that ends with another is a run still at it (or one killed: its heartbeat goes stale)."""
+        path = self.workdir.logs_dir / "run.log"
+        key = stat_key(path)
+        if key != self._log_key:
+            self._log_key, self._log_ended = key, key is not None and ends_a_run(_last_line(path))
+        return self._log_ended
+
     def summary_files(self) -> dict[str, str]:
         return newest_summary(self.root / "summary")
 
@@ -200,8 +258,9 @@ class EvaltuiView:
 
         if self.plan is None:
             return build_leaderboard([], [], {})
-        if self._summary is None:
-            self._summary = RunSummary(self.plan)
+        if self._summary is None:  # the table of the run's pairs, as the run's own (a --datasets run: those)
+            models, datasets = list(dict.fromkeys(m for m, _ in self._taken)), list(dict.fromkeys(d for _, d in self._taken))
+            self._summary = RunSummary(select(self.plan, models, datasets))
         return self._summary.leaderboard(scores)
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails:

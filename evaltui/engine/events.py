@@ -89,6 +89,7 @@ class DatasetStarted(NamedTuple):
     dataset: str
     total: int
     remaining: int
+    joined: bool = False  # a follower joined it under way: what is done was done before it looked, not resumed
 
 
 class SampleFinished(NamedTuple):
@@ -144,6 +145,7 @@ class DatasetInferred(NamedTuple):
     failed: int
     predictions_file: str = ""
     error: str = ""  # why it failed, when it did
+    total: int = 0  # its samples, when said (a follower's: the files may hold fewer than completed + failed)
 
 
 class ReplicaLoad(NamedTuple):
@@ -227,6 +229,7 @@ class Notice(NamedTuple):
 
     message: str
     level: str = "info"  # info | warning | error
+    short: str = ""  # what a one-line toast says, when the message is longer (the message is cut where this is empty)
 
 
 NO_FILES: Mapping[str, str] = MappingProxyType({})

@@ -12,11 +12,11 @@ evaltui_view.py, opencompass.py) and what it makes of it:
   sample that ends). The failures come from there, not from logs/failures.jsonl: a checkpoint
   line says which shard, and whether a later line for the same sample answered it;
 - results: `DatasetScored`; infer_heartbeat: `Heartbeat`;
-- the end: once no process holds the work dir's lock (or, where that cannot be told, its files
-  have been still for `heartbeat_timeout`, or OpenCompass wrote its summary after everything
-  else), `WatchSkipped` for done pairs left unscored, a `Notice` when work was left, and
-  `RunFinished` with the leaderboard. A run that takes the work dir again later is followed
-  anew (`RunStarted`).
+- the end: once no process here holds the work dir's lock and its files say it is over (the
+  run's last line in logs/run.log, a heartbeat older than `heartbeat_timeout` — a killed run,
+  or OpenCompass's summary written after everything else), `WatchSkipped` for done pairs left
+  unscored, a `Notice` when work was left, and `RunFinished` with the leaderboard. A run that
+  takes the work dir again later is followed anew (`RunStarted`).
 
 How it follows: a stat loop, one look every FOLLOW_INTERVAL (IDLE_INTERVAL once the run has
 ended). A look stats each status file, each unfinished shard's checkpoint, each result and the
@@ -42,7 +42,7 @@ import anyio
 from evaltui.engine import events as ev
 from evaltui.engine.bus import EventBus
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.source import RETRY_NEEDS_PLAN
+from evaltui.engine.runlog import duration
 from evaltui.engine.state import RunState
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
+EXIT_NOTHING_TO_FOLLOW = 2  # `--no-ui` over a folder that is no work dir and that nothing writes
 FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
 IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
 _FINAL = (PairStatus.DONE, PairStatus.FAIL)
@@ -61,6 +62,15 @@ class NotAWorkDir(Exception):
     """The folder is no work dir `evaltui watch` can read."""
 
 
+def _newest_write(root: Path) -> float | None:
+    """The newest mtime of the folder and what it holds; None when it is empty (or unreadable)."""
+    try:
+        entries = list(os.scandir(root))
+        return max(e.stat(follow_symlinks=False).st_mtime for e in entries) if entries else None
+    except OSError:
+        return None
+
+
 def open_view(root: Path) -> View:
     """The view of `root`: an evaltui work dir (plan.toml, its lock, or an empty folder a run is
     about to fill) or an OpenCompass one (infer_status/, predictions/, results/, summary/)."""
@@ -68,7 +78,7 @@ def open_view(root: Path) -> View:
     from evaltui.engine.opencompass import OpenCompassView, is_opencompass_dir
 
     if not root.is_dir():
-        raise NotAWorkDir(f"{root}: no such folder")
+        raise NotAWorkDir(f"{root}: a file, not a work dir's folder" if root.exists() else f"{root}: no such folder")
     if (root / "plan.toml").exists() or (root / ".evaltui.lock").exists():
         return EvaltuiView(root)
     if is_opencompass_dir(root):
@@ -90,6 +100,7 @@ class ShardWatch:
     def __init__(self, view: View, spec: PairSpec, shard: int):
         self.view, self.spec, self.shard = view, spec, shard
         self.key: object = None
+        self.touched = False  # its files moved at the last look (a status said again, predictions written)
         self.status: ShardStatus | None = None
         self.was: ShardStatus | None = None  # the status before the last change
         self.tally = view.tally(spec.model, spec.dataset, shard, spec.shards)
@@ -117,7 +128,8 @@ class ShardWatch:
         """Read the status again if its file changed; True when what it says changed."""
         m, d, n = self.spec
         key = self.view.status_key(m, d, self.shard, n)
-        if key == self.key:
+        self.touched = key != self.key
+        if not self.touched:
             return False
         self.key = key
         status = self.view.read_status(m, d, self.shard, n)
@@ -190,20 +202,23 @@ class PairWatch:
         """A run took it up and did not see it through (killed, or stopped with Ctrl-C)."""
         return any(s.status is not None and not s.final for s in self.shards)
 
-    def attach(self) -> list[ev.Event]:
-        """Everything the files say of the pair now, as the events that would have said it."""
+    def attach(self, *, live: bool = True, joined: bool = False) -> list[ev.Event]:
+        """Everything the files say of the pair now, as the events that would have said it.
+        `joined`: the follower comes to it under way (DatasetStarted says so); not `live`: the
+        run is over, whatever its statuses say (a killed one's still say running): nothing starts."""
         m, d, n = self.spec
         self.shards = [ShardWatch(self.view, self.spec, k) for k in range(n)]
         for s in self.shards:
             s.look_status()
-            s.take(s.tally.read() or [], say=False)
+            s.take(s.tally.read(settle=s.final) or [], say=False)
         self.total = sum(s.total for s in self.shards)
         ok = sum(len(s.ok) for s in self.shards)
         out: list[ev.Event] = [ev.DatasetPlanned(m, d, self.total, n, ok)]
         self.running, self.inferred, self.result_key, self.score = False, False, None, None
         if any(s.running for s in self.shards):
             self.running = True
-            out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok)))
+            if live:
+                out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok), joined))
         for s in self.shards:
             failures = list(s.standing)
             if s.running and s.status is not None:  # a run in progress: its own failures, not those it is yet to retry
@@ -227,9 +242,9 @@ class PairWatch:
             for s in self.shards:
                 s.counted = {}
             out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok)))
-        for s, moved in zip(self.shards, changed, strict=True):
-            if moved or not s.final:
-                outcomes = s.tally.read()
+        for s in self.shards:
+            if s.touched or not s.final:  # an ended shard is read once more as it ends: settled, nothing put off
+                outcomes = s.tally.read(settle=s.final)
                 if outcomes is None:  # replaced or cut: count it all again
                     return self.attach()
                 out += s.take(outcomes, say=True)
@@ -259,7 +274,7 @@ class PairWatch:
         error = next((st.error for st in statuses if st.error), "")
         status = PairStatus.DONE if self.done else PairStatus.FAIL
         path = str(self.view.predictions_file(m, d)) if self.done else ""
-        return [ev.DatasetInferred(m, d, status, completed, failed, path, error)]
+        return [ev.DatasetInferred(m, d, status, completed, failed, path, error, self.total)]
 
     def _scored(self) -> list[ev.Event]:
         m, d, _ = self.spec
@@ -299,6 +314,7 @@ class Follower:
         self._heartbeat_key: object = None
         self._holder: int | None = None
         self._waiting = False  # said that no run has begun yet
+        self._began = False  # a run began while there was nothing to follow yet
         self._scope: anyio.CancelScope | None = None
         view.refresh()  # the pairs and the title, before a front end asks
 
@@ -346,14 +362,23 @@ class Follower:
                 scope.cancel()
             while True:
                 self.look()
-                if self.until_over and self._live is False:
+                if self.until_over and (self._live is False or self.exit_code == EXIT_NOTHING_TO_FOLLOW):
                     return self.exit_code
                 await anyio.sleep(self.idle_interval if self._live is False else self.interval)
         return 130
 
+    @property
+    def retry_advice(self) -> str:
+        """How the run followed is retried: a follower cannot (the plan and the work dir's lock
+        are the run's process's), and while that process runs, `evaltui PLAN.toml` is refused."""
+        if self.view.kind != "evaltui":
+            return f"retry: run {self.view.kind} again (evaltui only watches it)"
+        if self._live:
+            return "retry from the session that runs it, or `evaltui PLAN.toml` after it ends"
+        return "retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"
+
     async def retry(self, pairs: Sequence[Pair]) -> int:
-        """A follower cannot retry: the plan and the work dir's lock belong to the run's process."""
-        raise RuntimeError(RETRY_NEEDS_PLAN)
+        raise RuntimeError(self.retry_advice)
 
     def cancel(self) -> None:
         self.interrupted = True
@@ -365,19 +390,27 @@ class Follower:
 
     def look(self) -> None:
         """One look at the work dir: emit what changed since the last one."""
+        if not self.view.pairs():
+            self._decide_view()
         holder = self.view.holder()
-        began = self.view.refresh()  # a run (re)wrote what defines the pairs: it began
+        # a run (re)wrote what defines the pairs: it began (said once it has pairs to follow)
+        began = self._began = self.view.refresh() or self._began
         taken = bool(holder) and holder != self._holder  # a process took the work dir since the last look
         self._holder = holder
         if not self.view.pairs():  # nothing to follow yet: no run has begun in the dir
             if not self._waiting:
                 self._waiting = True
                 self.emit(ev.Notice(f"waiting for a run to begin in {self.view.root}{': ' + self.view.problem if self.view.problem else ''}"))
+            why = self.unusable() if self.until_over else None
+            if why is not None:  # and nothing will make it one: `--no-ui` would wait for ever
+                self.exit_code = EXIT_NOTHING_TO_FOLLOW
+                self.emit(ev.Notice(why, "error"))
             return
+        self._began = False
         if began or taken or self._live is None:
             self._attach(holder)
             return
-        self._add_new_pairs()
+        self._add_new_pairs(bool(self._live))
         for watch in self._watches.values():
             for e in watch.look():
                 self.emit(e)
@@ -388,6 +421,31 @@ class Follower:
         elif self._live and not live:
             self._finish()
         self._live = live
+
+    def unusable(self) -> str | None:
+        """Why the folder gives nothing to follow while nothing makes it a work dir: no pairs, no
+        process here holding its lock, nothing written there for heartbeat_timeout, and not
+        empty (an empty folder is a run about to begin there: waited for). None otherwise."""
+        if self.view.pairs() or self.view.holder():
+            return None
+        newest = _newest_write(self.view.root)
+        if newest is None:
+            return None
+        quiet = time.time() - newest
+        if quiet <= self.view.heartbeat_timeout:
+            return None
+        what = self.view.problem or self.view.expects
+        return f"nothing to follow in {self.view.root}, and nothing has written there for {duration(quiet)}: {what}"
+
+    def _decide_view(self) -> None:
+        """While there is nothing to follow, which kind of work dir the folder is may still change:
+        an empty folder (taken for evaltui's) that OpenCompass fills is followed as OpenCompass's."""
+        try:
+            view = open_view(self.view.root)
+        except NotAWorkDir:
+            return  # something else appeared there: the view stands (and says what it waits for)
+        if view.kind != self.view.kind:
+            self.view = view
 
     def _attach(self, holder: int | None) -> None:
         """Say the run anew from its files: RunStarted, every pair as it stands, the heartbeat."""
@@ -403,19 +461,19 @@ class Follower:
         live = self._is_live(holder)
         who = f" (pid {holder})" if holder else ""
         self.emit(ev.Notice(f"watching {view.kind} work dir: {'a run in progress' + who if live else 'no run is using it now'}"))
-        self._add_new_pairs()
+        self._add_new_pairs(live)
         if not live:
             self._finish()
         self._live = live
 
-    def _add_new_pairs(self) -> None:
+    def _add_new_pairs(self, live: bool) -> None:
         """Pairs that appeared since the last look (OpenCompass's folders fill as it goes)."""
         for spec in self.view.pairs():
             key = (spec.model, spec.dataset)
             watch = self._watches.get(key)
             if watch is None or watch.spec != spec:
                 watch = self._watches[key] = PairWatch(self.view, spec)
-                for e in watch.attach():
+                for e in watch.attach(live=live, joined=True):
                     self.emit(e)
 
     def _look_heartbeat(self) -> None:
@@ -428,15 +486,16 @@ class Follower:
             self.emit(ev.Heartbeat(at))
 
     def _is_live(self, holder: int | None) -> bool:
-        """Whether a run works in the dir now: its lock says; where none can say, its files do
-        (still for longer than heartbeat_timeout, or a summary written after the rest: ended)."""
-        if holder is not None:
-            return holder > 0
+        """Whether a run works in the dir now. A process here holding its lock says so; else its
+        files do: a heartbeat (or a file written) within heartbeat_timeout, unless they say the
+        run ended. A free lock alone does not end it: a run on another host writing over NFS
+        holds a lock that this host's /proc/locks does not show."""
+        if holder:
+            return True
         at = self.view.activity_at()
         if at is None or time.time() - at > self.view.heartbeat_timeout:
             return False
-        written = [_mtime(path) for path in self.view.summary_files().values()]
-        return not any(t is not None and t >= at for t in written)
+        return not self.view.ended()
 
     def _finish(self) -> None:
         """The run has ended: say what it left, then RunFinished with its leaderboard."""
@@ -446,20 +505,24 @@ class Follower:
             self.emit(ev.WatchSkipped(unscored, "the run ended before they were scored"))
         left = [f"{m}/{d}" for m, d in (w.pair for w in watches if w.unfinished)]
         if left:
-            self.emit(ev.Notice(f"the run stopped with work left ({', '.join(left)}): running it again resumes it", "warning"))
+            self.emit(self._stopped(left))
         taken = [w for w in watches if w.planned]  # a --models/--datasets run leaves the plan's other pairs untouched
         self.exit_code = 0 if taken and all(w.score is not None and w.score.value is not None for w in taken) else 1
         scores = {w.pair: w.score.value for w in watches if w.score is not None}
         self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), self.view.leaderboard(scores), self._elapsed()))
+
+    def _stopped(self, left: list[str]) -> ev.Notice:
+        """The run stopped with work left: how many datasets (which, in the line), and when its
+        heartbeat last beat (a killed run's is stale)."""
+        n = f"{len(left)} dataset{'s' if len(left) > 1 else ''} unfinished"
+        beat = self.view.heartbeat_at()
+        ago = duration(max(0.0, time.time() - beat)) + " ago" if beat is not None else ""
+        named = ", ".join(left[:5]) + (f", … ({len(left) - 5} more)" if len(left) > 5 else "")
+        message = f"the run stopped{f' (last heartbeat {ago})' if ago else ''} with {n}: {named} — running it again resumes {'them' if len(left) > 1 else 'it'}"
+        return ev.Notice(message, "warning", f"stopped{' ' + ago if ago else ''}: {n}")
 
     def _elapsed(self) -> float:
         """From the run's start to its last heartbeat (or the last file it wrote)."""
         began, ended = self.view.began_at(), self.view.heartbeat_at() or self.view.activity_at()
         return max(0.0, ended - began) if began is not None and ended is not None else 0.0
 
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None

@@ -31,7 +31,6 @@ from evaltui.engine import events as ev
 from evaltui.engine import samplelog
 from evaltui.engine.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.redact import model_secrets
 from evaltui.engine.runs import DatasetRun, ShardRun
 from evaltui.engine.sample import SampleInference, failed_entry
 from evaltui.engine.todo import first_pass_skip, todo
@@ -75,8 +74,7 @@ class WorkerPool:
         self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
         self.requests = 0  # samples answered or failed for good in this run
-        self._secrets = model_secrets(model)  # masked in failure messages: servers echo requests
-        self._inference = SampleInference(backend, self._secrets)
+        self._inference = SampleInference(backend)
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
@@ -171,10 +169,10 @@ class WorkerPool:
 
     def _replica_changed(self, r: Replica) -> None:
         back_off = r.back_off if r.state == EJECTED else 0.0
-        self.emit(ev.ReplicaStateChanged(self.model.abbr, r.url, r.state, redact(r.reason, self._secrets), back_off, r.failed_probes))
+        self.emit(ev.ReplicaStateChanged(self.model.abbr, r.url, r.state, redact(r.reason, self.backend.secrets), back_off, r.failed_probes))
 
     def _replicas_down(self, reason: str) -> None:
-        self.emit(ev.ReplicasDown(self.model.abbr, self.model.down_timeout, redact(reason, self._secrets)))
+        self.emit(ev.ReplicasDown(self.model.abbr, self.model.down_timeout, redact(reason, self.backend.secrets)))
 
     async def _poll(self) -> None:
         """The scheduling check every poll_interval, a safety net beside the per-sample checks."""
@@ -246,7 +244,11 @@ class WorkerPool:
         entry = await self._answer(run, shard, index, epoch, record)
         self.requests += 1
         shard.checkpoint.append(entry)
-        await shard.checkpoint.written()  # on disk before this worker sends its next request
+        # On disk before this worker sends its next request. Shielded: the line goes out at the
+        # end of this loop turn even if the pool is cancelled now (a model stopped), and a line on
+        # disk must be counted in the status files with it.
+        with anyio.CancelScope(shield=True):
+            await shard.checkpoint.written()
         m, d = self.model.abbr, cfg.abbr
         if "error" in entry:
             shard.failed += 1

@@ -3,17 +3,20 @@
 What is read (all of it only read, never locked: OpenCompass's own `.locks/` are left alone):
 
 - `infer_status/<model>/<dataset>[_<i>].json`: `{"status", "total", "completed", "updated_at"}`
-  of the concurrent-infer task; written in place, so a torn read is ignored until the next one.
+  of the concurrent-infer task; written in place, so a torn read is ignored until the next one
+  (a dataset known only from a torn one is none until it can be read).
   A pair without one is `running` while a `tmp_` file exists, `done` once its predictions do.
 - `predictions/<model>/<dataset>[_<i>].json` (final) and `tmp_<dataset>[_<i>].json` (rewritten
   whole as samples finish) or `tmp_<dataset>[_<i>].jsonl` (one line a sample): samples counted
   by their keys or lines. `<dataset>_<i>` are the parts of a dataset split by the partitioner
   (`_0` exists, the bare name does not). A whole file is read again only when it changed, and
-  no more often than keeps its reading under a twentieth of the time.
+  no more often than keeps its reading under a twentieth of the time — except as its shard
+  ends: then its final file is read at once, or its count could stay short for good.
 - `results/<model>/<dataset>.json`: the score is the summary's metric for the dataset, else the
   first number in the file; `{"error": …}` is a scoring error.
 - `summary/summary_<timestamp>.csv`: the leaderboard's rows (dataset, version, metric, mode)
-  and scores, once OpenCompass has written it (it does so last: the run is then over).
+  and scores, once OpenCompass has written it (it does so last: the run is then over, and its
+  datasets are the run's: the files of any other are left out).
 - `infer_heartbeat`: `datetime.now().isoformat()`, naive local time (WorkDir.heartbeat_age).
 
 Not read: `configs/` (Python), `logs/` (free text), per-sample errors (OpenCompass keeps none in
@@ -103,20 +106,23 @@ class PredictionCount:
         self._keys: dict[Path, object] = {}
         self._next_read = 0.0
 
-    def read(self) -> list[Outcome]:
-        """Samples not counted before (the files only grow: a final file holds all a tmp_ had)."""
-        keys = self._whole_file_keys()
-        lines = self._lines.read() or []
-        for n, line in enumerate(lines):
-            keys.append(_line_key(line, len(self._seen) + n))
+    def read(self, *, settle: bool = False) -> list[Outcome]:
+        """Samples not counted before (the files only grow: a final file holds all a tmp_ had).
+        `settle`: the shard has ended; its file is read now however recently the last was."""
+        keys = self._whole_file_keys(settle)
+        fallback = len(self._seen)  # a line without an index is the next sample
+        for lines in self._lines.pieces() or ():
+            for line in lines:
+                keys.append(_line_key(line, fallback))
+                fallback += 1
         new = [k for k in dict.fromkeys(keys) if k not in self._seen]
         self._seen.update(new)
         return [Outcome(k) for k in new]
 
-    def _whole_file_keys(self) -> list[int]:
+    def _whole_file_keys(self, settle: bool) -> list[int]:
         path = self.final if self.final.exists() else self.tmp_json
         key = stat_key(path)
-        if key is None or key == self._keys.get(path) or time.monotonic() < self._next_read:
+        if key is None or key == self._keys.get(path) or (time.monotonic() < self._next_read and not settle):
             return []
         started = time.monotonic()
         try:
@@ -154,6 +160,7 @@ class OpenCompassView:
     heartbeat_timeout = HEARTBEAT_TIMEOUT
     log_interval = 30.0  # as OpenCompass's own tasks log
     problem = ""
+    expects = "no infer_status/, predictions/ or results/ files (its tasks write them as they begin)"
 
     def __init__(self, root: Path):
         self.root = root
@@ -164,6 +171,7 @@ class OpenCompassView:
         self._folder_keys: dict[Path, object] = {}
         self._names: dict[tuple[str, str], set[str]] = {}  # (folder, model) -> stems found there
         self._specs: list[PairSpec] = []
+        self._unread: set[tuple[str, str]] = set()  # (model, stem) known only from a status file not readable yet
         self._summary_key: object = None
         self._summary: tuple[list[tuple[str, str, str, str]], list[str], dict[tuple[str, str], float | None]] | None = None
         self._newest = 0.0  # the newest mtime seen among the files looked at
@@ -187,7 +195,7 @@ class OpenCompassView:
         if key != self._summary_key:
             self._summary_key, self._summary = key, self._read_summary(summary)
             moved = True
-        if moved:
+        if moved or any(self._status_of(m, stem) is not None for m, stem in self._unread):
             self._specs = self._compute_specs()
         return False
 
@@ -202,17 +210,25 @@ class OpenCompassView:
         return stems
 
     def _compute_specs(self) -> list[PairSpec]:
+        """Each model's datasets from the folders' names; with a summary (the run's last word),
+        only the datasets it lists. A name known only from a status file that cannot be read
+        (torn as it is written in place) is no dataset until it can be."""
         models = list(self._summary[1]) if self._summary else []
         models += sorted({m for _, m in self._names} - set(models))
+        order = [row[0] for row in self._summary[0]] if self._summary else []
+        self._unread = set()
         specs = []
         for model in models:
-            inferred = self._names.get(("infer_status", model), set()) | self._names.get(("predictions", model), set())
-            shards = _shards_of(inferred)
-            for dataset in self._names.get(("results", model), set()) | {row[0] for row in (self._summary[0] if self._summary else [])}:
+            named = self._names.get(("predictions", model), set()) | self._names.get(("results", model), set())
+            statuses = self._names.get(("infer_status", model), set())
+            unread = {stem for stem in statuses - named if self._status_of(model, stem) is None}
+            self._unread |= {(model, stem) for stem in unread}
+            shards = _shards_of((statuses - unread) | self._names.get(("predictions", model), set()))
+            for dataset in self._names.get(("results", model), set()) | set(order):
                 shards.setdefault(dataset, 1)
-            order = [row[0] for row in self._summary[0]] if self._summary else []
             for dataset in sorted(shards, key=lambda d: (order.index(d) if d in order else len(order), d)):
-                specs.append(PairSpec(model, dataset, shards[dataset]))
+                if not order or dataset in order:
+                    specs.append(PairSpec(model, dataset, shards[dataset]))
         return specs
 
     def pairs(self) -> list[PairSpec]:
@@ -235,17 +251,23 @@ class OpenCompassView:
             self._saw(key)
         return keys
 
-    def read_status(self, model: str, dataset: str, shard: int, shards: int) -> ShardStatus | None:
-        part = self._part(dataset, shard, shards)
-        path = self.root / "infer_status" / model / f"{part}.json"
+    def _status_of(self, model: str, part: str) -> ShardStatus | None:
+        """What `infer_status/<model>/<part>.json` says; None when it is missing, torn or no status."""
         try:
-            data = read_json(path)
+            data = read_json(self.root / "infer_status" / model / f"{part}.json")
         except OSError:
-            data = None
+            return None
         if isinstance(data, dict) and data.get("status") in _STATUSES:
             counts = _int_or_none(data.get("total")), _int_or_none(data.get("completed"))
             return ShardStatus(_STATUSES[data["status"]], *counts, None, str(data.get("error") or ""))
-        if path.exists():
+        return None
+
+    def read_status(self, model: str, dataset: str, shard: int, shards: int) -> ShardStatus | None:
+        part = self._part(dataset, shard, shards)
+        status = self._status_of(model, part)
+        if status is not None:
+            return status
+        if (self.root / "infer_status" / model / f"{part}.json").exists():
             return None  # being written (OpenCompass writes it in place): the last good one stands
         folder = self.root / "predictions" / model
         if (folder / f"{part}.json").exists():
@@ -316,6 +338,12 @@ class OpenCompassView:
         except ValueError:
             return None
 
+    def ended(self) -> bool:
+        """OpenCompass writes its summary last: one written after everything else ends the run."""
+        at = self.activity_at()
+        written = [_mtime(path) for path in self.summary_files().values()]
+        return at is not None and any(t is not None and t >= at for t in written)
+
     def summary_files(self) -> dict[str, str]:
         return newest_summary(self.root / "summary")
 
@@ -379,6 +407,13 @@ class OpenCompassView:
             for i, e in entries[:predictions]
         ]
         return PairDetails(model, dataset, status, [], shown, {})  # OpenCompass keeps no per-sample log
+
+
+def _mtime(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
 
 
 def _text(value: Any) -> str:

@@ -1,6 +1,6 @@
 """The run's own record in `<work_dir>/logs/`: state changes as plain lines, failures as JSONL.
 
-`event_line` is also what the headless renderer prints, so the log file and the terminal of a
+`EventLines` is also what the headless renderer prints, so the log file and the terminal of a
 `--no-ui` run say the same thing in the same words.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,12 @@ from evaltui.engine import events as ev
 from evaltui.engine.events import PairStatus
 from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import json_bytes
+
+
+def duration(seconds: float) -> str:
+    """`42s`, `3m12s`, `1h05m`: a span of time in a line."""
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
 def _score(metric: str, score: float | None) -> str:
@@ -31,6 +38,8 @@ def event_line(e: ev.Event) -> str | None:
 
 def _started(e: ev.DatasetStarted) -> str:
     kept = e.total - e.remaining
+    if e.joined:
+        return f"{e.model}/{e.dataset}: following: {kept} of {e.total} done"
     resumed = f" (resuming: {kept} kept)" if kept else ""
     return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
 
@@ -40,7 +49,11 @@ def _inferred(e: ev.DatasetInferred) -> str:
         extra = f", {e.failed} failed (within fail_on_error)" if e.failed else ""
         return f"{e.model}/{e.dataset}: inference done, {e.completed} predictions{extra}"
     why = f" ({e.error})" if e.error else ""
-    return f"{e.model}/{e.dataset}: inference FAILED{why}: {e.completed} ok, {e.failed} failed — run again to retry the failed ones"
+    counts = f"{e.completed} ok, {e.failed} failed"
+    missing = e.total - e.completed - e.failed
+    if missing > 0:  # a followed run's files hold fewer answers than it has samples (OpenCompass keeps no errors)
+        counts = f"{e.completed} of {e.total} done{f', {e.failed} failed' if e.failed else ''}, {missing} missing"
+    return f"{e.model}/{e.dataset}: inference FAILED{why}: {counts} — run again to retry the failed ones"
 
 
 def _scored(e: ev.DatasetScored) -> str:
@@ -100,9 +113,17 @@ def _run_started(e: ev.RunStarted) -> str:
     return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
 
 
+_FINISHED = "run finished in "
+
+
 def _run_finished(e: ev.RunFinished) -> str:
     state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
-    return f"run finished in {e.elapsed:.1f} s: {state}"
+    return f"{_FINISHED}{e.elapsed:.1f} s: {state}"
+
+
+def ends_a_run(line: str) -> bool:
+    """Whether a line of logs/run.log is the last a run (or a retry's session) writes: RunFinished's."""
+    return line.partition(" ")[2].startswith(_FINISHED)
 
 
 _LINES: dict[type, Callable[[Any], str | None]] = {
@@ -122,14 +143,21 @@ _LINES: dict[type, Callable[[Any], str | None]] = {
 }
 
 
-class FirstFailures:
-    """The first failed sample of each model×dataset as a line, so a run whose samples fail says
-    why as it happens, not only in logs/failures.jsonl."""
+class EventLines:
+    """The line a user reads for each event, the same in logs/run.log and on a `--no-ui` terminal
+    (None for an event that says nothing), made printable: a server's words may hold terminal
+    escapes (set the title, colour, erase the line) and line breaks, and neither reaches a
+    terminal or the log raw. Failed samples are said once per model×dataset, the first of them,
+    so a run whose samples fail says why as it happens (logs/failures.jsonl has all of them)."""
 
     def __init__(self) -> None:
         self._said: set[tuple[str, str]] = set()
 
-    def line(self, e: ev.SampleFailed) -> str | None:
+    def __call__(self, e: ev.Event) -> str | None:
+        line = self._first_failure(e) if type(e) is ev.SampleFailed else event_line(e)
+        return None if line is None else printable(line)
+
+    def _first_failure(self, e: ev.SampleFailed) -> str | None:
         if (e.model, e.dataset) in self._said:
             return None
         self._said.add((e.model, e.dataset))
@@ -137,6 +165,15 @@ class FirstFailures:
         code = f" {err.status}" if err.status is not None else ""
         message = err.message if len(err.message) <= 300 else err.message[:300] + "…"
         return f"{e.model}/{e.dataset}: sample {e.sample_index} failed: {err.type}{code}: {message} (every failure: logs/failures.jsonl)"
+
+
+#: C0 and C1 control characters and DEL, but the tab.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character but the tab written as its escape (`\\x1b`)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class RunLog:
@@ -147,7 +184,7 @@ class RunLog:
         # backslashreplace: a server's error text may hold characters UTF-8 cannot (lone surrogates)
         self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self._failures_path = workdir.logs_dir / "failures.jsonl"
-        self._first_failures = FirstFailures()
+        self._lines = EventLines()
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
@@ -156,11 +193,7 @@ class RunLog:
         if type(e) is ev.SampleFailed:  # one per failed request
             line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
             os.write(self._failures, json_bytes(line) + b"\n")
-            first = self._first_failures.line(e)
-            if first is not None:
-                self._write(first)
-            return
-        text = event_line(e)
+        text = self._lines(e)
         if text is not None:
             self._write(text)
 

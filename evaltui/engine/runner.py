@@ -36,7 +36,7 @@ from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.state import RunState
 from evaltui.engine.watch import ScoreGate
 from evaltui.engine.workdir import StatusWriter, WorkDir, WorkDirBusy
-from evaltui.engine.workdir_guard import mark, refusal
+from evaltui.engine.workdir_guard import checked, mark
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import ModelConfig, Plan
 
@@ -76,6 +76,7 @@ _heap_settled = False
 
 class Runner:
     watching = False  # it drives its run (see engine/source.py: the follower only follows one)
+    retry_advice = ""  # it retries itself
 
     def __init__(
         self,
@@ -88,10 +89,13 @@ class Runner:
         snapshot_of: Plan | None = None,
     ):
         """`snapshot_of`: the whole plan when `plan` is a --models/--datasets subset of it, so
-        the work dir's plan.toml stays the plan the work dir belongs to."""
+        the work dir's plan.toml stays the plan the work dir belongs to.
+
+        WorkDirRefused (saying why) when the work dir may not be used (`workdir_guard`): checked
+        here, once, before anything is written."""
         self.plan = plan
         self._snapshot_of = snapshot_of or plan
-        self.workdir = WorkDir((Path(work_dir) if work_dir else plan.default_work_dir()).resolve())
+        self.workdir = WorkDir(checked(work_dir if work_dir is not None else plan.default_work_dir()))
         self.fresh = fresh
         self.code_workers = code_workers
         self.state = RunState()  # the runner's own fold of its events, always current
@@ -230,21 +234,23 @@ class Runner:
             os.close(lock)
 
     def _take_workdir(self) -> int | None:
-        """Create and lock the work dir; None (after saying why) when that is impossible or unsafe."""
-        problem = refusal(self.workdir.root)
-        if problem is not None:
-            self.emit(ev.Notice(f"work dir: {problem}", "error"))
-            return None
+        """Create, lock and mark the work dir, clear what a killed run left; None (after saying
+        why) when that is impossible. The lock is released again should a later step fail."""
+        wd = self.workdir
+        fd: int | None = None
         try:
-            self.workdir.prepare()
-            fd = self.workdir.lock()
-            mark(self.workdir.root)
-            self.workdir.clear_leftovers()
+            wd.root.mkdir(parents=True, exist_ok=True)
+            mark(wd.root)  # before the lock: a kill between them must not leave a lone lock file
+            fd = wd.lock()
+            wd.prepare()
+            wd.clear_leftovers()
             return fd
         except WorkDirBusy as e:
             self.emit(ev.Notice(str(e), "error"))
         except OSError as e:
-            self.emit(ev.Notice(f"cannot use the work dir {self.workdir.root}: {e.strerror or e}", "error"))
+            self.emit(ev.Notice(f"cannot use the work dir {wd.root}: {e.strerror or e}", "error"))
+        if fd is not None:
+            os.close(fd)
         return None
 
     @contextmanager

@@ -20,9 +20,10 @@ from typing import Any, NamedTuple
 import anyio
 
 from evaltui.backends import Backend, BackendError, Trace
+from evaltui.backends.client import one_line
 from evaltui.datasets import Sample
-from evaltui.engine.redact import redact
 from evaltui.plan import DatasetConfig
+from evaltui.redaction import redact
 
 OnRetry = Callable[[int, dict[str, Any]], None]  # (the try about to start, from 2; why the last one failed)
 
@@ -37,6 +38,8 @@ def failed_entry(index: int, epoch: int, error: dict[str, Any]) -> dict[str, Any
     """The entry of a sample that failed before a request could be made (its record or templates)."""
     return {**head(index, epoch), "origin_prompt": "", "prediction": "", "gold": "", "error": error}
 
+
+INTERNAL_CHARS = 1000  # of an unexpected exception's text kept as a sample's failure
 
 class SampleTokens:
     """token_limit for the samples of one dataset in this run: the tokens each has used over its
@@ -97,9 +100,8 @@ class Answer(NamedTuple):
 class SampleInference:
     """How one model's pool turns a rendered sample into its checkpoint entry."""
 
-    def __init__(self, backend: Backend, secrets: tuple[str, ...]):
+    def __init__(self, backend: Backend):
         self.backend = backend
-        self.secrets = secrets  # masked in failure messages: servers echo requests
 
     async def answer(
         self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None, traced: bool = False
@@ -160,11 +162,10 @@ class SampleInference:
             else:
                 entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace), gold=sample.target)
             return None, False
-        except BackendError as e:
-            error = e.as_dict()
-            return {**error, "message": redact(error["message"], self.secrets)}, e.retryable
+        except BackendError as e:  # its message cut short and masked by the backend
+            return e.as_dict(), e.retryable
         except Exception as e:  # a bug must cost one sample, not the whole run
-            message = redact(f"{type(e).__name__}: {e}", self.secrets)
+            message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), self.backend.secrets)
             return {"type": "internal", "status": None, "message": message, "attempts": 1}, False
 
 

@@ -5,7 +5,7 @@ A `Runner` drives a run (it infers, scores, retries and can be cancelled); a `Fo
 Textual app and the headless renderer take either: both report through the same typed events
 and answer the same few questions. `watching` is what tells them apart where it matters: a
 follower cannot retry (the plan and the work dir's lock belong to the process running it), and
-leaving it interrupts nothing.
+leaving it interrupts nothing; `retry_advice` says how the run it follows is retried instead.
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 
 Pair = tuple[str, str]
 
-#: What `r`/`R` say when the source only follows a run (`Follower.retry` raises it too).
-RETRY_NEEDS_PLAN = "retry needs the plan: `evaltui PLAN.toml` resumes the run and retries what failed"
-
 
 class RunSource(Protocol):
-    watching: bool  # True: it follows a run another process drives (retry needs the plan; quitting interrupts nothing)
+    watching: bool  # True: it follows a run another process drives (it cannot retry; quitting interrupts nothing)
+
+    @property
+    def retry_advice(self) -> str:
+        """What `r`/`R` say when `watching`: how the run followed is retried ("" for a runner)."""
+        ...
 
     @property
     def pairs(self) -> list[Pair]:

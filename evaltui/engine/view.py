@@ -57,9 +57,10 @@ class Outcome(NamedTuple):
 class Tally(Protocol):
     """The samples of one shard as they end."""
 
-    def read(self) -> list[Outcome] | None:
+    def read(self, *, settle: bool = False) -> list[Outcome] | None:
         """The samples that ended since the last call (all of them the first time); None when the
-        files were replaced or cut, and the count must start over."""
+        files were replaced or cut, and the count must start over. `settle`: the shard has ended,
+        so its files no longer grow: read them now, put no reading off."""
         ...
 
 
@@ -90,6 +91,11 @@ class View(Protocol):
     @property
     def models(self) -> dict[str, ModelConfig]:
         """Each model's settings, when the work dir says (an evaltui plan snapshot)."""
+        ...
+
+    @property
+    def expects(self) -> str:
+        """What would give it pairs to follow, said when it has none."""
         ...
 
     @property
@@ -134,6 +140,10 @@ class View(Protocol):
 
     def began_at(self) -> float | None:
         """When the run last began (wall clock), if the files say."""
+        ...
+
+    def ended(self) -> bool:
+        """The files say the run ended (its last words, or the last file it writes, came last)."""
         ...
 
     def summary_files(self) -> dict[str, str]:

@@ -20,6 +20,7 @@ it was about to score or was scoring).
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import json
 import os
@@ -295,7 +296,7 @@ class WatchScorer:
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
-                    message = f"{type(e).__name__}: {e}"
+                    message = f"{type(e).__name__}: {e}" + _os_hint(e)
                     # (OSError: the event below still says it; the next run scores again)
                     with contextlib.suppress(OSError, StaleResult), atomic_writer(result_file, replace=replace) as w:
                         w.write(dumps_readable({"error": message}).encode("utf-8"))
@@ -309,3 +310,12 @@ class WatchScorer:
             if self._scoring.get(pair) is scope:
                 del self._scoring[pair]
             self._wake.set()
+
+
+def _os_hint(e: Exception) -> str:
+    """What to do when scoring failed for the machine's sake (a full disk, no file handles), not
+    the evaluator's: the predictions are safe, and the next run scores them."""
+    if not isinstance(e, OSError):
+        return ""
+    fix = "free space and run again" if e.errno == errno.ENOSPC else "fix this and run again"
+    return f" — the predictions are kept; {fix} to score them"

@@ -22,8 +22,17 @@ from evaltui import fastjson
 from evaltui.fsutil import atomic_write_json, atomic_write_text, read_json
 
 TERMINAL = ("done", "fail")
-# The temporary a killed atomic write leaves: `.<name>.<random letters>.tmp` (fsutil, mkstemp: 8 of them).
-_LEFTOVER = re.compile(r"^\..+\.[a-z0-9_]{6,}\.tmp$")
+# The temporary a killed atomic write leaves: `.<name>.<8 random>.tmp` (fsutil's mkstemp), where
+# <name> is a file evaltui writes in that folder — each folder's names, below; nothing else is ours.
+_RANDOM = r"\.[a-z0-9_]{8}\.tmp$"
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # an abbr (plan/schema.py's ABBR_RE)
+_LEFTOVERS = {
+    ".": re.compile(r"^\.(?:plan\.toml|infer_heartbeat)" + _RANDOM),
+    "infer_status/*": re.compile(rf"^\.{_NAME}\.json" + _RANDOM),
+    "predictions/*": re.compile(rf"^\.(?:{_NAME}\.json|tmp_{_NAME}\.jsonl)" + _RANDOM),
+    "results/*": re.compile(rf"^\.{_NAME}\.json" + _RANDOM),
+    "summary": re.compile(r"^\.summary_\d{8}_\d{6}\.(?:txt|csv|md)" + _RANDOM),
+}
 
 
 class WorkDirBusy(Exception):
@@ -76,18 +85,15 @@ class WorkDir:
         """Remove what a killed run can leave: half-written temporaries and sandbox folders.
 
         Only called with the work-dir lock held, so no other evaltui is writing them. Only names
-        evaltui gives its own (see _LEFTOVER): a user's `.notes.tmp` beside them stays."""
+        evaltui gives its own (see _LEFTOVERS): a user's `.notes.tmp` beside them stays."""
         for folder in self.sandbox_dir.glob("evaltui-exec-*"):
             shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # not there, or holding something of someone else's
             self.sandbox_dir.rmdir()
-        for sub in ("infer_status", "predictions", "results", "summary"):
-            for tmp in (self.root / sub).rglob(".*.tmp"):
-                if _LEFTOVER.match(tmp.name):
+        for where, ours in _LEFTOVERS.items():
+            for tmp in self.root.glob(f"{where}/.*.tmp"):
+                if ours.match(tmp.name) and tmp.is_file() and not tmp.is_symlink():
                     tmp.unlink(missing_ok=True)
-        for tmp in self.root.glob(".*.tmp"):
-            if _LEFTOVER.match(tmp.name):
-                tmp.unlink(missing_ok=True)
 
     def status_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
         return self.root / "infer_status" / model / f"{dataset}{shard_suffix(shard, shards)}.json"

@@ -18,6 +18,7 @@ from yarl import URL
 from evaltui.backends import BACKENDS
 from evaltui.backends.base import max_new_tokens
 from evaltui.datasets import template_fields, templates_of
+from evaltui.fsutil import nul_byte
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, EvaluatorConfig, ModelConfig, Plan, RunConfig, expand_home
 from evaltui.sim.url import sim_options
 
@@ -64,8 +65,11 @@ def _check_abbrs(plan: Plan) -> list[str]:
 
 def _check_run(run: RunConfig) -> list[str]:
     problems: list[str] = []
-    if run.work_dir is not None and "\x00" in run.work_dir:
-        problems.append(f"run.work_dir: {_NUL} (got {run.work_dir!r})")
+    nul = nul_byte(run.work_dir) if run.work_dir is not None else None
+    if run.work_dir == "":
+        problems.append("run.work_dir: is empty: name a folder (or leave the key out for outputs/<plan file name>)")
+    elif nul is not None:
+        problems.append(f"run.work_dir: {nul}")
     elif run.work_dir is not None:
         try:
             expand_home(run.work_dir)
@@ -223,14 +227,14 @@ _SECRET_PARAM_RE = re.compile(
 
 # RFC 9110 field names are tokens; values may hold tabs but no other control character. A CR or
 # LF in a value would end the header early and let the rest inject headers of its own.
-_NUL = "contains a NUL byte, which no file name can hold"
 _TOKEN_RE = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def _check_ca_file(path: str) -> list[str]:
-    if "\x00" in path:
-        return [f"{_NUL} (got {path!r})"]
+    nul = nul_byte(path)
+    if nul is not None:
+        return [nul]
     try:
         ssl.create_default_context(cafile=path)
     except FileNotFoundError:
@@ -243,8 +247,9 @@ def _check_ca_file(path: str) -> list[str]:
 
 
 def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
-    if "\x00" in ds.path:
-        return [f"path: {_NUL} (got {ds.path!r})"]
+    nul = nul_byte(ds.path)
+    if nul is not None:
+        return [f"path: {nul}"]
     try:
         path = plan.dataset_path(ds)
     except ValueError as e:

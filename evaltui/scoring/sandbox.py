@@ -1,38 +1,48 @@
 """Run one untrusted Python program and say how it ended.
 
-The program is model-written, so it runs in a child interpreter that:
+The program is model-written, so it runs in a child interpreter (`sandbox_child`, which says how
+the sandbox is built from inside) that:
 - starts with `-I -B` (no user site, no PYTHON* variables, no cwd on sys.path, no .pyc) in a
   fresh temporary directory, its cwd, HOME and TMPDIR, removed afterwards;
 - gets a bare environment, never the parent's, so API keys cannot leak into it;
-- has resource limits on address space, CPU time, file size and core dumps;
-- leads its own session, so a wall-clock timeout kills it with everything it spawned;
+- has resource limits on address space, CPU time, file size and core dumps per process, and
+  the whole sandbox — every process it starts — is held to `memory_mb` together (a memory
+  cgroup where evaltui can make one, else a watchdog here summing the tree's proportional set
+  sizes every 50 ms) and its folder to FOLDER_LIMIT (`sandbox_watch`);
 - writes stdout/stderr into unlinked temporary files, so flooding output cannot fill a pipe
   and hang us, nor our memory (the file-size limit ends a flood);
 - must get through the tests for its bootstrap to print a random token it received over a pipe
   (not in the program file), so `sys.exit(0)` / `os._exit(0)` before or during the tests, or a
   program printing its own file, is not a pass;
-- dies with evaltui (PR_SET_PDEATHSIG), and cannot fork without bound (RLIMIT_NPROC): the kernel
+- dies with evaltui (PR_SET_PDEATHSIG), and nothing it starts outlives the sample: in a PID
+  namespace of its own (root; an ordinary user inside a user namespace, where the kernel allows
+  one) the kernel kills all of it when the sample ends, daemons that left the session included;
+  elsewhere a subreaper gets what it orphans and kills it;
+- cannot fork without bound (RLIMIT_NPROC, EXTRA_PROCESSES more than were running): the kernel
   does not apply that limit to root, so under root the child first gives up every capability
   and its groups, and becomes `nobody` — wholly when nobody can read the interpreter's
-  libraries; else only its real uid (which the limit counts), keeping effective uid 0 so an
-  interpreter under a private /root can still import. That partial drop does not contain a
-  program that means harm: it can read root's private files and set its real uid back to 0.
-  If root cannot be given up at all, the program does not run (EvaltuiSandboxError);
+  libraries (always in a mount namespace of its own, which puts them back under an empty /root);
+  else only its real uid (which the limit counts), keeping effective uid 0 so an interpreter
+  under a private /root can still import. That partial drop does not contain a program that
+  means harm: it can read root's private files and set its real uid back to 0. If root cannot
+  be given up at all, the program does not run (EvaltuiSandboxError);
+- in a mount namespace of its own, finds /tmp, /var/tmp, /run, /dev/shm, /home, /root and
+  /var/lib empty (its own folder and the interpreter's libraries put back): the unix sockets
+  there (ssh-agent, D-Bus, docker.sock) and the users' files are out of its reach;
 - can create, write, truncate, rename or delete files only inside its directory (Landlock,
   Linux ≥ 5.13; where the kernel lacks it, it can write what the user can write);
-- cannot reach the network, this machine's 127.0.0.1 included: started by root, it gets a
-  network namespace of its own with nothing in it; Landlock (Linux ≥ 6.7) refuses it TCP
-  connections and binds in any case (so for an ordinary user, only UDP remains open);
+- cannot reach the network, this machine's 127.0.0.1 included: in namespaces of its own it has
+  a network namespace with nothing in it; Landlock (Linux ≥ 6.7) refuses it TCP connections and
+  binds in any case (so without namespaces, only UDP remains open);
 - cannot signal any process outside its sandbox — evaltui, the user's shell — nor reach an
   abstract unix socket outside it (Landlock scopes, Linux ≥ 6.12): it can only kill itself and
   its own children. On older kernels a program running as the same user can kill evaltui.
 It contains accidents and careless code, not a determined adversary: code in the same
-interpreter as the bootstrap can find the token by walking frames, and a process that leaves
-the session (setsid) escapes the wall-clock kill (not the CPU limit). Run untrusted models'
-code in a container.
-The limits are set by a short bootstrap run inside the child before the program rather than by
-`preexec_fn`: Python documents `preexec_fn` as unsafe in a threaded process (the child can
-deadlock before exec), and samples are started from a thread pool inside a threaded app.
+interpreter as the bootstrap can find the token by walking frames, and a unix socket outside
+the hidden folders stays reachable. Run untrusted models' code in a container.
+The limits are set inside the child before the program rather than by `preexec_fn`: Python
+documents `preexec_fn` as unsafe in a threaded process (the child can deadlock before exec),
+and samples are started from a thread pool inside a threaded app.
 """
 
 from __future__ import annotations
@@ -44,114 +54,26 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import IO
+
+from evaltui.scoring import sandbox_child
+from evaltui.scoring.sandbox_child import EXTRA_PROCESSES, descendants
+from evaltui.scoring.sandbox_watch import FOLDER_LIMIT, POLL, MemoryCgroup, folder_bytes, tree_memory
 
 FSIZE_LIMIT = 16 * 2**20
 _TAIL_BYTES = 64 * 1024
 _PROGRAM_NAME = "program.py"
-
-# Runs in the child before the program: ties it to its parent, sets limits, reads the pass token
-# from an inherited pipe (so it is not in the program file for the program to print), runs the
-# program as __main__ — its last line calls the tests — and prints the token only if that
-# returned. soft == hard, so the program cannot raise its limits again.
-_BOOTSTRAP = """\
-import contextlib, os, resource, runpy, sys
-def _unroot(libc, ctypes, program):
-    # RLIMIT_NPROC binds no process whose real uid is root or that holds CAP_SYS_ADMIN or
-    # CAP_SYS_RESOURCE: take nobody's ids, then drop every capability for good (SECBIT_NOROOT,
-    # locked: an exec cannot give them back). Wholly nobody when nobody can read the interpreter,
-    # its libraries and the program; else real uid nobody, effective root (see the module doc).
-    if libc.prctl(28, 3, 0, 0, 0) != 0:  # PR_SET_SECUREBITS
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) refused")
-    os.setgroups([])
-    os.setresgid({nobody}, {nobody}, {nobody})
-    libraries = [d for d in sys.path if d and os.path.exists(d)]  # looked up as root: nobody may not see them
-    os.setresuid({nobody}, {nobody}, 0)  # a trial, undone below: the saved uid is still root
-    readable = all(os.access(d, os.R_OK, effective_ids=True) for d in libraries)
-    home = os.path.dirname(program)  # root's own (0700) until given to nobody below: its parent must be reachable
-    readable = readable and os.access(os.path.dirname(home), os.X_OK, effective_ids=True)
-    os.setresuid({nobody}, 0, 0)
-    if readable:
-        os.chown(home, {nobody}, {nobody})
-        os.chown(program, {nobody}, {nobody})
-        os.setresuid({nobody}, {nobody}, {nobody})
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    libc.capset(header, (ctypes.c_uint32 * 6)())
-def _isolate_network(libc):
-    # As root, before giving it up: a network namespace of its own, where nothing is reachable
-    # (not this machine's 127.0.0.1 either, TCP, UDP or abstract unix sockets). Where it is
-    # refused (a container without CAP_SYS_ADMIN), Landlock below still stops TCP.
-    libc.unshare(0x40000000)  # CLONE_NEWNET
-def _confine(libc, ctypes, home):
-    # Landlock: creating, writing, truncating, renaming and removing files only beneath `home`
-    # (and writing /dev/null); reading stays free. ABI 4 (Linux 6.7): no TCP bind or connect.
-    # ABI 6 (Linux 6.12): no signal to a process outside the sandbox (evaltui, the user's
-    # shell), no abstract unix socket outside it. Without it in the kernel: nothing to do.
-    call = libc.syscall
-    call.restype = ctypes.c_long
-    L = ctypes.c_long
-    abi = call(L(444), None, L(0), L(1))  # landlock_create_ruleset(NULL, 0, VERSION)
-    if abi < 1:
-        return
-    rights = 0x1ff2 | (0x2000 if abi >= 2 else 0) | (0x4000 if abi >= 3 else 0)
-    # handled_access_fs, handled_access_net (bind, connect TCP), scoped (abstract unix, signal)
-    fields = [rights] + ([0x3] if abi >= 4 else []) + ([0x3] if abi >= 6 else [])
-    attr = (ctypes.c_uint64 * len(fields))(*fields)
-    ruleset = call(L(444), ctypes.byref(attr), L(8 * len(fields)), L(0))
-    if ruleset < 0:
-        return
-    class Beneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [(\"allowed\", ctypes.c_uint64), (\"parent_fd\", ctypes.c_int32)]
-    for path, allowed in ((home, rights), (os.devnull, 0x2 | (rights & 0x4000))):
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        call(L(445), L(ruleset), L(1), ctypes.byref(Beneath(allowed, fd)), L(0))
-        os.close(fd)
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, which landlock_restrict_self requires
-    call(L(446), L(ruleset), L(0))
-    os.close(ruleset)
-def _prepare(parent, token_fd, program):
-    home = os.path.dirname(program)
-    if sys.platform.startswith("linux"):
-        import ctypes, signal
-        libc = ctypes.CDLL(None, use_errno=True)
-        if os.getuid() == 0:
-            with contextlib.suppress(OSError, AttributeError):
-                _isolate_network(libc)
-            try:
-                _unroot(libc, ctypes, program)
-            except (OSError, AttributeError) as e:  # model code never runs as full root
-                os.write(2, ("EvaltuiSandboxError: the sandbox could not give up root (%s); run evaltui as an ordinary user\\n" % e).encode())
-                os._exit(71)
-        with contextlib.suppress(OSError, AttributeError):  # no prctl: the wall-clock kill remains
-            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with evaltui
-        if os.getppid() != parent:
-            os._exit(70)
-        with contextlib.suppress(OSError, AttributeError):  # no Landlock: writes are not confined
-            _confine(libc, ctypes, home)
-    limits = [(\"RLIMIT_AS\", {as_bytes}), (\"RLIMIT_CPU\", {cpu_s}), (\"RLIMIT_FSIZE\", {fsize}), (\"RLIMIT_CORE\", 0)]
-    if os.getuid() != 0:  # root ignores it (when it could not become nobody); for others it stops fork bombs
-        limits.append((\"RLIMIT_NPROC\", {nproc}))
-    for name, value in limits:
-        res = getattr(resource, name, None)
-        if res is not None:
-            with contextlib.suppress(ValueError, OSError):  # a limit the platform lacks
-                resource.setrlimit(res, (value, value))
-    token = os.read(token_fd, 256)
-    os.close(token_fd)
-    return token
-def _run(path, token):
-    sys.argv = [path]
-    runpy.run_path(path, run_name="__main__")
-    sys.stdout.flush()
-    os.write(1, b"\\n" + token + b"\\n")
-_run(sys.argv[1], _prepare(int(sys.argv[2]), int(sys.argv[3]), sys.argv[1]))
-"""
+_CHILD = sandbox_child.__file__
+#: Whether the sandbox makes namespaces of its own where the kernel allows (tests turn it off to
+#: check what still holds where the kernel refuses them, as in a container).
+NAMESPACES = True
 
 PASSED = "passed"
 TIMED_OUT = "timed out"
 MEMORY_LIMIT = "memory limit"
 OUTPUT_LIMIT = "failed: output limit exceeded"
+FOLDER_FULL = f"failed: its folder grew past {FOLDER_LIMIT // 2**20} MiB"
 
 
 def _sandbox_env(home: str) -> dict[str, str]:
@@ -173,9 +95,41 @@ def _tail(f: IO[bytes]) -> str:
     return f.read().decode("utf-8", errors="replace")
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
-        os.killpg(proc.pid, signal.SIGKILL)
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the sandbox: every process below the outer (the keeper among them, whose end kills the
+    rest; outside a PID namespace the outer, a subreaper, kills what is left), then the outer
+    should it linger. Called only before the outer is reaped, so its number is still its own."""
+    for pid in descendants(proc.pid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _watch(proc: subprocess.Popen[bytes], home: str, *, timeout: float, memory: int, cgroup: MemoryCgroup | None) -> str | None:
+    """Wait for the sandbox to end; the verdict when it had to be ended: its time, its memory (all
+    its processes together, where no cgroup holds them) or its folder's size ran out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(POLL, deadline - time.monotonic())))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= deadline:
+            verdict = TIMED_OUT
+        elif cgroup.oom_killed() if cgroup is not None else tree_memory(proc.pid) > memory:
+            verdict = MEMORY_LIMIT  # (the kernel's OOM killer took one process: the sandbox goes whole)
+        elif folder_bytes(home, FOLDER_LIMIT) > FOLDER_LIMIT:
+            verdict = FOLDER_FULL
+        else:
+            continue
+        _end(proc)
+        return verdict
 
 
 def _signal_name(number: int) -> str:
@@ -239,13 +193,6 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
     run killed mid-scoring leaves its leftovers where the next run can clear them.
     """
     sentinel = "EVALTUI-PASSED-" + secrets.token_hex(16)
-    bootstrap = _BOOTSTRAP.format(
-        as_bytes=int(memory_mb) * 2**20,
-        cpu_s=max(1, int(timeout) + 1),
-        fsize=FSIZE_LIMIT,
-        nproc=_user_processes(os.getuid() or NOBODY) + 64,
-        nobody=NOBODY,
-    )
     if tmp_root is not None:
         os.makedirs(tmp_root, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="evaltui-exec-", dir=tmp_root, ignore_cleanup_errors=True) as home, \
@@ -254,9 +201,20 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
         with open(path, "w", encoding="utf-8") as f:
             f.write(source)
         token_read, token_write = os.pipe()
+        settings = {
+            "parent": os.getpid(),
+            "token_fd": token_read,
+            "program": path,
+            "as_bytes": int(memory_mb) * 2**20,
+            "cpu_s": max(1, int(timeout) + 1),
+            "fsize": FSIZE_LIMIT,
+            "nproc": _user_processes(os.getuid() or NOBODY) + EXTRA_PROCESSES,
+            "nobody": NOBODY,
+            "namespaces": int(NAMESPACES),
+        }
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-c", bootstrap, path, str(os.getpid()), str(token_read)],
+                [sys.executable, "-I", "-B", _CHILD, *(f"{k}={v}" for k, v in settings.items())],
                 cwd=home,
                 env=_sandbox_env(home),
                 stdin=subprocess.DEVNULL,
@@ -271,19 +229,23 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
             return f"failed: could not start the interpreter: {exc}"
         finally:
             os.close(token_read)
+        cgroup = MemoryCgroup.make(int(memory_mb) * 2**20)
         try:
+            if cgroup is not None and not cgroup.add(proc.pid):
+                cgroup.close()
+                cgroup = None
             with contextlib.suppress(OSError):  # it is already gone; its exit status says why
-                os.write(token_write, sentinel.encode())
-        finally:
+                os.write(token_write, sentinel.encode())  # the go: the sandbox is in its cgroup
             os.close(token_write)
-        try:
-            try:
-                returncode = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                proc.wait()
-                return TIMED_OUT
+            ended = _watch(proc, home, timeout=timeout, memory=int(memory_mb) * 2**20, cgroup=cgroup)
+            if ended is None and cgroup is not None and cgroup.oom_killed():
+                ended = MEMORY_LIMIT
         finally:
-            _kill_group(proc)  # whatever it left running in the background
+            if proc.returncode is None:
+                _end(proc)
+            if cgroup is not None:
+                cgroup.close()
+        if ended is not None:
+            return ended
         flooded = max(_size(out), _size(err)) >= FSIZE_LIMIT
-        return _verdict(returncode, _tail(out), _tail(err), sentinel, flooded=flooded)
+        return _verdict(proc.returncode, _tail(out), _tail(err), sentinel, flooded=flooded)

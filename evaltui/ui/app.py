@@ -26,6 +26,7 @@ from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.modals import ConfirmQuit, HelpScreen
 from evaltui.ui.screens.run import RunScreen
 from evaltui.ui.themes import BAR_EMPTY, DEFAULT_THEME, ThemeSet, load_themes, remember_theme, remembered_theme
+from evaltui.ui.toast import toast
 from evaltui.ui.widgets.panes import FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable
 
@@ -79,8 +80,12 @@ class EvalApp(App[int]):
             self.register_theme(t)
         self._asked_theme = theme
         self.theme = self._pick_theme(theme)
-        self.title = ("watching: " if runner.watching else "") + (runner.title or "evaltui")
+        self.title = self._title(runner.title)
         runner.subscribe(self.run_screen.sink)
+
+    def _title(self, title: str) -> str:
+        """The plan's title; watching, after a short mark of it (at 80 columns every one counts)."""
+        return ("watch · " if self.runner.watching else "") + (title or "evaltui")
 
     # the run screen's, by the names the session has always had them
     @property
@@ -128,11 +133,15 @@ class EvalApp(App[int]):
 
     def on_mount(self) -> None:
         self.animation_level = "none"  # nothing here needs motion; it only costs repaints over SSH
-        for problem in self.themes.problems:
-            self.notify(f"theme file skipped: {problem}", severity="warning", timeout=10, markup=False)
+        said = []
         if self._asked_theme and self._asked_theme != self.theme:
-            self.notify(f"no usable theme {self._asked_theme!r}: using {self.theme}", severity="warning", timeout=10, markup=False)
-        elif self._asked_theme:
+            said.append(f"no usable theme {self._asked_theme!r}: using {self.theme}")
+        problems = self.themes.problems
+        if problems:
+            said.append(f"theme file skipped: {problems[0]}" if len(problems) == 1 else f"{len(problems)} theme files skipped: {'; '.join(problems)}")
+        if said:
+            toast(self, "; ".join(said), severity="warning", timeout=10)
+        if self._asked_theme and self._asked_theme == self.theme:
             self._remember_theme()  # asked for by name (--theme) and used: the next session opens with it
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self._update_palette()
@@ -153,7 +162,7 @@ class EvalApp(App[int]):
         if self.theme != remembered_theme():
             problem = remember_theme(self.theme)
             if problem:
-                self.notify(problem, severity="warning", markup=False)
+                toast(self, problem, severity="warning")
 
     def _update_palette(self) -> None:
         variables = self.get_css_variables()
@@ -171,6 +180,9 @@ class EvalApp(App[int]):
         """Repaint the run screen from what the engine reported, take the results of the jobs
         that ended, and leave once quitting (or `exit_when_done`) and nothing runs any more."""
         changes = self.run_screen.fold_pending(self._palette, all_rows=all_rows)
+        if self.runner.watching and self.state.title and self._title(self.state.title) != self.title:  # a run began in the watched dir: its plan's
+            self.title = self._title(self.state.title)
+            self.run_screen.show_title(self.title)
         if changes.live is False:
             self._jobs_at_finish = len(self.engine.jobs)
         if self._jobs_ended() or changes.statuses:
@@ -193,7 +205,7 @@ class EvalApp(App[int]):
         error = job.exception()
         if error is not None:
             title = "retry refused" if retry else "the run stopped"
-            self.notify(str(error), title=title, severity="error", timeout=15, markup=False)
+            toast(self, f"{title}: {error}", severity="error", timeout=15)
             return
         self.exit_code = EXIT_INTERRUPTED if self._quitting else job.result()
 
@@ -201,11 +213,11 @@ class EvalApp(App[int]):
     def action_next_theme(self) -> None:
         names = self.themes.cycle()
         if not names:
-            self.notify("no theme files were found", severity="warning", markup=False)
+            toast(self, "no theme files were found", severity="warning")
             return
         at = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(at + 1) % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=2, markup=False)
+        toast(self, f"theme: {self.theme}", timeout=2)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -253,6 +265,6 @@ class EvalApp(App[int]):
             return
         self._quitting = True
         self.exit_code = EXIT_INTERRUPTED
-        self.notify("stopping: finished samples are kept…", timeout=30, markup=False)
+        toast(self, "stopping: finished samples are kept…", timeout=30)
         self.engine.cancel()
 

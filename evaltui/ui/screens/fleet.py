@@ -2,7 +2,8 @@
 requests per second and errors, why one is out, and the model's limits and pacing.
 
 It reads the run screen's RunState, which the app keeps folding while this screen is on top,
-and repaints once a second; it never asks the engine anything.
+and repaints once a second; it never asks the engine anything. Watching a run from its work dir,
+the load is not known (no file records it): the states and counters are "–", the limits the plan's.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ _STATE_COLOUR = {"up": "success", "ejected": "error", "probing": "warning"}
 class FleetScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet.back")]
 
-    def __init__(self, model: ModelConfig, state: RunState, palette: fmt.Palette) -> None:
+    def __init__(self, model: ModelConfig, state: RunState, palette: fmt.Palette, *, load_known: bool = True) -> None:
         super().__init__()
-        self.model, self.state, self.palette = model, state, palette
+        self.model, self.state, self.palette, self.load_known = model, state, palette, load_known
         self._tokens_at: tuple[float, int] | None = None  # (when, tokens) of the last repaint
         self._token_rate: float | None = None
 
@@ -52,13 +53,20 @@ class FleetScreen(Screen[None]):
             waiting = f"  ALL DOWN for {fmt.duration(down)}, waiting up to {fmt.duration(m.down_timeout)}"
             title.append(waiting, style=f"bold {fmt.colour(self.palette, 'error')}")
         self.query_one("#fleet-title", Static).update(title)
-        self.query_one("#fleet-limits", Static).update(Text(self._limits(load.limit if load and load.limit else m.max_workers, load.tokens if load else 0)))
+        limits = self._limits(load.limit if load and load.limit else m.max_workers, load.tokens if load else 0)
+        if not self.load_known:
+            limits += " · its load is not recorded in the work dir: replica states and counters unknown"
+        self.query_one("#fleet-limits", Static).update(Text(limits))
         table = self.query_one("#fleet-replicas", DataTable)
         row = table.cursor_row  # the row a user moved to stays highlighted across the repaint
         table.clear()
         views = state.replicas.get(m.abbr, {})
         live = state.live
-        if not views:  # one url, fixed: the model's own load is its replica's
+        if not self.load_known:
+            for url in m.urls:
+                limit = m.max_workers_per_url or m.max_workers
+                table.add_row(Text(url), Text("–"), Text("–"), Text(str(limit)), Text("–"), Text("–"), Text(""))
+        elif not views:  # one url, fixed: the model's own load is its replica's
             in_flight = str(load.in_flight) if load and live else "0"
             table.add_row(Text(m.urls[0]), self._state("up"), Text(in_flight), Text(str(m.max_workers)), Text("–"), Text("–"), Text(""))
         for v in views.values():

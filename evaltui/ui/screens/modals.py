@@ -39,7 +39,7 @@ Keys
  enter          details: failed samples, predictions next to their gold
  r              retry the highlighted failed (or skipped) dataset
  R              retry every failed or skipped dataset (watching a run:
-                its own evaltui retries, `evaltui PLAN.toml` resumes)
+                r and R say how that run is retried)
  t              next theme (remembered)    ctrl+p  command palette
  q              quit; while work runs it asks (finished work is kept,
                 a re-run resumes); q again while stopping: leave now

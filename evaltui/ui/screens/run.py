@@ -25,13 +25,14 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine import events as ev
 from evaltui.engine.delta import Changes, Delta
-from evaltui.engine.source import RETRY_NEEDS_PLAN, RunSource
+from evaltui.engine.source import RunSource
 from evaltui.engine.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.details import DetailsScreen
 from evaltui.ui.screens.fleet import FleetScreen
+from evaltui.ui.toast import RANK, toast
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 
@@ -40,6 +41,11 @@ _PAIR_ACTIONS = ("retry", "retry_all", "details")
 _SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
 
 Pair = tuple[str, str]
+
+
+def _which(pairs: Sequence[Pair]) -> str:
+    """One pair by name; several by their count (a toast has one line; the rows say which)."""
+    return f"{pairs[0][0]}/{pairs[0][1]}" if len(pairs) == 1 else f"{len(pairs)} datasets"
 
 
 class RunScreen(Screen[None]):
@@ -85,11 +91,15 @@ class RunScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.progress.border_title = f"progress · {self.app.title}"  # the whole title, where it has the room
+        self.show_title(self.app.title)
         self.board.border_title = "leaderboard"
         self.failures.border_title = "failures"
         self.failures.display = False  # until a sample fails
         self.progress.focus()
+
+    def show_title(self, title: str) -> None:
+        """The whole title where the pane has the room; cut with an ellipsis where not (Textual's)."""
+        self.progress.border_title = f"progress · {title}"
 
     # ------------------------------------------------------------------ events in
     def sink(self, event: ev.Event) -> None:
@@ -108,8 +118,9 @@ class RunScreen(Screen[None]):
             changes.add(delta)
             if (delta.retried or delta.settled) and self._follow_retries(delta):
                 changes.statuses = True
-        for notice in changes.notices:
-            self.notify(self._short(notice.message), severity=_SEVERITY.get(notice.level, "information"), markup=False)
+        if changes.notices:  # one toast: the most severe of those that came, the latest of equals
+            notice = max(reversed(changes.notices), key=lambda n: RANK[_SEVERITY.get(n.level, "information")])
+            toast(self.app, notice.short or self._short(notice.message), severity=_SEVERITY.get(notice.level, "information"))
         if changes.live is not None:
             self.main.set_class(not changes.live, "-finished")  # the final leaderboard gets the room it needs
         self._repaint(changes, palette)
@@ -143,7 +154,10 @@ class RunScreen(Screen[None]):
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, palette, rates=slow)
             if slow:
-                self.strip.show(state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette)
+                self.strip.show(
+                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
+                    load_known=not self.runner.watching,
+                )
             if changes.failures_reset:
                 self.failures.show_all(list(state.failures))
             else:
@@ -231,7 +245,7 @@ class RunScreen(Screen[None]):
 
     def _retry(self, pairs: Sequence[Pair]) -> None:
         if self.runner.watching:  # the followed run's plan and lock are its own process's
-            self.notify(RETRY_NEEDS_PLAN, severity="warning", timeout=8, markup=False)
+            toast(self.app, self.runner.retry_advice, severity="warning", timeout=8)
             return
         self._retrying.update(pairs)
         self._retry_jobs[id(self.engine.retry(pairs))] = tuple(pairs)
@@ -240,10 +254,10 @@ class RunScreen(Screen[None]):
         failed = [p for p in pairs if p not in skipped]
         said = []
         if failed:
-            said.append("retrying the failed samples of " + ", ".join(f"{m}/{d}" for m, d in failed))
+            said.append(f"retrying the failed samples of {_which(failed)}")
         if skipped:
-            said.append("scoring " + ", ".join(f"{m}/{d}" for m, d in skipped))
-        self.notify("; ".join(said), timeout=4, markup=False)
+            said.append(f"scoring {_which(skipped)}")
+        toast(self.app, "; ".join(said), timeout=4)
         self.refresh_keys()
 
     def action_details(self) -> None:
@@ -253,9 +267,9 @@ class RunScreen(Screen[None]):
             if model is not None:  # a model's heading row: its replicas and limits
                 cfg = self.runner.models.get(model)
                 if cfg is None:
-                    self.notify(f"{model}: this work dir does not say how the model is served", timeout=4, markup=False)
+                    toast(self.app, f"{model}: this work dir does not say how the model is served", timeout=4)
                 else:
-                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette))
+                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette, load_known=not self.runner.watching))
             return
         model, dataset = pair
         self.app.push_screen(DetailsScreen(model, dataset, lambda: self.runner.pair_details(model, dataset)))

@@ -36,18 +36,27 @@ class EngineStrip(Widget):
     def render(self) -> Text:
         return self._text
 
-    def show(self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], live: bool, palette: fmt.Palette) -> None:
+    def show(
+        self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], live: bool, palette: fmt.Palette, load_known: bool = True
+    ) -> None:
+        """`load_known`: False when the source cannot know the requests in flight and retries (a
+        follower: the work dir holds none of it), which are then "–", never a made-up 0."""
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
-        text.append_text(self._heartbeat(state, heartbeat_timeout, live, palette))
+        beat = self._heartbeat(state, heartbeat_timeout, live, palette)
         c, f, n = state.totals()
-        text.append(f"  elapsed {fmt.duration(state.elapsed())}  samples {c + f}/{n}")
-        if f:
-            text.append(f"  failed {f}", style=fmt.colour(palette, "error"))
+        elapsed, samples, failed = f"  elapsed {fmt.duration(state.elapsed())}", f"  samples {c + f}/{n}", f"  failed {f}" if f else ""
+        room = self.content_size.width
+        if room and beat.cell_len + len(elapsed) + len(samples) + len(failed) > room:
+            elapsed = ""  # what failed counts for more than the time it took
+        text.append_text(beat)
+        text.append(elapsed + samples)
+        if failed:
+            text.append(failed, style=fmt.colour(palette, "error"))
         text.append("\n")
-        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries()}  in flight ")
+        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries() if load_known else '–'}  in flight ")
         for i, (model, limit) in enumerate(strip_models(state, max_workers).items()):
             text.append("  " if i else "")
-            text.append_text(model_load(state, model, limit, live=live, palette=palette))
+            text.append_text(model_load(state, model, limit, live=live, palette=palette) if load_known else Text(f"{model} –/{limit}"))
         if not max_workers:
             text.append("–")
         if text != self._text:
@@ -59,7 +68,7 @@ class EngineStrip(Widget):
         age = state.heartbeat_age()
         if state.finished is not None and not live:
             if state.finished.interrupted and age is not None:  # stopped with work left (a killed run, when watched)
-                return Text(f"■ run stopped, last heartbeat {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
+                return Text(f"■ stopped: heartbeat {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
             return Text("● run finished", style=fmt.colour(palette, "success"))
         if age is None:
             return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))

@@ -23,6 +23,7 @@ COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "sco
 # Fixed widths where the content grows while running (an auto width is measured only once). The
 # dataset column is sized by the names, known when rows are added; the bar takes what is left.
 WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)  # all of it fits 80 columns with a bar of 6
+_DONE = COLUMNS.index("done")  # at least 9 (`9999/9999`), wider for a larger total (`123456/200000`)
 BAR_MIN, BAR_MAX = 6, 40
 _RATE, _ETA = COLUMNS.index("req/s"), COLUMNS.index("ETA")
 Pair = tuple[str, str]
@@ -101,6 +102,7 @@ class ProgressTable(DataTable[Text]):
         self._pair_of_row: dict[str, Pair] = {}
         self._models: set[str] = set()
         self._bar_width = BAR_MIN
+        self._done = WIDTHS[_DONE] or 0  # the done column's width, as the largest total needs
         self._names = 12  # the widest text in the dataset column
         self._known: set[Pair] = set()
         self._source: tuple[RunState, ShardFold, fmt.Palette] | None = None  # what the last sync showed
@@ -112,7 +114,7 @@ class ProgressTable(DataTable[Text]):
         self._add_columns()
 
     def _add_columns(self) -> None:
-        for name, width in zip(COLUMNS, WIDTHS, strict=False):
+        for name, width in zip(COLUMNS, self._widths(), strict=False):
             if name == "progress":
                 label = name if self._bar_width >= len(name) else "bar"
                 self.add_column(label, key=name, width=self._bar_width)
@@ -141,11 +143,26 @@ class ProgressTable(DataTable[Text]):
         if said != self.border_subtitle:
             self.border_subtitle = said
 
-    def _fit(self) -> bool:
-        """Give the bar the width the other columns leave (rows are rebuilt when it changes)."""
-        fixed = sum(w for w in WIDTHS if w) + self._names + 2 * len(COLUMNS) + 2  # cell padding, scrollbar
+    def _widths(self) -> list[int | None]:
+        return [self._done if i == _DONE else w for i, w in enumerate(WIDTHS)]
+
+    def _fit_columns(self, state: RunState, pairs: set[Pair] | None) -> None:
+        """Columns as wide as new pairs need: their names, their totals (`done/total` never cut)."""
+        if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
+            self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
+            self._known = set(state.pairs)
+            self._fit()
+        widest = max((p.total for key, p in state.pairs.items() if pairs is None or key in pairs), default=0)
+        if 2 * len(str(widest)) + 1 > self._done:
+            self._done = 2 * len(str(widest)) + 1
+            self._fit(rebuild=True)
+
+    def _fit(self, *, rebuild: bool = False) -> bool:
+        """Give the bar the width the other columns leave (rows are rebuilt when it changes, or
+        when asked: another column's width changed)."""
+        fixed = sum(w for w in self._widths() if w) + self._names + 2 * len(COLUMNS) + 2  # cell padding, scrollbar
         width = max(BAR_MIN, min(BAR_MAX, self.size.width - fixed))
-        if width != self._bar_width:
+        if width != self._bar_width or rebuild:
             self._bar_width = width
             self._keep = self._cursor_row_key() or self._keep  # the row `r` and enter act on stays the one chosen
             self.clear(columns=True)  # every row comes back, at the new width, on the next sync
@@ -190,10 +207,7 @@ class ProgressTable(DataTable[Text]):
         """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
         req/s and ETA cells as they are (they move every tick, and a repaint costs the engine)."""
         self._source = (state, shards, palette)
-        if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
-            self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
-            self._known = set(state.pairs)
-            self._fit()
+        self._fit_columns(state, pairs)
         if self.needs_full_sync:
             pairs, self.needs_full_sync = None, False
         now = state.clock()
