@@ -70,6 +70,10 @@ class CheckpointTally:
         return out
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _error_of(line: bytes) -> SampleError:
     try:
         entry = fastjson.loads(line)
@@ -153,7 +157,9 @@ class EvaltuiView:
         return self.workdir.result_file(model, dataset)
 
     def score(self, model: str, dataset: str) -> Score | None:
-        from evaltui.scoring import main_metric
+        """The result's metrics as the run's reducer names them (`accuracy_at_least_3`; pass@1
+        with pass@3 and pass@5 as its others), as the runner's DatasetScored says them."""
+        from evaltui.scoring import Reduction
 
         if self.plan is None:
             return None
@@ -163,13 +169,14 @@ class EvaltuiView:
             return None
         if result is None:
             return None
-        metric = main_metric(self.plan.dataset(dataset).evaluator.type)
+        ds = self.plan.dataset(dataset)
+        metric, *others = Reduction.of(ds.evaluator, self.plan.epochs(ds)).metrics
         if "error" in result:
             return Score(metric, None, str(result["error"]))
-        value = result.get(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return Score(metric, float(value))
-        return Score(metric, None, f"no {metric} in {self.result_file(model, dataset).name}")
+        value = _number(result.get(metric))
+        if value is None:
+            return Score(metric, None, f"no {metric} in {self.result_file(model, dataset).name}")
+        return Score(metric, value, "", tuple((name, _number(result.get(name))) for name in others))
 
     # -- the run as a whole
     def holder(self) -> int | None:
@@ -194,7 +201,9 @@ class EvaltuiView:
     def summary_files(self) -> dict[str, str]:
         return newest_summary(self.root / "summary")
 
-    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
         from evaltui.scoring.leaderboard import build_leaderboard
         from evaltui.scoring.summary import RunSummary
 
@@ -202,7 +211,7 @@ class EvaltuiView:
             return build_leaderboard([], [], {})
         if self._summary is None:
             self._summary = RunSummary(self.plan)
-        return self._summary.leaderboard(scores)
+        return self._summary.leaderboard(scores, extra)
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails:
         return read_pair_details(self.workdir, model, dataset, status)

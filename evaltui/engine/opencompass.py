@@ -347,7 +347,10 @@ class OpenCompassView:
                     scores[(model, abbr)] = None
         return rows, models, scores
 
-    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
+        """(OpenCompass names one metric per row of its summary: no `extra`.)"""
         from evaltui.scoring.leaderboard import MISSING, build_leaderboard
 
         rows, models, known = self._summary if self._summary else ([], [], {})
