@@ -92,3 +92,54 @@ def test_show_reads_the_checkpoints_when_the_log_was_off(tmp_path: Path, sim_fac
     assert main(["show", str(runner.workdir.root)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all(" right " in line and "attempt" not in line for line in lines[1:])
+
+
+def _shown(root: Path, capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    assert main(["show", str(root), *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_units_the_log_lacks_are_read_from_the_checkpoints(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Samples 0-2 run with the log off (or by a version that wrote none), 3-5 with it on: every
+    one is shown, exported and in the details screen's records, the first three without attempts."""
+    from evaltui.engine.details import read_pair_details
+    from evaltui.engine.events import PairStatus
+
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    model = [lightllm("m", sim.url)]
+    assert run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data, sample_ids=[0, 1, 2])], run={"sample_log": False}))[0] == 0
+    code, _, runner = run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data)]))
+    assert code == 0 and sim.stats.requests_total == 6
+    root = runner.workdir.root
+    lines = _shown(root, capsys)
+    assert len(lines) == 1 + 6 and all(" right " in line for line in lines[1:])
+    assert ["attempt" in line for line in lines[1:]] == [False] * 3 + [True] * 3
+    assert main(["show", str(root), "--export", "jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()][2:]
+    assert [(r["index"], bool(r["attempts"]), r["correct"]) for r in records] == [(i, i >= 3, True) for i in range(6)]
+    assert records[0]["prompt"] == rows[0]["question"] and records[0]["answer"] == rows[0]["answer"]
+    details = read_pair_details(runner.workdir, "m", "d", PairStatus.DONE, predictions=6)
+    assert sorted(details.records) == [(i, 0) for i in range(6)]
+
+
+def test_a_unit_answered_while_the_log_was_off_is_shown_answered(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"question": "long " * 10 + "q0", "answer": "#### 1"}, *arithmetic(2)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    model = [lightllm("m", sim.url)]
+    assert run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data)]))[0] == 1  # sample 0 refused, logged
+    sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+    code, _, runner = run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data)], run={"sample_log": False}))
+    assert code == 0
+    lines = _shown(runner.workdir.root, capsys)
+    assert len(lines) == 4 and not any("FAILED" in line for line in lines) and " right " in lines[1]
+
+
+def test_a_stray_checkpoint_line_far_beyond_the_dataset_is_left_out(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for path in [finished_run / "predictions" / m / "tmp_e.jsonl" for m in ("m", "n")] + [finished_run / "logs" / "samples" / "m" / "e.jsonl"]:
+        with open(path, "ab") as f:
+            f.write(b'{"index":9999999999,"origin_prompt":"","prediction":"x","gold":""}\n')
+    lines = _shown(finished_run, capsys, "--dataset", "e")
+    assert len(lines) == 2 * (1 + 6)

@@ -38,8 +38,9 @@ class PairDetails(NamedTuple):
     status: PairStatus
     failures: list[Failure]  # the samples that still stand failed, in index order
     predictions: list[PredictionSample]
-    # the per-sample log's records of the units shown (the first RECORDED failures, the
-    # predictions), by (index, epoch): their attempts, tries, time and tokens
+    # the records of the units shown (the first RECORDED failures, the predictions), by
+    # (index, epoch): the per-sample log's attempts, tries, time and tokens (a unit the log
+    # lacks: its checkpoint line's, none of those)
     records: dict[tuple[int, int], dict[str, Any]]
 
 
@@ -78,7 +79,7 @@ def read_pair_details(
         verdict = _verdict(verdicts.get(s["index"]), s["epoch"])
         shown.append(PredictionSample(s["index"], _text(s.get("origin_prompt")), _text(s.get("prediction")), _text(s.get("gold")), verdict, s["epoch"]))
     wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
-    records = records_of(workdir.sample_log_files(model, dataset), wanted) if wanted else {}
+    records = records_of(workdir.sample_log_files(model, dataset), wanted, workdir.checkpoint_files(model, dataset)) if wanted else {}
     return PairDetails(model, dataset, status, failures, shown, records)
 
 
