@@ -23,7 +23,7 @@ def test_the_failure_budget_is_a_fraction_or_a_count() -> None:
     assert failure_budget(_ds(), 100) == 0
     assert failure_budget(_ds(fail_on_error=0.29), 100) == 29
     assert failure_budget(_ds(fail_on_error=1.0), 100) == 100  # the fraction: every sample may fail
-    assert failure_budget(_ds(fail_on_error=1), 100) == 1  # the count: one may
+    assert failure_budget(_ds(fail_on_error=2), 100) == 2  # the count: two may (an integer 1 is refused as ambiguous)
     assert failure_budget(_ds(fail_on_error=7), 100) == 7
     assert failure_budget(_ds(score_on_error=True), 100) == 100
 
