@@ -124,3 +124,24 @@ def test_without_fail_on_error_in_the_plan_a_dataset_runs_to_the_end(tmp_path: P
     code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))]))
     assert code == 1 and sim.stats.requests_total == 20
     assert of_type(events, ev.DatasetInferred)[0].error.endswith("fail_on_error = 0.15 would score the others")
+
+
+def test_a_failure_says_its_epoch_in_the_log_and_on_the_terminal(tmp_path: Path, sim_factory) -> None:
+    import io
+    import json
+
+    from evaltui.engine.runner import Runner
+    from evaltui.headless import run_headless
+    from evaltui.plan import load_plan
+
+    rows = [{"question": "long " * 10 + "q0", "answer": "#### 1"}, *arithmetic(2)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    datasets = [gsm_dataset("two", data, epochs=2, score_on_error=True), gsm_dataset("one", data, score_on_error=True)]
+    out = io.StringIO()
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=1)], datasets=datasets)))
+    assert run_headless(runner, out=out) == 0
+    logged = [json.loads(line) for line in (runner.workdir.logs_dir / "failures.jsonl").read_text().splitlines()]
+    assert [(f["dataset"], f["index"], f.get("epoch")) for f in logged] == [("two", 0, 0), ("two", 0, 1), ("one", 0, None)]
+    said = [line.split("] ", 1)[1].split(": ")[:2] for line in out.getvalue().splitlines() if " failed: " in line]
+    assert said == [["m/two", "sample 0 epoch 0 failed"], ["m/one", "sample 0 failed"]]

@@ -128,6 +128,11 @@ class Runner:
         return {m.abbr: m.max_workers for m in self.plan.models}
 
     @property
+    def epochs(self) -> dict[str, int]:
+        """Each dataset's epochs (its own, else the run's)."""
+        return {d.abbr: self.plan.epochs(d) for d in self.plan.datasets}
+
+    @property
     def models(self) -> dict[str, ModelConfig]:
         return {m.abbr: m for m in self.plan.models}
 
@@ -255,7 +260,7 @@ class Runner:
     @contextmanager
     def _run_log(self) -> Iterator[None]:
         """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
-        runlog = RunLog(self.workdir)
+        runlog = RunLog(self.workdir, self.epochs)
         self.bus.subscribe(runlog, replay=False)  # what happened before is in the log already
         try:
             yield
