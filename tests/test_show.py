@@ -120,7 +120,7 @@ def test_units_the_log_lacks_are_read_from_the_checkpoints(tmp_path: Path, sim_f
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()][2:]
     assert [(r["index"], bool(r["attempts"]), r["correct"]) for r in records] == [(i, i >= 3, True) for i in range(6)]
     assert records[0]["prompt"] == rows[0]["question"] and records[0]["answer"] == rows[0]["answer"]
-    details = read_pair_details(runner.workdir, "m", "d", PairStatus.DONE, predictions=6)
+    details = read_pair_details(runner.workdir, runner.plan, "m", "d", PairStatus.DONE, predictions=6)
     assert sorted(details.records) == [(i, 0) for i in range(6)]
 
 
@@ -143,3 +143,39 @@ def test_a_stray_checkpoint_line_far_beyond_the_dataset_is_left_out(finished_run
             f.write(b'{"index":9999999999,"origin_prompt":"","prediction":"x","gold":""}\n')
     lines = _shown(finished_run, capsys, "--dataset", "e")
     assert len(lines) == 2 * (1 + 6)
+
+
+def test_show_piped_into_a_reader_that_stops_exits_quietly(finished_run: Path) -> None:
+    import subprocess
+    import sys
+
+    from watchkit import REPO
+
+    for args in (["--export", "jsonl"], []):
+        proc = subprocess.Popen([sys.executable, "-m", "evaltui", "show", str(finished_run), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # `| head` that has read its lines: every write now fails (EPIPE)
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0 and err == "", err
+
+
+def test_export_refuses_an_output_it_must_not_write(finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = (finished_run / "plan.toml").read_bytes()
+    cases = [
+        (str(finished_run / "plan.toml"), "is inside the work dir being exported"),
+        (str(finished_run / "results" / "x.json"), "is inside the work dir being exported"),
+        (str(tmp_path / "nonexistent" / "dir" / "x.json"), f"no such folder: {tmp_path / 'nonexistent' / 'dir'}"),
+        (str(tmp_path), "is a folder; name a file"),
+    ]
+    for output, why in cases:
+        assert main(["show", str(finished_run), "--export", "json", "-o", output]) == 2
+        err = capsys.readouterr().err
+        assert err == f"evaltui: -o {output}: {why}\n" if "inside" not in why else err.startswith(f"evaltui: -o {output}: {why}") and err.count("\n") == 1
+    assert (finished_run / "plan.toml").read_bytes() == plan and not (tmp_path / "nonexistent").exists()
+    with pytest.raises(SystemExit) as exit_:
+        main(["show", str(finished_run), "-o", str(tmp_path / "x.json")])  # -o without --export
+    assert exit_.value.code == 2 and "-o/--output is the file --export writes" in capsys.readouterr().err
+    for bad in ("-1", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["show", str(finished_run), "--limit", bad])
+        assert exit_.value.code == 2 and "--limit: expected a count (an integer ≥ 0)" in capsys.readouterr().err

@@ -214,4 +214,6 @@ class EvaltuiView:
         return self._summary.leaderboard(scores, extra)
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails:
-        return read_pair_details(self.workdir, model, dataset, status)
+        if self.plan is None:  # (no pairs without a plan: nothing asks)
+            return PairDetails(model, dataset, status, [], [], {})
+        return read_pair_details(self.workdir, self.plan, model, dataset, status)

@@ -22,6 +22,7 @@ from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.engine.samplelog import latest_records
 from evaltui.engine.workdir import WorkDir
 from evaltui.plan import DatasetConfig, Plan, parse_samples
+from evaltui.scoring.score import epoch_verdict
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -118,25 +119,25 @@ class WorkDirView:
         log's, or the checkpoint's for a unit the log lacks."""
         ds = self.plan.dataset(dataset)
         logs, checkpoints = self.workdir.sample_log_files(model, dataset), self.workdir.checkpoint_files(model, dataset)
-        found = latest_records(logs, self._samples(model, ds, [*checkpoints, *logs]), self.plan.epochs(ds), checkpoints=checkpoints)
+        found = latest_records(logs, sample_extent(self.workdir, self.plan, model, ds, [*checkpoints, *logs]), self.plan.epochs(ds), checkpoints=checkpoints)
         yield from _joined(found, iter_result_details(self.workdir.result_file(model, dataset)))
 
-    def _samples(self, model: str, ds: DatasetConfig, paths: list[Path]) -> int:
-        """How many sample indices the pair's records can have (one more than the highest): as
-        its status files count them (the highest selected index + 1 for a selection), else its
-        data file; only when neither says, the files' highest index. A stray line far beyond
-        (an index of 10 digits) is left out instead of making room for it."""
-        wd = self.workdir
-        statuses = [s for s in (wd.read_status(model, ds.abbr, k, ds.shards) for k in range(ds.shards)) if s is not None]
-        if statuses and len(statuses) == ds.shards:
-            if statuses[0].get("samples"):
-                with contextlib.suppress(ValueError):
-                    return 1 + max(parse_samples(str(statuses[0]["samples"])))
-            epochs = max(1, int(statuses[0].get("epochs", 1)))
-            return sum(int(s.get("total", 0)) for s in statuses) // epochs
-        with contextlib.suppress(DatasetError, OSError):
-            return count_records(self.plan, ds)
-        return 1 + max((line.sample for path in paths for line in scan_checkpoint(path)), default=-1)
+
+def sample_extent(wd: WorkDir, plan: Plan, model: str, ds: DatasetConfig, paths: list[Path]) -> int:
+    """How many sample indices a pair's records can have (one more than the highest): as its
+    status files count them (the highest selected index + 1 for a selection), else its data
+    file; only when neither says, the highest index in `paths`. A stray line far beyond (an
+    index of 10 digits) is left out instead of making room for it."""
+    statuses = [s for s in (wd.read_status(model, ds.abbr, k, ds.shards) for k in range(ds.shards)) if s is not None]
+    if statuses and len(statuses) == ds.shards:
+        if statuses[0].get("samples"):
+            with contextlib.suppress(ValueError):
+                return 1 + max(parse_samples(str(statuses[0]["samples"])))
+        epochs = max(1, int(statuses[0].get("epochs", 1)))
+        return sum(int(s.get("total", 0)) for s in statuses) // epochs
+    with contextlib.suppress(DatasetError, OSError):
+        return count_records(plan, ds)
+    return 1 + max((line.sample for path in paths for line in scan_checkpoint(path)), default=-1)
 
 
 def _combined(statuses: list[str], shards: int) -> str:
@@ -168,8 +169,7 @@ def _index(detail: dict[str, Any]) -> int:
 
 def _verdict(detail: dict[str, Any], epoch: int) -> dict[str, Any]:
     found: dict[str, Any] = {"gold": detail.get("gold")}
-    epochs = detail.get("epochs")
-    own = epochs[epoch] if isinstance(epochs, list) and epoch < len(epochs) and isinstance(epochs[epoch], dict) else detail if epoch == 0 else {}
+    own = epoch_verdict(detail, epoch)
     for key in ("extracted", "correct", "result"):
         if key in own:
             found[key] = own[key]

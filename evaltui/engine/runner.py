@@ -158,7 +158,7 @@ class Runner:
             raise ValueError(f"no pair {model}/{dataset} in this plan")
         p = self.state.pairs.get((model, dataset))
         status = p.status if p is not None else ev.PairStatus.PENDING
-        return read_pair_details(self.workdir, model, dataset, status, predictions=predictions, max_failures=max_failures)
+        return read_pair_details(self.workdir, self.plan, model, dataset, status, predictions=predictions, max_failures=max_failures)
 
     # ------------------------------------------------------------------ command API
     def cancel(self) -> None:

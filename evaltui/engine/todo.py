@@ -9,7 +9,6 @@ otherwise stop again at the same samples on every re-run, and never get further.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Container, Iterator
 from typing import Any
 
@@ -67,13 +66,10 @@ def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> 
 def first_pass_skip(run: DatasetRun) -> Container[int]:
     """The samples whose records the first pass does not read: every epoch done or failed
     before, or not selected."""
-    settled = run.done | run.failed_before if run.failed_before else run.done
-    if run.epochs > 1:
-        per_sample = Counter(key // run.epochs for key in settled)
-        settled = {i for i, n in per_sample.items() if n == run.epochs}
+    settled = run.done.whole_samples(run.epochs, run.failed_before)
     if run.selection is None:
         return settled
-    return _Except(set(run.selection) - settled)
+    return _Except({i for i in run.selection if i not in settled})
 
 
 class _Except:
