@@ -77,6 +77,14 @@ def test_samples_are_written_and_read_as_ranges() -> None:
     for bad in ("", "x", "3-", "5-3", "-2", "1,,2"):
         with pytest.raises(ValueError):
             parse_samples(bad)
+    with pytest.raises(ValueError, match=r"^'²' is neither an index nor a range like 40-60 \(ASCII digits\)$"):
+        parse_samples("²")
+    with pytest.raises(ValueError, match=r"^'9{20}' is too large an index$"):
+        parse_samples("9" * 20)
+    # the size is checked range by range, before any is expanded (ten of 9,000,000 would be 90 million)
+    many = ",".join(f"{k * 10**7}-{k * 10**7 + 9_000_000}" for k in range(10))
+    with pytest.raises(ValueError, match=r"^the ranges name more than 10,000,000 samples \(at 10000000-19000000\)$"):
+        parse_samples(many)
 
 
 def test_a_selection_runs_those_samples_and_its_score_is_marked(tmp_path: Path, sim_factory) -> None:
