@@ -205,6 +205,9 @@ def test_a_kill_mid_epoch_re_sends_only_the_unfinished_sample_epoch_pairs(tmp_pa
         kept = {(e["index"], e.get("epoch", 0)) for e in lines()}
         assert 45 <= len(kept) < 120 and len(kept) == len(lines())
         assert {epoch for _, epoch in kept} == {0, 1, 2}
+        from evaltui.engine.records import WorkDirView
+
+        assert WorkDirView(wd).pairs()[0].status == "stopped"  # killed: no process holds it (not "running")
         sim.reset_stats()
         assert fs.run(plan, wd) == 0
     finally:

@@ -179,3 +179,19 @@ def test_export_refuses_an_output_it_must_not_write(finished_run: Path, tmp_path
         with pytest.raises(SystemExit) as exit_:
             main(["show", str(finished_run), "--limit", bad])
         assert exit_.value.code == 2 and "--limit: expected a count (an integer ≥ 0)" in capsys.readouterr().err
+
+
+def test_a_run_no_process_holds_any_more_is_shown_stopped(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A status left `running` (the run was killed with -9) is `stopped` unless a process holds
+    the work dir's lock, as `evaltui watch` tells it."""
+    import fcntl
+
+    status = finished_run / "infer_status" / "n" / "e.json"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "status": "running"}))
+    (finished_run / "results" / "n" / "e.json").unlink()
+    (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
+    assert line.startswith("n/e: stopped (killed or interrupted) · ")
+    with open(finished_run / ".evaltui.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a run in progress
+        (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
+    assert line.startswith("n/e: running · ")

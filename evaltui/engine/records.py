@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from evaltui import fastjson
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.lockstate import lock_holder
 from evaltui.engine.samplelog import latest_records
 from evaltui.engine.workdir import WorkDir
 from evaltui.plan import DatasetConfig, Plan, parse_samples
@@ -52,7 +53,9 @@ class PairView(NamedTuple):
 
     model: str
     dataset: str
-    status: str  # pending | running | done | fail (its shards' statuses combined), scored, error, or "" (no trace of it)
+    # pending | running | done | fail (its shards' statuses combined); stopped (a status left
+    # running, but no process holds the work dir: killed); scored, error, or "" (no trace of it)
+    status: str
     version: str  # the pair's fingerprint (status files): prompts, data and model settings
     epochs: int
     samples: str  # the selection run ("3,17,40-60"), "" for all
@@ -84,6 +87,14 @@ class WorkDirView:
     def __init__(self, root: Path):
         self.workdir = WorkDir(root.resolve())
         self.plan = load_snapshot(self.workdir.root)
+        self._holder: int | None = -1  # not looked up yet
+
+    def holder(self) -> int | None:
+        """The pid of the process running in the work dir, 0 for none, None when it cannot be
+        told (lockstate.py: the lock is never taken); looked up once."""
+        if self._holder == -1:
+            self._holder = lock_holder(self.workdir.root / ".evaltui.lock")
+        return self._holder
 
     def pairs(self, models: list[str] | None = None, datasets: list[str] | None = None) -> list[PairView]:
         """The plan's pairs (those named, in plan order) as their files say they stand."""
@@ -100,6 +111,8 @@ class WorkDirView:
         statuses = [s for s in (wd.read_status(model, ds.abbr, k, ds.shards) for k in range(ds.shards)) if s is not None]
         status = _combined([s["status"] for s in statuses], ds.shards)
         error = next((s.get("error", "") for s in statuses if s.get("status") == "fail" and s.get("error")), "")
+        if status == "running" and self.holder() == 0:  # as `evaltui watch` tells a run alive
+            status, error = "stopped", "killed or interrupted"
         result = wd.read_result(model, ds.abbr)
         metrics = None
         if result is not None and "error" in result:
