@@ -30,10 +30,14 @@ def event_line(e: ev.Event) -> str | None:
     return None if line is None else line(e)
 
 
-def _started(e: ev.DatasetStarted) -> str:
+def _started(e: ev.DatasetStarted, epochs: int = 1) -> str:
+    """`started, 1000 requests to run (200 samples × 5 epochs)` (with epochs, the units)."""
     kept = e.total - e.remaining
-    resumed = f" (resuming: {kept} kept)" if kept else ""
-    return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
+    resumed = f"resuming: {kept} kept" if kept else ""
+    if epochs == 1:
+        return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run" + (f" ({resumed})" if resumed else "")
+    shape = f"{e.total // epochs} samples × {epochs} epochs"
+    return f"{e.model}/{e.dataset}: started, {e.remaining} requests to run ({shape}{'; ' + resumed if resumed else ''})"
 
 
 def _inferred(e: ev.DatasetInferred) -> str:
@@ -139,7 +143,12 @@ class EventLines:
         return e.epoch > 0 or self._epochs.get(e.dataset, 1) > 1
 
     def __call__(self, e: ev.Event) -> str | None:
-        line = self._first_failure(e) if type(e) is ev.SampleFailed else event_line(e)
+        if type(e) is ev.SampleFailed:
+            line = self._first_failure(e)
+        elif type(e) is ev.DatasetStarted:
+            line = _started(e, self._epochs.get(e.dataset, 1))
+        else:
+            line = event_line(e)
         return None if line is None else printable(line)
 
     def _first_failure(self, e: ev.SampleFailed) -> str | None:

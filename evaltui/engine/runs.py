@@ -124,6 +124,7 @@ class DatasetRun:
     shards: list[ShardRun]
     done: UnitFlags  # keys of the units finished successfully in earlier runs
     failed_before: UnitFlags  # keys of units that failed in an earlier run, none since answered
+    retried: int = 0  # of those, the units this run has finished (answered or failed again)
     records: int = 0  # the dataset's samples (its data file's records, up to limit)
     epochs: int = 1
     selection: Sequence[int] | None = None  # the indices run (sample_ids, --samples); None: all of them
