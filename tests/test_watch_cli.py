@@ -155,6 +155,7 @@ def test_watch_reads_a_reducers_metrics_and_shows_every_pass_at_k_row(tmp_path: 
     said = {(e.dataset, e.metric): (e.score, e.extra) for e in of(watched, ev.DatasetScored)}
     assert said == ran and set(said) == {("least", "accuracy_at_least_3"), ("passk", "pass@1")}
     assert len(said[("passk", "pass@1")][1]) == 2  # pass@3, pass@5
+    assert follower.epochs == {"least": 5, "passk": 5}  # what its lines count units by, as the run's do
     board = of(watched, ev.RunFinished)[0].leaderboard
     assert board.rows() == of(events, ev.RunFinished)[0].leaderboard.rows()
 

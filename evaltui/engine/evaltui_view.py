@@ -114,6 +114,11 @@ class EvaltuiView:
     def models(self) -> dict[str, ModelConfig]:
         return {m.abbr: m for m in self.plan.models} if self.plan is not None else {}
 
+    @property
+    def epochs(self) -> dict[str, int]:
+        plan = self.plan
+        return {d.abbr: plan.epochs(d) for d in plan.datasets} if plan is not None else {}
+
     def refresh(self) -> bool:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True
         says a run began (with these pairs, or others)."""

@@ -327,6 +327,10 @@ class Follower:
     def log_interval(self) -> float:
         return self.view.log_interval
 
+    @property
+    def epochs(self) -> dict[str, int]:
+        return self.view.epochs
+
     def leaderboard(self) -> Leaderboard:
         with self.bus.lock:
             scored = [(key, p) for key, p in self.state.pairs.items() if p.score is not None]

@@ -160,6 +160,7 @@ class OpenCompassView:
         self.title = f"OpenCompass {root.name}"
         self.max_workers: dict[str, int] = {}
         self.models: dict[str, ModelConfig] = {}  # OpenCompass's model configs are Python: not read
+        self.epochs: dict[str, int] = {}  # nor its datasets'
         self._heartbeat = WorkDir(root)
         self._folder_keys: dict[Path, object] = {}
         self._names: dict[tuple[str, str], set[str]] = {}  # (folder, model) -> stems found there

@@ -94,6 +94,11 @@ class View(Protocol):
         ...
 
     @property
+    def epochs(self) -> dict[str, int]:
+        """Each dataset's epochs, when the work dir says (an evaltui plan snapshot)."""
+        ...
+
+    @property
     def problem(self) -> str:
         """Why the files that define the pairs cannot be read, if they cannot."""
         ...
