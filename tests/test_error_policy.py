@@ -154,10 +154,11 @@ def test_units_are_counted_as_units_and_every_shard_says_the_datasets_count(tmp_
     failed shard's status has the dataset's count, not the count when that shard ended."""
     import io
 
+    from workfiles import read_strict_json
+
     from evaltui.engine.runner import Runner
     from evaltui.headless import run_headless
     from evaltui.plan import load_plan
-    from workfiles import read_strict_json
 
     long = {1, 4, 5, 11, 14}
     rows = [{"question": ("long " * 10 if i in long else "") + f"q{i}", "answer": "#### 1"} for i in range(18)]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import IO, Any
 
 from evaltui import __version__

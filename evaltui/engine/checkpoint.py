@@ -237,7 +237,7 @@ class LineIndex:
                 if not (0 <= index < total and epoch < epochs):
                     continue
                 first, had = self.where[key] < 0, self.good[key]
-                if first or (ok and not had) or (latest and replaces(had, ok)):
+                if first or (ok and not had) or (latest and replaces(bool(had), ok)):
                     self.where[key], self.which[key], self.good[key] = offset, k, ok
         self._files: list[BinaryIO] = []
 

@@ -109,10 +109,7 @@ class WorkDirView:
     def pair(self, model: str, ds: DatasetConfig) -> PairView:
         wd = self.workdir
         statuses = [s for s in (wd.read_status(model, ds.abbr, k, ds.shards) for k in range(ds.shards)) if s is not None]
-        status = _combined([s["status"] for s in statuses], ds.shards)
-        error = next((s.get("error", "") for s in statuses if s.get("status") == "fail" and s.get("error")), "")
-        if status == "running" and self.holder() == 0:  # as `evaltui watch` tells a run alive
-            status, error = "stopped", "killed or interrupted"
+        status, error = self._inferred(statuses, ds.shards)
         result = wd.read_result(model, ds.abbr)
         metrics = None
         if result is not None and "error" in result:
@@ -126,6 +123,15 @@ class WorkDirView:
             sum(s["total"] for s in statuses), sum(s["completed"] for s in statuses), sum(s["failed"] for s in statuses),
             metrics, str((result or {}).get("dataset_version", "")), error,
         )
+
+    def _inferred(self, statuses: list[dict[str, Any]], shards: int) -> tuple[str, str]:
+        """The shards' statuses combined, and why they failed; `stopped` when they say running
+        but no process holds the work dir (killed), as `evaltui watch` tells a run alive."""
+        status = _combined([s["status"] for s in statuses], shards)
+        error = next((s.get("error", "") for s in statuses if s.get("status") == "fail" and s.get("error")), "")
+        if status == "running" and self.holder() == 0:
+            return "stopped", "killed or interrupted"
+        return status, error
 
     def records(self, model: str, dataset: str) -> Iterator[dict[str, Any]]:
         """Every (sample, epoch)'s record, in order, joined with its verdict when scored: the
