@@ -53,17 +53,16 @@ def plan_pairs(
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
         indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
-        done = UnitFlags(total * epochs)  # the (sample, epoch) units answered, by key: index * epochs + epoch
-        failed = UnitFlags(total * epochs)  # and those that failed, none since answered
+        answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
         for path in wd.checkpoint_files(m, ds.abbr):
             for index, epoch, ok, _ in scan_checkpoint(path):
                 if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
                     key = index * epochs + epoch
                     if ok:
-                        done.add(key)
-                        failed.discard(key)
-                    elif key not in done:
-                        failed.add(key)
+                        answered[key], failures[key] = 1, 0
+                    elif not answered[key]:
+                        failures[key] = 1
+        done, failed = UnitFlags(total * epochs, answered), UnitFlags(total * epochs, failures)  # failed: none since answered
         n = ds.shards
         samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
         shards = []

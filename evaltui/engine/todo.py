@@ -23,7 +23,7 @@ def todo(run: DatasetRun, records: Records, reopen: Reopen) -> Iterator[Job]:
     """Every unit not in `run.done`: the never-tried ones from `records`, then those that failed
     before from the file opened again (`reopen`) — only if any did."""
     retry = run.failed_before
-    yield from _units(run, records, lambda key: key not in retry)
+    yield from _units(run, records, failed_before=False)
     if not retry:
         return
     samples = {key // run.epochs for key in retry}  # within the selection: planning kept no other
@@ -31,15 +31,16 @@ def todo(run: DatasetRun, records: Records, reopen: Reopen) -> Iterator[Job]:
         again = reopen(_Except(samples))
     except (DatasetError, OSError) as e:
         again = _failing(str(e))
-    yield from _units(run, again, retry.__contains__)
+    yield from _units(run, again, failed_before=True)
 
 
-def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> Iterator[Job]:
-    """The units not done that `wanted` takes (by key), with their records; a record that cannot
-    be read (the file changed since the plan was checked) makes its units fail with the reason,
-    and those after it too."""
+def _units(run: DatasetRun, records: Records, *, failed_before: bool) -> Iterator[Job]:
+    """The units not done that failed before (or, `failed_before` false, that did not), with
+    their records; a record that cannot be read (the file changed since the plan was checked)
+    makes its units fail with the reason, and those after it too. (The flags are read as bytes:
+    a resume walks every unit, done or not, before its first request.)"""
     problem = ""
-    done, epochs = run.done, run.epochs
+    done, failed, want, epochs = run.done.flags, run.failed_before.flags, int(failed_before), run.epochs
     at = 0  # the index of the record `records` gives next
     for s in run.shards:
         for i in s.indices:
@@ -55,7 +56,7 @@ def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> 
                     problem = record = f"{run.cfg.path} now has only {at} records, expected {run.records}"
                 except DatasetError as e:
                     problem = record = str(e)
-            units = [epoch for epoch in range(epochs) if (key := i * epochs + epoch) not in done and wanted(key)]
+            units = [epoch for epoch in range(epochs) if not done[key := i * epochs + epoch] and failed[key] == want]
             if units and run.tokens is not None:
                 run.tokens.expect(i, len(units))
             for epoch in units:
