@@ -282,12 +282,10 @@ def test_unit_flags_keep_a_byte_per_unit() -> None:
 
     from evaltui.engine.runs import UnitFlags
 
-    done, failed = UnitFlags(4 * 3), UnitFlags(4 * 3)  # 4 samples × 3 epochs
-    for key in (0, 1, 2, 4, 5, 9, 5):
-        done.add(key)
-    failed.add(3)
-    failed.add(9)
-    failed.discard(9)
+    def flags(*keys: int) -> UnitFlags:  # 4 samples × 3 epochs
+        return UnitFlags(12, bytearray(1 if k in keys else 0 for k in range(12)))
+
+    done, failed = flags(0, 1, 2, 4, 5, 9), flags(3)
     assert (len(done), list(done), len(failed), list(failed)) == (6, [0, 1, 2, 4, 5, 9], 1, [3])
     assert 4 in done and 3 not in done and -1 not in done and 12 not in done and "x" not in done
     assert done.count_in(range(0, 2), 3) == 5 and done.count_in([3, 1], 3) == 3

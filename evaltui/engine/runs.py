@@ -23,24 +23,14 @@ from evaltui.plan import DatasetConfig
 
 
 class UnitFlags:
-    """A set of unit keys (0 ≤ key < size) as a byte each: `in`, `add`, `discard`, `len`, and
-    iteration in key order."""
+    """A set of unit keys (0 ≤ key < size) as a byte each (1: in it), made from the bytes
+    (`flags`, which hot loops index directly): `in`, `len`, and iteration in key order."""
 
     __slots__ = ("flags", "count")
 
     def __init__(self, size: int, flags: bytearray | None = None):
         self.flags = bytearray(size) if flags is None else flags
         self.count = 0 if flags is None else flags.count(1)
-
-    def add(self, key: int) -> None:
-        if not self.flags[key]:
-            self.flags[key] = 1
-            self.count += 1
-
-    def discard(self, key: int) -> None:
-        if self.flags[key]:
-            self.flags[key] = 0
-            self.count -= 1
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, int) and 0 <= key < len(self.flags) and self.flags[key] == 1
