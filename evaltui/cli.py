@@ -156,7 +156,7 @@ def watch_main(argv: list[str]) -> int:
         return EXIT_USAGE
     if not headless:
         return _run_interactive(follower, args.theme)
-    return follow_headless(follower, follower.log_interval)
+    return follow_headless(follower, follower.log_interval, epochs=follower.epochs)
 
 
 def _run_interactive(runner: RunSource, theme: str | None) -> int:

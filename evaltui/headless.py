@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -29,12 +30,12 @@ if TYPE_CHECKING:
 
 
 class HeadlessRenderer:
-    def __init__(self, out: TextIO, *, log_interval: float = 30.0):
+    def __init__(self, out: TextIO, *, log_interval: float = 30.0, epochs: Mapping[str, int] | None = None):
         self.out = out
         self.state = RunState()
         self.log_interval = log_interval
         self.closed = False
-        self._lines = EventLines()
+        self._lines = EventLines(epochs)
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
@@ -153,13 +154,16 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
 
 def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = None) -> int:
     """Run to the end printing lines; the exit code of SPEC §2."""
-    return follow_headless(runner, runner.plan.run.log_interval, as_json=as_json, out=out)
+    return follow_headless(runner, runner.plan.run.log_interval, as_json=as_json, out=out, epochs=runner.epochs)
 
 
-def follow_headless(source: RunSource, log_interval: float, *, as_json: bool = False, out: TextIO | None = None) -> int:
-    """Drive a runner, or follow a run (`evaltui watch --no-ui`), to its end printing lines."""
+def follow_headless(
+    source: RunSource, log_interval: float, *, as_json: bool = False, out: TextIO | None = None, epochs: Mapping[str, int] | None = None
+) -> int:
+    """Drive a runner, or follow a run (`evaltui watch --no-ui`), to its end printing lines
+    (`epochs`: each dataset's, when known, so that a failure says its epoch)."""
     out = out or (sys.stderr if as_json else sys.stdout)
-    renderer = HeadlessRenderer(out, log_interval=log_interval)
+    renderer = HeadlessRenderer(out, log_interval=log_interval, epochs=epochs)
     source.subscribe(renderer)
 
     async def main() -> int:

@@ -46,6 +46,12 @@ def test_two_runs_compared_sample_by_sample(tmp_path: Path, sim_factory: Any, ca
     assert out[0].split() == ["dataset", "model", "metric", "A", "B", "delta", "right→wrong", "wrong→right", "samples"]
     assert out[2].split()[:3] == ["gsm", "alpha", "→"] and out[2].split()[-3:] == [str(len(to_wrong)), str(len(to_right)), "40"]
     assert out[3].startswith(f"gsm alpha: right→wrong: {to_wrong[0]}, {to_wrong[1]}")
+    assert main(["compare", str(a), str(b), "--list", "0"]) == 0  # the counts only
+    assert len(capsys.readouterr().out.splitlines()) == 3
+    for bad in ("-3", "²", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["compare", str(a), str(b), "--list", bad])
+        assert exit_.value.code == 2 and "--list: expected a count (an integer ≥ 0)" in capsys.readouterr().err
 
 
 def test_datasets_that_differ_are_refused_unless_forced(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -205,6 +205,9 @@ def test_a_kill_mid_epoch_re_sends_only_the_unfinished_sample_epoch_pairs(tmp_pa
         kept = {(e["index"], e.get("epoch", 0)) for e in lines()}
         assert 45 <= len(kept) < 120 and len(kept) == len(lines())
         assert {epoch for _, epoch in kept} == {0, 1, 2}
+        from evaltui.engine.records import WorkDirView
+
+        assert WorkDirView(wd).pairs()[0].status == "stopped"  # killed: no process holds it (not "running")
         sim.reset_stats()
         assert fs.run(plan, wd) == 0
     finally:
@@ -271,3 +274,21 @@ def test_code_exec_runs_every_epochs_program_and_reduces_to_pass_at_k(tmp_path: 
     first, second = result["details"]
     assert [e["result"] for e in first["epochs"]] == ["passed", first["epochs"][1]["result"], "passed"] and not first["epochs"][1]["correct"]
     assert second["epochs"][1] == {"extracted": None, "correct": False, "result": "failed: inference failed (timeout)", "error": "timeout"}
+
+
+def test_unit_flags_keep_a_byte_per_unit() -> None:
+    """What resume planning keeps of earlier runs: answered and failed units as a byte each."""
+    import sys
+
+    from evaltui.engine.runs import UnitFlags
+
+    def flags(*keys: int) -> UnitFlags:  # 4 samples × 3 epochs
+        return UnitFlags(12, bytearray(1 if k in keys else 0 for k in range(12)))
+
+    done, failed = flags(0, 1, 2, 4, 5, 9), flags(3)
+    assert (len(done), list(done), len(failed), list(failed)) == (6, [0, 1, 2, 4, 5, 9], 1, [3])
+    assert 4 in done and 3 not in done and -1 not in done and 12 not in done and "x" not in done
+    assert done.count_in(range(0, 2), 3) == 5 and done.count_in([3, 1], 3) == 3
+    assert list(done.whole_samples(3)) == [0] and list(done.whole_samples(3, failed)) == [0, 1]
+    assert list(UnitFlags(3, bytearray(b"\x01\x00\x01")).whole_samples(1)) == [0, 2]
+    assert sys.getsizeof(UnitFlags(1_000_000).flags) < 1_100_000  # 200,000 × 5: a megabyte, not 90

@@ -23,7 +23,7 @@ def test_the_failure_budget_is_a_fraction_or_a_count() -> None:
     assert failure_budget(_ds(), 100) == 0
     assert failure_budget(_ds(fail_on_error=0.29), 100) == 29
     assert failure_budget(_ds(fail_on_error=1.0), 100) == 100  # the fraction: every sample may fail
-    assert failure_budget(_ds(fail_on_error=1), 100) == 1  # the count: one may
+    assert failure_budget(_ds(fail_on_error=2), 100) == 2  # the count: two may (an integer 1 is refused as ambiguous)
     assert failure_budget(_ds(fail_on_error=7), 100) == 7
     assert failure_budget(_ds(score_on_error=True), 100) == 100
 
@@ -104,6 +104,8 @@ def test_a_count_of_failures_ends_the_dataset_early_and_a_re_run_sends_the_rest_
     sim.reset_stats()
     code, events, runner = run_plan(plan)  # nothing fixed: the three fail again, but only after the rest
     assert code == 1
+    # the dataset's failed units: this run's, and the earlier ones it had not sent again when it stopped
+    assert of_type(events, ev.DatasetInferred)[0].error.startswith("4 of the dataset's 40 samples failed (")
     order = [r.prompt for r in sorted(sim.stats.log, key=lambda r: r.t_received)]
     refused_before = {rows[i]["question"] for i in (5, 6, 7)}
     first_retry = min(order.index(p) for p in refused_before & set(order))
@@ -124,3 +126,52 @@ def test_without_fail_on_error_in_the_plan_a_dataset_runs_to_the_end(tmp_path: P
     code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))]))
     assert code == 1 and sim.stats.requests_total == 20
     assert of_type(events, ev.DatasetInferred)[0].error.endswith("fail_on_error = 0.15 would score the others")
+
+
+def test_a_failure_says_its_epoch_in_the_log_and_on_the_terminal(tmp_path: Path, sim_factory) -> None:
+    import io
+    import json
+
+    from evaltui.engine.runner import Runner
+    from evaltui.headless import run_headless
+    from evaltui.plan import load_plan
+
+    rows = [{"question": "long " * 10 + "q0", "answer": "#### 1"}, *arithmetic(2)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    datasets = [gsm_dataset("two", data, epochs=2, score_on_error=True), gsm_dataset("one", data, score_on_error=True)]
+    out = io.StringIO()
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=1)], datasets=datasets)))
+    assert run_headless(runner, out=out) == 0
+    logged = [json.loads(line) for line in (runner.workdir.logs_dir / "failures.jsonl").read_text().splitlines()]
+    assert [(f["dataset"], f["index"], f.get("epoch")) for f in logged] == [("two", 0, 0), ("two", 0, 1), ("one", 0, None)]
+    said = [line.split("] ", 1)[1].split(": ")[:2] for line in out.getvalue().splitlines() if " failed: " in line]
+    assert said == [["m/two", "sample 0 epoch 0 failed"], ["m/one", "sample 0 failed"]]
+
+
+def test_units_are_counted_as_units_and_every_shard_says_the_datasets_count(tmp_path: Path, sim_factory) -> None:
+    """With epochs the messages count (sample, epoch) units and say so; after an early stop every
+    failed shard's status has the dataset's count, not the count when that shard ended."""
+    import io
+
+    from workfiles import read_strict_json
+
+    from evaltui.engine.runner import Runner
+    from evaltui.headless import run_headless
+    from evaltui.plan import load_plan
+
+    long = {1, 4, 5, 11, 14}
+    rows = [{"question": ("long " * 10 if i in long else "") + f"q{i}", "answer": "#### 1"} for i in range(18)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(latency=0.005)}, faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    ds = gsm_dataset("d", data, epochs=2, shards=3, fail_on_error=3)
+    out = io.StringIO()
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=[ds])))
+    assert run_headless(runner, out=out) == 1
+    assert "m/d: started, 36 requests to run (18 samples × 2 epochs)" in out.getvalue()
+    import re
+
+    error = runner.workdir.read_status("m", "d", 2, 3)["error"]
+    assert re.match(r"\d+ of the dataset's 36 units \(18 samples × 2 epochs\) failed \(fail_on_error = 3\); stopped early, \d+ not sent", error), error
+    errors = {read_strict_json(runner.workdir.status_file("m", "d", k, 3)).get("error") for k in range(3)}
+    assert errors - {""} == {error}  # each failed shard says the same

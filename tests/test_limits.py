@@ -44,12 +44,47 @@ def test_a_sample_out_of_tokens_sends_no_more_requests(tmp_path: Path, sim_facto
     assert of_type(events, ev.DatasetScored)[0].score == pytest.approx(100 / 3, abs=0.01)
 
 
+def test_a_token_limit_holds_under_concurrency(tmp_path: Path, sim_factory) -> None:
+    """A sample's epochs go out together at max_workers = 8 unless its budget is tight: then
+    each waits for the ones in flight, so no request is sent once the sample's tokens are spent
+    and it sends what it sends one request at a time — the same number of requests."""
+    rows = arithmetic(20)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=1.0, latency=0.03)}))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    sent = {}
+    for workers in (8, 1):
+        sim.reset_stats()
+        ds = gsm_dataset("d", data, epochs=3, token_limit=20, score_on_error=True)  # 13 tokens a reply: two go, the third is refused
+        model = chat("m", sim.url, max_workers=workers, generation_kwargs={"temperature": 1.0, "max_new_tokens": 64})
+        code, events, runner = run_plan(write_plan(tmp_path, models=[model], datasets=[ds], run={"work_dir": f"out{workers}"}))
+        assert code == 0
+        sent[workers] = sim.stats.requests_total
+        used: dict[int, list[int]] = {}
+        for r in [json.loads(line) for line in runner.workdir.sample_log_file("m", "d").read_text().splitlines()[1:]]:
+            if "usage" in r:
+                used.setdefault(r["index"], []).append(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"])
+        assert set(used) == set(range(20))
+        for tokens in used.values():
+            assert sum(tokens[:-1]) < 20  # each request went while the sample had tokens left
+        refused = [f for f in of_type(events, ev.SampleFailed) if f.error.type == "token-limit"]
+        assert len(refused) == 60 - sent[workers] > 0
+    assert sent[8] == sent[1]
+
+
 def test_samples_are_written_and_read_as_ranges() -> None:
     assert parse_samples("3,17,40-45, 44") == [3, 17, 40, 41, 42, 43, 44, 45]
     assert samples_spec([3, 17, 40, 41, 42, 43, 44, 45]) == "3,17,40-45"
     for bad in ("", "x", "3-", "5-3", "-2", "1,,2"):
         with pytest.raises(ValueError):
             parse_samples(bad)
+    with pytest.raises(ValueError, match=r"^'²' is neither an index nor a range like 40-60 \(ASCII digits\)$"):
+        parse_samples("²")
+    with pytest.raises(ValueError, match=r"^'9{20}' is too large an index$"):
+        parse_samples("9" * 20)
+    # the size is checked range by range, before any is expanded (ten of 9,000,000 would be 90 million)
+    many = ",".join(f"{k * 10**7}-{k * 10**7 + 9_000_000}" for k in range(10))
+    with pytest.raises(ValueError, match=r"^the ranges name more than 10,000,000 samples \(at 10000000-19000000\)$"):
+        parse_samples(many)
 
 
 def test_a_selection_runs_those_samples_and_its_score_is_marked(tmp_path: Path, sim_factory) -> None:

@@ -410,12 +410,27 @@ def test_fail_on_error_is_a_fraction_or_a_count(tmp_path: Path) -> None:
     assert load_plan(write_plan(tmp_path, data)).datasets[0].fail_on_error == 0.0  # none may fail, however written
 
 
+def test_a_fraction_of_fail_on_error_keeps_the_leaderboard_version_it_had_before_counts() -> None:
+    """A plan from before counts existed (fail_on_error was a float, 0–1) keeps its leaderboard
+    version: the hashes are what the code before them (f39f398) gave for the same dataset."""
+    from evaltui.plan import Plan
+    from evaltui.scoring.summary import RunSummary
+
+    for value, version in ((1.0, "d45dd8"), (0.25, "627da7"), (0, "ba1aac"), (0.0, "ba1aac")):
+        dataset = {"abbr": "math", "path": "/data/math.jsonl", "prompt": "Q: {question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}}
+        plan = Plan.model_validate({"models": base_plan()["models"][:1], "datasets": [{**dataset, "fail_on_error": value}]})
+        assert [row.version for row in RunSummary(plan).rows()] == [version], value
+
+
 @pytest.mark.parametrize(
     ("dataset", "expected"),
     [
         ({"fail_on_error": 1.5}, "datasets[0].fail_on_error: a fraction must be between 0 and 1; a count of samples is an integer, e.g. 1 (got 1.5)"),
         ({"fail_on_error": -2}, "datasets[0].fail_on_error: a count of samples must be ≥ 0 (got -2)"),
-        ({"fail_on_error": "5%"}, "datasets[0].fail_on_error: expected a fraction between 0 and 1 or a count (an integer ≥ 0) of samples (got '5%')"),
+        ({"fail_on_error": 99999999999999999}, "datasets[0].fail_on_error: a count of samples must be ≤ 1000000000000 (got 99999999999999999)"),
+        ({"fail_on_error": 1},
+         "datasets[0].fail_on_error: fail_on_error = 1 is ambiguous: write 1.0 for every sample may fail, or a count ≥ 2"),
+        ({"fail_on_error": "5%"}, "datasets[0].fail_on_error: expected a fraction between 0 and 1 or a count (an integer ≥ 2) of samples (got '5%')"),
         ({"retry_on_error": -1}, "datasets[0].retry_on_error: must be ≥ 0 (got -1)"),
         ({"retry_on_error": 101}, "datasets[0].retry_on_error: must be ≤ 100 (got 101)"),
         ({"score_on_error": "yes"}, "datasets[0].score_on_error: expected true or false (got string 'yes')"),

@@ -92,3 +92,106 @@ def test_show_reads_the_checkpoints_when_the_log_was_off(tmp_path: Path, sim_fac
     assert main(["show", str(runner.workdir.root)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 4 and all(" right " in line and "attempt" not in line for line in lines[1:])
+
+
+def _shown(root: Path, capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    assert main(["show", str(root), *args]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_units_the_log_lacks_are_read_from_the_checkpoints(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Samples 0-2 run with the log off (or by a version that wrote none), 3-5 with it on: every
+    one is shown, exported and in the details screen's records, the first three without attempts."""
+    from evaltui.engine.details import read_pair_details
+    from evaltui.engine.events import PairStatus
+
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    model = [lightllm("m", sim.url)]
+    assert run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data, sample_ids=[0, 1, 2])], run={"sample_log": False}))[0] == 0
+    code, _, runner = run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data)]))
+    assert code == 0 and sim.stats.requests_total == 6
+    root = runner.workdir.root
+    lines = _shown(root, capsys)
+    assert len(lines) == 1 + 6 and all(" right " in line for line in lines[1:])
+    assert ["attempt" in line for line in lines[1:]] == [False] * 3 + [True] * 3
+    assert main(["show", str(root), "--export", "jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()][2:]
+    assert [(r["index"], bool(r["attempts"]), r["correct"]) for r in records] == [(i, i >= 3, True) for i in range(6)]
+    assert records[0]["prompt"] == rows[0]["question"] and records[0]["answer"] == rows[0]["answer"]
+    details = read_pair_details(runner.workdir, runner.plan, "m", "d", PairStatus.DONE, predictions=6)
+    assert sorted(details.records) == [(i, 0) for i in range(6)]
+
+
+def test_a_unit_answered_while_the_log_was_off_is_shown_answered(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"question": "long " * 10 + "q0", "answer": "#### 1"}, *arithmetic(2)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    model = [lightllm("m", sim.url)]
+    assert run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data)]))[0] == 1  # sample 0 refused, logged
+    sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))
+    code, _, runner = run_plan(write_plan(tmp_path, models=model, datasets=[gsm_dataset("d", data)], run={"sample_log": False}))
+    assert code == 0
+    lines = _shown(runner.workdir.root, capsys)
+    assert len(lines) == 4 and not any("FAILED" in line for line in lines) and " right " in lines[1]
+
+
+def test_a_stray_checkpoint_line_far_beyond_the_dataset_is_left_out(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for path in [finished_run / "predictions" / m / "tmp_e.jsonl" for m in ("m", "n")] + [finished_run / "logs" / "samples" / "m" / "e.jsonl"]:
+        with open(path, "ab") as f:
+            f.write(b'{"index":9999999999,"origin_prompt":"","prediction":"x","gold":""}\n')
+    lines = _shown(finished_run, capsys, "--dataset", "e")
+    assert len(lines) == 2 * (1 + 6)
+
+
+def test_show_piped_into_a_reader_that_stops_exits_quietly(finished_run: Path) -> None:
+    import subprocess
+    import sys
+
+    from watchkit import REPO
+
+    for args in (["--export", "jsonl"], []):
+        proc = subprocess.Popen([sys.executable, "-m", "evaltui", "show", str(finished_run), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # `| head` that has read its lines: every write now fails (EPIPE)
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 0 and err == "", err
+
+
+def test_export_refuses_an_output_it_must_not_write(finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = (finished_run / "plan.toml").read_bytes()
+    cases = [
+        (str(finished_run / "plan.toml"), "is inside the work dir being exported"),
+        (str(finished_run / "results" / "x.json"), "is inside the work dir being exported"),
+        (str(tmp_path / "nonexistent" / "dir" / "x.json"), f"no such folder: {tmp_path / 'nonexistent' / 'dir'}"),
+        (str(tmp_path), "is a folder; name a file"),
+    ]
+    for output, why in cases:
+        assert main(["show", str(finished_run), "--export", "json", "-o", output]) == 2
+        err = capsys.readouterr().err
+        assert err == f"evaltui: -o {output}: {why}\n" if "inside" not in why else err.startswith(f"evaltui: -o {output}: {why}") and err.count("\n") == 1
+    assert (finished_run / "plan.toml").read_bytes() == plan and not (tmp_path / "nonexistent").exists()
+    with pytest.raises(SystemExit) as exit_:
+        main(["show", str(finished_run), "-o", str(tmp_path / "x.json")])  # -o without --export
+    assert exit_.value.code == 2 and "-o/--output is the file --export writes" in capsys.readouterr().err
+    for bad in ("-1", "x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["show", str(finished_run), "--limit", bad])
+        assert exit_.value.code == 2 and "--limit: expected a count (an integer ≥ 0)" in capsys.readouterr().err
+
+
+def test_a_run_no_process_holds_any_more_is_shown_stopped(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A status left `running` (the run was killed with -9) is `stopped` unless a process holds
+    the work dir's lock, as `evaltui watch` tells it."""
+    import fcntl
+
+    status = finished_run / "infer_status" / "n" / "e.json"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "status": "running"}))
+    (finished_run / "results" / "n" / "e.json").unlink()
+    (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
+    assert line.startswith("n/e: stopped (killed or interrupted) · ")
+    with open(finished_run / ".evaltui.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a run in progress
+        (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
+    assert line.startswith("n/e: running · ")

@@ -142,6 +142,7 @@ def test_status_never_moves_back_from_done_or_fail(tmp_path: Path) -> None:
     assert wd.read_status("m", "d")["status"] == "done"
     board.write("m", "e", 0, 1, "fail", total=3, completed=1, failed=2)
     assert board.write("m", "e", 0, 1, "pending", total=3, completed=1, failed=0) is False
+    assert board.write("m", "e", 0, 1, "fail", total=3, completed=1, failed=2, error="the dataset's count") is True  # restated as itself
     assert board.write("m", "e", 0, 1, "pending", total=3, completed=1, failed=0, reset=True) is True  # a deliberate re-plan
     assert wd.read_status("m", "e")["status"] == "pending"
 

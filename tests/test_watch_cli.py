@@ -246,3 +246,36 @@ def test_a_folder_left_unusable_by_its_writer_ends_the_wait(tmp_path: Path) -> N
     _long_ago(root)  # and then nothing more came
     assert anyio.run(follower.run) == 2
     assert events[-1].level == "error" and events[-1].message.startswith(f"nothing to follow in {root}")
+def test_watch_reads_a_reducers_metrics_and_shows_every_pass_at_k_row(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finished run of several epochs whose reducers name their metrics (accuracy_at_least_3,
+    pass@1/pass@3/pass@5): watch reads them as the run wrote them, scored, with every row filled."""
+    from watchkit import follow_to_end, of
+
+    from evaltui.engine import events as ev
+
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=0.5)}))
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    model = lightllm("m", sim.url, generation_kwargs={"do_sample": True, "seed": 1, "max_new_tokens": 32})
+    datasets = [
+        gsm_dataset("least", data, epochs=5, evaluator={"type": "gsm8k", "reducer": "at_least_k", "k": 3}),
+        gsm_dataset("passk", data, epochs=5, evaluator={"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 3, 5]}),
+    ]
+    code, events, runner = run_plan(write_plan(tmp_path, models=[model], datasets=datasets))
+    assert code == 0
+    ran = {(e.dataset, e.metric): (e.score, e.extra) for e in events if isinstance(e, ev.DatasetScored)}
+
+    _, watched, follower = follow_to_end(runner.workdir.root)
+    said = {(e.dataset, e.metric): (e.score, e.extra) for e in of(watched, ev.DatasetScored)}
+    assert said == ran and set(said) == {("least", "accuracy_at_least_3"), ("passk", "pass@1")}
+    assert len(said[("passk", "pass@1")][1]) == 2  # pass@3, pass@5
+    assert follower.epochs == {"least": 5, "passk": 5}  # what its lines count units by, as the run's do
+    board = of(watched, ev.RunFinished)[0].leaderboard
+    assert board.rows() == of(events, ev.RunFinished)[0].leaderboard.rows()
+
+    assert main(["watch", str(runner.workdir.root), "--no-ui"]) == 0
+    out = capsys.readouterr().out
+    assert "FAILED" not in out
+    for metric in ("accuracy_at_least_3", "pass@3", "pass@5"):
+        (line,) = [row for row in out.splitlines() if f"  {metric}  " in row]
+        assert line.split()[-1] != "-", line

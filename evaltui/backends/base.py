@@ -276,10 +276,8 @@ class Backend(ABC):
         return None
 
     def cost(self, text: str, new_tokens: int | None = None) -> int:
-        """What a request charges tokens_per_minute before it is sent: the prompt's estimate
-        plus the tokens it may generate. 0 when there is no token budget."""
-        if self.tokens is None:
-            return 0
+        """What a request is charged before it is sent — by tokens_per_minute, and by its
+        sample's token_limit — the prompt's estimate plus the tokens it may generate."""
         return estimate_tokens(text) + (self._max_new_tokens if new_tokens is None else new_tokens)
 
     async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0, trace: Trace | None = None) -> T:
@@ -305,7 +303,7 @@ class Backend(ABC):
         retry_after: float | None = None
         while True:
             await self.bucket.acquire(held=retry_after is None)
-            refusal = noted.start()
+            refusal = await noted.start(cost)
             if refusal is not None:
                 raise BackendError("token-limit", refusal, attempts=attempt - 1)
             if self.tokens is not None:

@@ -21,10 +21,14 @@ Attempt = tuple[float, float, "int | None", str] | tuple[float, float, "int | No
 class SampleBudget(Protocol):
     """A sample's token_limit as its requests see it (the engine's SampleTokens)."""
 
-    def refusal(self) -> str | None:
-        """Why no request may go out now (the budget is spent), or None."""
+    async def admit(self, estimate: int) -> str | None:
+        """Hold `estimate` tokens for a request about to go (waiting, while the sample's requests
+        in flight hold what is left, for one of them to settle); or why none may go (the budget
+        is spent)."""
 
-    def spend(self, tokens: int) -> None: ...
+    def settle(self, estimate: int, tokens: int) -> None:
+        """A request admitted with `estimate` is over: its hold given back, the `tokens` its
+        reply reported (0: none) spent."""
 
 
 class Untraced:
@@ -32,7 +36,7 @@ class Untraced:
 
     __slots__ = ()
 
-    def start(self) -> str | None:
+    async def start(self, estimate: int = 0) -> str | None:
         return None
 
     def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None) -> None:
@@ -43,7 +47,7 @@ NO_TRACE = Untraced()
 
 
 class Trace(Untraced):
-    __slots__ = ("attempts", "prompt_tokens", "completion_tokens", "budget", "replica", "_at", "_t0")
+    __slots__ = ("attempts", "prompt_tokens", "completion_tokens", "budget", "replica", "_at", "_t0", "_held")
 
     def __init__(self, budget: SampleBudget | None = None):
         self.attempts: list[Attempt] = []
@@ -52,13 +56,18 @@ class Trace(Untraced):
         self.budget = budget
         self.replica: str | None = None  # the replica the next attempt goes to, when a backend has several
         self._at = self._t0 = 0.0
+        self._held: int | None = None  # the estimate the budget holds for the attempt in flight
 
-    def start(self) -> str | None:
-        """An attempt is about to be sent; why it may not be (the token budget is spent), or None."""
-        refusal = self.budget.refusal() if self.budget is not None else None
-        if refusal is None:
-            self._at, self._t0 = time.time(), time.monotonic()
-        return refusal
+    async def start(self, estimate: int = 0) -> str | None:
+        """An attempt of about `estimate` tokens (its prompt's and the most it may generate) is
+        about to be sent; why it may not be (the token budget is spent), or None."""
+        if self.budget is not None:
+            refusal = await self.budget.admit(estimate)
+            if refusal is not None:
+                return refusal
+            self._held = estimate
+        self._at, self._t0 = time.time(), time.monotonic()
+        return None
 
     def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None) -> None:
         """The attempt started last is over; `usage`: the (prompt, completion) tokens its reply reports."""
@@ -68,8 +77,9 @@ class Trace(Untraced):
         if usage is not None:
             self.prompt_tokens += usage[0]
             self.completion_tokens += usage[1]
-            if self.budget is not None:
-                self.budget.spend(usage[0] + usage[1])
+        if self.budget is not None and self._held is not None:
+            self.budget.settle(self._held, 0 if usage is None else usage[0] + usage[1])
+            self._held = None
 
     def interrupted(self, outcome: str) -> None:
         """The attempt in flight, if any, was cut short (a time limit); say so in its record."""

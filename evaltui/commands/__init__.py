@@ -3,14 +3,25 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 
 
 def run_command(name: str, argv: list[str]) -> int:
-    """`evaltui <name> …`: the command's exit code (0, or 2 for a command line or work dir it cannot use)."""
+    """`evaltui <name> …`: the command's exit code (0, or 2 for a command line or work dir it
+    cannot use). A reader that stops reading (`evaltui show … | head`) ends it quietly."""
     main: Callable[[list[str]], int]
     if name == "show":
         from evaltui.commands.show import main
     else:
         from evaltui.commands.compare import main
-    return main(argv)
+    try:
+        return main(argv)
+    except BrokenPipeError:
+        # What is still buffered would raise again as Python flushes standard output on the
+        # way out ("Exception ignored … BrokenPipeError"): it goes to /dev/null instead.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0

@@ -17,6 +17,13 @@ def _abbrs(value: str) -> list[str]:
     return items
 
 
+def count(value: str) -> int:
+    """A command-line count: an integer ≥ 0, in ASCII digits."""
+    if not (value.isascii() and value.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a count (an integer ≥ 0), got {value!r}")
+    return int(value)
+
+
 def add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=_abbrs, metavar="A,B", help="only these models (abbrs)")
     p.add_argument("--dataset", type=_abbrs, metavar="X,Y", help="only these datasets (abbrs)")

@@ -16,9 +16,10 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from evaltui.commands.common import WorkDirArgs, add_selection, open_view
+from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
 from evaltui.engine.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.versions import dataset_fingerprint
+from evaltui.scoring.score import sample_right
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_selection(p)
     p.add_argument("--json", action="store_true", help="print the comparison as JSON (every flipped sample) instead of a table")
     p.add_argument("--force", action="store_true", help="compare datasets even when their fingerprints differ")
-    p.add_argument("--list", type=int, default=20, metavar="N", help="table: at most N flipped sample indices per direction (default 20)")
+    p.add_argument("--list", type=count, default=20, metavar="N", help="table: at most N flipped sample indices per direction (default 20; 0: none)")
     return p
 
 
@@ -113,9 +114,7 @@ def _row(view_a: WorkDirView, view_b: WorkDirView, a: PairView, b: PairView, pri
 
 def _verdicts(view: WorkDirView, pair: PairView, metric: str) -> Iterator[tuple[int, bool]]:
     for detail in iter_result_details(view.workdir.result_file(pair.model, pair.dataset)):
-        scores = detail.get("scores")
-        value = scores.get(metric, 0.0) if isinstance(scores, dict) else 1.0 if detail.get("correct") else 0.0
-        yield detail["index"], value >= 0.5
+        yield detail["index"], sample_right(detail, metric)
 
 
 def render(rows: list[Row], most: int) -> str:
@@ -134,7 +133,7 @@ def render(rows: list[Row], most: int) -> str:
     out = [line(header), "  ".join("-" * w for w in widths), *(line(c) for c in cells)]
     for r in rows:
         for label, indices in (("right→wrong", r.right_to_wrong), ("wrong→right", r.wrong_to_right)):
-            if indices:
+            if indices and most:
                 shown = ", ".join(map(str, indices[:most])) + (f", … ({len(indices) - most} more)" if len(indices) > most else "")
                 out.append(f"{r.dataset} {r.model_a}: {label}: {shown}")
     return "\n".join(out) + "\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import IO, Any
 
 from evaltui import __version__
@@ -22,6 +23,20 @@ EXPORT_FORMATS = ("json", "jsonl")
 SCHEMA = "evaltui.export/1"
 
 Records = Callable[[PairView], Iterator[dict[str, Any]]]
+
+
+def output_problem(output: str, work_dir: Path) -> str:
+    """Why `-o` may not be written ("" when it may): inside the work dir it exports (its own
+    plan.toml or results would be overwritten, and the work dir is the run's record), or in a
+    folder that does not exist (a typo must not create folders)."""
+    path = Path(output).expanduser().resolve()
+    if path.is_relative_to(work_dir.resolve()):
+        return f"is inside the work dir being exported ({work_dir}); write it elsewhere"
+    if not path.parent.is_dir():
+        return f"no such folder: {path.parent}"
+    if path.is_dir():
+        return "is a folder; name a file"
+    return ""
 
 
 def export(view: WorkDirView, pairs: list[PairView], records: Records, fmt: str, output: str | None) -> int:

@@ -10,13 +10,12 @@ the plan, versions and metrics, as one file (docs/export.md).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from evaltui.commands.common import WorkDirArgs, add_selection, open_view
-from evaltui.commands.export import EXPORT_FORMATS, export
+from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
+from evaltui.commands.export import EXPORT_FORMATS, export, output_problem
 from evaltui.engine.records import PairView, WorkDirView
 
 
@@ -31,16 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--failed", action="store_true", help="only the samples whose inference failed")
     p.add_argument("--wrong", action="store_true", help="only the samples scored wrong (failed ones included)")
     p.add_argument("--full", action="store_true", help="also each sample's prompt and answer")
-    p.add_argument("--limit", type=int, default=0, metavar="N", help="at most N samples per model×dataset (0: all)")
+    p.add_argument("--limit", type=count, default=0, metavar="N", help="at most N samples per model×dataset (0: all)")
     p.add_argument("--export", choices=EXPORT_FORMATS, help="write the plan, versions, metrics and records as one JSON or JSON Lines file instead")
     p.add_argument("-o", "--output", metavar="FILE", help="--export: the file to write (default: standard output)")
     return p
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.output is not None and not args.export:
+        parser.error("-o/--output is the file --export writes: give --export json or --export jsonl too")
     view = open_view(WorkDirArgs(args.work_dir, args.model, args.dataset))
     if view is None:
+        return 2
+    if args.output is not None and (problem := output_problem(args.output, view.workdir.root)):
+        print(f"evaltui: -o {args.output}: {problem}", file=sys.stderr)
         return 2
     pairs = view.pairs(args.model, args.dataset)
 
@@ -50,13 +55,12 @@ def main(argv: list[str]) -> int:
     if args.export:
         return export(view, pairs, chosen, args.export, args.output)
     out = sys.stdout
-    with contextlib.suppress(BrokenPipeError):  # `evaltui show … | head`
-        for pair in pairs:
-            out.write(pair_line(view, pair) + "\n")
-            for record in chosen(pair):
-                out.write(record_line(record) + "\n")
-                if args.full:
-                    _texts(out, record)
+    for pair in pairs:  # (a reader that stops, `| head`: run_command ends it quietly)
+        out.write(pair_line(view, pair) + "\n")
+        for record in chosen(pair):
+            out.write(record_line(record) + "\n")
+            if args.full:
+                _texts(out, record)
     return 0
 
 

@@ -208,6 +208,12 @@ def scan_checkpoint(path: Path) -> Iterator[Line]:
 MISSING_EPOCH = {"type": "missing", "status": None, "message": "no answer for this epoch", "attempts": 0}
 
 
+def replaces(had: bool, ok: bool) -> bool:
+    """Whether a unit's later line is its record rather than the one before (`had`: that one
+    succeeded): yes, unless it is a failure after a success (a unit answered stays answered)."""
+    return ok or not had
+
+
 class LineIndex:
     """Where each (sample, epoch)'s line is among some checkpoint-like files (the checkpoints of
     every shard layout, or the per-sample logs): its success if it has one, else a failure.
@@ -231,7 +237,7 @@ class LineIndex:
                 if not (0 <= index < total and epoch < epochs):
                     continue
                 first, had = self.where[key] < 0, self.good[key]
-                if first or (ok and not had) or (latest and (ok or not had)):
+                if first or (ok and not had) or (latest and replaces(bool(had), ok)):
                     self.where[key], self.which[key], self.good[key] = offset, k, ok
         self._files: list[BinaryIO] = []
 
@@ -243,6 +249,10 @@ class LineIndex:
         for f in self._files:
             f.close()
         self._files = []
+
+    def path(self, key: int) -> Path | None:
+        """The file the line of this (sample, epoch) is in; None when it has none."""
+        return None if self.where[key] < 0 else self.paths[self.which[key]]
 
     def line(self, key: int) -> bytes | None:
         """The line of this (sample, epoch), without its newline; None when it has none."""

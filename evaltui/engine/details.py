@@ -7,20 +7,18 @@ failed yesterday lists its failures today. Reading is synchronous and streams li
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, NamedTuple
 
 from evaltui import fastjson
-from evaltui.engine.checkpoint import iter_predictions, scan_checkpoint
+from evaltui.engine.checkpoint import LineIndex, iter_predictions
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.records import iter_result_details
+from evaltui.engine.records import iter_result_details, sample_extent
 from evaltui.engine.samplelog import records_of
 from evaltui.engine.state import Failure
 from evaltui.engine.workdir import WorkDir
-from evaltui.scoring.score import epoch_answers
+from evaltui.plan import Plan
+from evaltui.scoring.score import epoch_answers, epoch_verdict
 
 
 class PredictionSample(NamedTuple):
@@ -38,97 +36,90 @@ class PairDetails(NamedTuple):
     status: PairStatus
     failures: list[Failure]  # the samples that still stand failed, in index order
     predictions: list[PredictionSample]
-    # the per-sample log's records of the units shown (the first RECORDED failures, the
-    # predictions), by (index, epoch): their attempts, tries, time and tokens
+    # the records of the units shown (the first RECORDED failures, the predictions), by
+    # (index, epoch): the per-sample log's attempts, tries, time and tokens (a unit the log
+    # lacks: its checkpoint line's, none of those)
     records: dict[tuple[int, int], dict[str, Any]]
 
 
 RECORDED = 20  # failed units whose log records the details show
 
+
 def read_pair_details(
-    workdir: WorkDir, model: str, dataset: str, status: PairStatus, *, predictions: int = 5, max_failures: int = 1000
+    workdir: WorkDir, plan: Plan, model: str, dataset: str, status: PairStatus, *, predictions: int = 5, max_failures: int = 1000
 ) -> PairDetails:
-    entries = _entries(workdir, model, dataset)
-    succeeded: set[tuple[int, int]] = set()
-    failed: dict[tuple[int, int], dict[str, Any]] = {}
-    # the answered (sample, epoch) units of lowest index (checkpoints are in completion order):
-    # a max-heap by (index, epoch), each entry read only when it joins
-    lowest: list[tuple[tuple[int, int], dict[str, Any]]] = []
-    for index, epoch, ok, entry in entries:
-        key = (index, epoch)
-        if ok:
-            succeeded.add(key)
-            failed.pop(key, None)
-            mine = (-index, -epoch)
-            if predictions <= 0 or any(k == mine for k, _ in lowest):
-                continue
-            if len(lowest) < predictions:
-                heapq.heappush(lowest, (mine, entry()))
-            elif mine > lowest[0][0]:
-                heapq.heapreplace(lowest, (mine, entry()))
-        elif key not in succeeded:
-            failed[key] = entry()  # a later failure of the same unit replaces the earlier
-    samples = [{**e, "index": -k[0], "epoch": -k[1]} for k, e in sorted(lowest, reverse=True)]
-    failures = [
-        Failure(model, dataset, i, SampleError.from_dict(e.get("error") or {}), epoch=ep) for (i, ep), e in sorted(failed.items())[:max_failures]
-    ]
-    verdicts = _verdicts(workdir.result_file(model, dataset), {s["index"] for s in samples})
+    """The units still failed (the first `max_failures`, in (index, epoch) order, each with its
+    latest error) and the answered units of lowest index (`predictions` of them), from the
+    pair's checkpoints — or from its final predictions when the checkpoints were deleted after
+    the merge. The checkpoints are indexed as `evaltui show` reads them (checkpoint.LineIndex,
+    ~13 bytes a unit), never as a set of every unit."""
+    ds = plan.dataset(dataset)
+    epochs = plan.epochs(ds)
+    checkpoints = [p for p in workdir.checkpoint_files(model, dataset) if p.exists()]
+    if checkpoints:
+        samples = sample_extent(workdir, plan, model, ds, checkpoints)
+        failed, answered = _from_checkpoints(checkpoints, samples, epochs, predictions, max_failures)
+    else:
+        failed, answered = _from_predictions(workdir.predictions_file(model, dataset), predictions, max_failures)
+    failures = [Failure(model, dataset, i, SampleError.from_dict(e.get("error") or {}), epoch=ep) for (i, ep), e in failed]
+    verdicts = _verdicts(workdir.result_file(model, dataset), {i for (i, _), _ in answered})
     shown = []
-    for s in samples:
-        verdict = _verdict(verdicts.get(s["index"]), s["epoch"])
-        shown.append(PredictionSample(s["index"], _text(s.get("origin_prompt")), _text(s.get("prediction")), _text(s.get("gold")), verdict, s["epoch"]))
+    for (index, epoch), e in answered:
+        verdict = epoch_verdict(verdicts[index], epoch).get("correct") if index in verdicts else None
+        correct = verdict if isinstance(verdict, bool) else None
+        shown.append(PredictionSample(index, _text(e.get("origin_prompt")), _text(e.get("prediction")), _text(e.get("gold")), correct, epoch))
     wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
-    records = records_of(workdir.sample_log_files(model, dataset), wanted) if wanted else {}
+    records = records_of(workdir.sample_log_files(model, dataset), wanted, checkpoints) if wanted else {}
     return PairDetails(model, dataset, status, failures, shown, records)
 
 
-def _read_at(f: BinaryIO, offset: int) -> dict[str, Any]:
-    """One checkpoint line, parsed only when it is asked for (most lines never are)."""
-    f.seek(offset)
-    try:
-        data = fastjson.loads(f.readline())
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+Units = list[tuple[tuple[int, int], dict[str, Any]]]  # ((index, epoch), its checkpoint entry), in order
 
 
-def _entries(workdir: WorkDir, model: str, dataset: str) -> Iterator[tuple[int, int, bool, Any]]:
-    """(index, epoch, succeeded, entry loader) of every (sample, epoch) on disk: the checkpoints,
-    or the final predictions when the checkpoints were deleted after the merge."""
-    checkpoints = workdir.checkpoint_files(model, dataset)
-    if checkpoints:
-        for path in checkpoints:
-            try:
-                reader = open(path, "rb")
-            except FileNotFoundError:
+def _from_checkpoints(paths: list[Path], samples: int, epochs: int, predictions: int, max_failures: int) -> tuple[Units, Units]:
+    """(the units failed, none of their lines a success; the first answered units), each in
+    (index, epoch) order, their entries read only for the units kept."""
+    failed: Units = []
+    answered: Units = []
+    with LineIndex(paths, samples, epochs=epochs, latest=True) as lines:
+        where, good = lines.where, lines.good
+        for key in range(samples * epochs):
+            if where[key] < 0:
                 continue
-            with reader:
-                for index, epoch, ok, offset in scan_checkpoint(path):
-                    yield index, epoch, ok, partial(_read_at, reader, offset)
-        return
-    path = workdir.predictions_file(model, dataset)
+            kept = answered if good[key] else failed
+            if len(kept) < (predictions if good[key] else max_failures):
+                kept.append((divmod(key, epochs), _entry(lines.line(key))))
+            elif len(answered) >= predictions and len(failed) >= max_failures:
+                break
+    return failed, answered
+
+
+def _from_predictions(path: Path, predictions: int, max_failures: int) -> tuple[Units, Units]:
+    """The same from the final predictions file (each unit once, in index order)."""
+    failed: Units = []
+    answered: Units = []
     if not path.exists():
-        return
+        return failed, answered
     try:
         for entry in iter_predictions(path):
             for epoch, (prediction, error) in enumerate(epoch_answers(entry)):
-                line = {**entry, "prediction": prediction, "error": error}
-                yield entry["index"], epoch, error is None, (lambda e=line: e)
+                kept = failed if error is not None else answered
+                if len(kept) < (max_failures if error is not None else predictions):
+                    kept.append(((entry["index"], epoch), {**entry, "prediction": prediction, "error": error}))
+            if len(answered) >= predictions and len(failed) >= max_failures:
+                break
     except (OSError, ValueError):
-        return  # unreadable: the next scoring says so; the details screen shows what it has
+        pass  # unreadable: the next scoring says so; the details screen shows what it has
+    return failed, answered
 
 
-def _verdict(detail: dict[str, Any] | None, epoch: int) -> bool | None:
-    """One epoch's verdict in a sample's detail (a one-epoch detail has only epoch 0's)."""
-    if detail is None:
-        return None
-    epochs = detail.get("epochs")
-    if isinstance(epochs, list):
-        verdict = epochs[epoch] if epoch < len(epochs) and isinstance(epochs[epoch], dict) else {}
-        value = verdict.get("correct")
-    else:
-        value = detail.get("correct") if epoch == 0 else None
-    return value if isinstance(value, bool) else None
+def _entry(line: bytes | None) -> dict[str, Any]:
+    """One checkpoint line, parsed (only those of the units shown are)."""
+    try:
+        data = fastjson.loads(line or b"")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _verdicts(result: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:

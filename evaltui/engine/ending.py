@@ -43,15 +43,22 @@ def stops_early(ds: DatasetConfig) -> bool:
     return "fail_on_error" in ds.model_fields_set and not ds.score_on_error
 
 
-def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0) -> str:
+def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0, *, epochs: int = 1, earlier: int = 0) -> str:
     """Why a dataset failed, with the fail_on_error that would score the rest: samples a server
-    refuses for good (a prompt too long) fail again on every re-run. `unsent`: how many were
-    not sent because it stopped early."""
-    text = f"{failed} of the dataset's {total} samples failed (fail_on_error = {ds.fail_on_error!r})"
+    refuses for good (a prompt too long) fail again on every re-run. `failed`: this run's
+    failures; `earlier`: units that failed in an earlier run and were not sent again before it
+    stopped (they still stand failed, so they are counted); `unsent`: how many were not sent
+    because it stopped early. With epochs the counts are (sample, epoch) units, and say so."""
+    what = f"{total} samples" if epochs == 1 else f"{total} units ({total // epochs} samples × {epochs} epochs)"
+    standing = failed + earlier
+    text = f"{standing} of the dataset's {what} failed (fail_on_error = {ds.fail_on_error!r}"
+    if earlier:
+        text += f"; {earlier} of them failed in an earlier run and were not sent again before the stop"
+    text += ")"
     if unsent:
         return text + f"; stopped early, {unsent} not sent: a re-run sends them first, then tries the failed ones again"
-    if failed < total:
-        text += f"; fail_on_error = {math.ceil(failed / total * 10_000) / 10_000:g} would score the others"
+    if standing < total:
+        text += f"; fail_on_error = {math.ceil(standing / total * 10_000) / 10_000:g} would score the others"
     return text
 
 
@@ -89,7 +96,8 @@ class PairEnding:
         failed = sum(s.failed for s in run.shards)
         ok = failed <= failure_budget(run.cfg, run.total)
         status = PairStatus.DONE if ok else PairStatus.FAIL
-        error = "" if ok else over_budget(run.cfg, failed, run.total, run.unsent)
+        earlier = len(run.failed_before) - run.retried  # failed before, not sent again before a stop
+        error = "" if ok else over_budget(run.cfg, failed, run.total, run.unsent, epochs=run.epochs, earlier=earlier)
         shard.outstanding = -1  # finished
         all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = PairStatus.FAIL
@@ -99,6 +107,8 @@ class PairEnding:
             if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a watcher that sees all shards done finds them.
                 await self._write_predictions(run)
+            elif error:
+                self._restate_failed_shards(run, shard, error)
         self.write_status(run, shard, status, error)
         # Only once its status file says so: should the merge or the write fail (a full disk),
         # close_interrupted still finds the shard unfinished and says `pending`, not `running`.
@@ -107,6 +117,15 @@ class PairEnding:
         if all_final:
             path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
             self._end_dataset(run, final_status, path, error)
+
+    def _restate_failed_shards(self, run: DatasetRun, last: ShardRun, error: str) -> None:
+        """The shards that failed before `last` (an early stop ends them as their units come
+        back, each with the failures counted by then) say the dataset's final count too."""
+        m, d, n = self.model, run.cfg.abbr, len(run.shards)
+        for s in run.shards:
+            if s is not last and s.status == PairStatus.FAIL:
+                self.write_status(run, s, "fail", error)
+                self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
 
     async def stop_early(self, run: DatasetRun) -> None:
         """The dataset's failures exceed its budget (stops_early): none of its samples is handed

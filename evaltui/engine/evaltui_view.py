@@ -87,6 +87,10 @@ class CheckpointTally:
         return out
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _error_of(line: bytes) -> SampleError:
     try:
         entry = fastjson.loads(line)
@@ -134,6 +138,11 @@ class EvaltuiView:
     @property
     def models(self) -> dict[str, ModelConfig]:
         return {m.abbr: m for m in self.plan.models} if self.plan is not None else {}
+
+    @property
+    def epochs(self) -> dict[str, int]:
+        plan = self.plan
+        return {d.abbr: plan.epochs(d) for d in plan.datasets} if plan is not None else {}
 
     def refresh(self) -> bool:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True
@@ -198,7 +207,9 @@ class EvaltuiView:
         return self.workdir.result_file(model, dataset)
 
     def score(self, model: str, dataset: str) -> Score | None:
-        from evaltui.scoring import main_metric
+        """The result's metrics as the run's reducer names them (`accuracy_at_least_3`; pass@1
+        with pass@3 and pass@5 as its others), as the runner's DatasetScored says them."""
+        from evaltui.scoring import Reduction
 
         if self.plan is None:
             return None
@@ -208,13 +219,14 @@ class EvaltuiView:
             return None
         if result is None:
             return None
-        metric = main_metric(self.plan.dataset(dataset).evaluator.type)
+        ds = self.plan.dataset(dataset)
+        metric, *others = Reduction.of(ds.evaluator, self.plan.epochs(ds)).metrics
         if "error" in result:
             return Score(metric, None, str(result["error"]))
-        value = result.get(metric)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return Score(metric, float(value))
-        return Score(metric, None, f"no {metric} in {self.result_file(model, dataset).name}")
+        value = _number(result.get(metric))
+        if value is None:
+            return Score(metric, None, f"no {metric} in {self.result_file(model, dataset).name}")
+        return Score(metric, value, "", tuple((name, _number(result.get(name))) for name in others))
 
     # -- the run as a whole
     def holder(self) -> int | None:
@@ -252,7 +264,9 @@ class EvaltuiView:
     def summary_files(self) -> dict[str, str]:
         return newest_summary(self.root / "summary")
 
-    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
         from evaltui.scoring.leaderboard import build_leaderboard
         from evaltui.scoring.summary import RunSummary
 
@@ -261,7 +275,9 @@ class EvaltuiView:
         if self._summary is None:  # the table of the run's pairs, as the run's own (a --datasets run: those)
             models, datasets = list(dict.fromkeys(m for m, _ in self._taken)), list(dict.fromkeys(d for _, d in self._taken))
             self._summary = RunSummary(select(self.plan, models, datasets))
-        return self._summary.leaderboard(scores)
+        return self._summary.leaderboard(scores, extra)
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails:
-        return read_pair_details(self.workdir, model, dataset, status)
+        if self.plan is None:  # (no pairs without a plan: nothing asks)
+            return PairDetails(model, dataset, status, [], [], {})
+        return read_pair_details(self.workdir, self.plan, model, dataset, status)

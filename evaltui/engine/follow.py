@@ -287,7 +287,7 @@ class PairWatch:
         if score is None or score == self.score:
             return []
         self.score = score
-        return [ev.DatasetScored(m, d, score.metric, score.value, score.error, str(path))]
+        return [ev.DatasetScored(m, d, score.metric, score.value, score.error, str(path), score.extra)]
 
 
 class Follower:
@@ -343,10 +343,16 @@ class Follower:
     def log_interval(self) -> float:
         return self.view.log_interval
 
+    @property
+    def epochs(self) -> dict[str, int]:
+        return self.view.epochs
+
     def leaderboard(self) -> Leaderboard:
         with self.bus.lock:
-            scores = {key: p.score for key, p in self.state.pairs.items() if p.score is not None}
-        return self.view.leaderboard(scores)
+            scored = [(key, p) for key, p in self.state.pairs.items() if p.score is not None]
+            scores = {key: p.score for key, p in scored}
+            extra = {(*key, metric): value for key, p in scored for metric, value in p.extra}
+        return self.view.leaderboard(scores, extra)
 
     def pair_details(self, model: str, dataset: str) -> PairDetails:
         p = self.state.pairs.get((model, dataset))
@@ -509,7 +515,9 @@ class Follower:
         taken = [w for w in watches if w.planned]  # a --models/--datasets run leaves the plan's other pairs untouched
         self.exit_code = 0 if taken and all(w.score is not None and w.score.value is not None for w in taken) else 1
         scores = {w.pair: w.score.value for w in watches if w.score is not None}
-        self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), self.view.leaderboard(scores), self._elapsed()))
+        extra = {(*w.pair, metric): value for w in watches if w.score is not None for metric, value in w.score.extra}
+        board = self.view.leaderboard(scores, extra)
+        self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), board, self._elapsed()))
 
     def _stopped(self, left: list[str]) -> ev.Notice:
         """The run stopped with work left: how many datasets (which, in the line), and when its

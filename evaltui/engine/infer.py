@@ -261,6 +261,7 @@ class WorkerPool:
         shard.outstanding -= 1
         shard.in_flight -= 1
         run.remaining -= 1
+        run.retried += index * run.epochs + epoch in run.failed_before
         if "error" in entry and not run.stopped_early and stops_early(cfg) and sum(s.failed for s in run.shards) > failure_budget(cfg, run.total):
             await self._ending.stop_early(run)
         if shard.outstanding == 0:

@@ -167,6 +167,7 @@ class OpenCompassView:
         self.title = f"OpenCompass {root.name}"
         self.max_workers: dict[str, int] = {}
         self.models: dict[str, ModelConfig] = {}  # OpenCompass's model configs are Python: not read
+        self.epochs: dict[str, int] = {}  # nor its datasets'
         self._heartbeat = WorkDir(root)
         self._folder_keys: dict[Path, object] = {}
         self._names: dict[tuple[str, str], set[str]] = {}  # (folder, model) -> stems found there
@@ -375,7 +376,10 @@ class OpenCompassView:
                     scores[(model, abbr)] = None
         return rows, models, scores
 
-    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard:
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
+        """(OpenCompass names one metric per row of its summary: no `extra`.)"""
         from evaltui.scoring.leaderboard import MISSING, build_leaderboard
 
         rows, models, known = self._summary if self._summary else ([], [], {})

@@ -4,8 +4,8 @@ each (sample, epoch)'s record — the per-sample log joined with the result's de
 What `evaltui show`, its export and `evaltui compare` read, and the details screen for the
 few units it shows. Everything streams: records come in (index, epoch) order from an index of
 a few bytes per unit (checkpoint.LineIndex), details from the result file a line at a time.
-A pair run without the per-sample log has records made from its checkpoint lines (prompt,
-answer, error; no attempts).
+A unit the per-sample log lacks (run with sample_log = false, or by an evaltui that wrote no
+log) has its record made from its checkpoint line (prompt, answer, error; no attempts).
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from evaltui import fastjson
+from evaltui.datasets import DatasetError, count_records
 from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.lockstate import lock_holder
 from evaltui.engine.samplelog import latest_records
 from evaltui.engine.workdir import WorkDir
-from evaltui.plan import DatasetConfig, Plan
+from evaltui.plan import DatasetConfig, Plan, parse_samples
+from evaltui.scoring.score import epoch_verdict
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,7 +53,9 @@ class PairView(NamedTuple):
 
     model: str
     dataset: str
-    status: str  # pending | running | done | fail (its shards' statuses combined), scored, error, or "" (no trace of it)
+    # pending | running | done | fail (its shards' statuses combined); stopped (a status left
+    # running, but no process holds the work dir: killed); scored, error, or "" (no trace of it)
+    status: str
     version: str  # the pair's fingerprint (status files): prompts, data and model settings
     epochs: int
     samples: str  # the selection run ("3,17,40-60"), "" for all
@@ -82,6 +87,14 @@ class WorkDirView:
     def __init__(self, root: Path):
         self.workdir = WorkDir(root.resolve())
         self.plan = load_snapshot(self.workdir.root)
+        self._holder: int | None = -1  # not looked up yet
+
+    def holder(self) -> int | None:
+        """The pid of the process running in the work dir, 0 for none, None when it cannot be
+        told (lockstate.py: the lock is never taken); looked up once."""
+        if self._holder == -1:
+            self._holder = lock_holder(self.workdir.root / ".evaltui.lock")
+        return self._holder
 
     def pairs(self, models: list[str] | None = None, datasets: list[str] | None = None) -> list[PairView]:
         """The plan's pairs (those named, in plan order) as their files say they stand."""
@@ -96,8 +109,7 @@ class WorkDirView:
     def pair(self, model: str, ds: DatasetConfig) -> PairView:
         wd = self.workdir
         statuses = [s for s in (wd.read_status(model, ds.abbr, k, ds.shards) for k in range(ds.shards)) if s is not None]
-        status = _combined([s["status"] for s in statuses], ds.shards)
-        error = next((s.get("error", "") for s in statuses if s.get("status") == "fail" and s.get("error")), "")
+        status, error = self._inferred(statuses, ds.shards)
         result = wd.read_result(model, ds.abbr)
         metrics = None
         if result is not None and "error" in result:
@@ -112,15 +124,39 @@ class WorkDirView:
             metrics, str((result or {}).get("dataset_version", "")), error,
         )
 
+    def _inferred(self, statuses: list[dict[str, Any]], shards: int) -> tuple[str, str]:
+        """The shards' statuses combined, and why they failed; `stopped` when they say running
+        but no process holds the work dir (killed), as `evaltui watch` tells a run alive."""
+        status = _combined([s["status"] for s in statuses], shards)
+        error = next((s.get("error", "") for s in statuses if s.get("status") == "fail" and s.get("error")), "")
+        if status == "running" and self.holder() == 0:
+            return "stopped", "killed or interrupted"
+        return status, error
+
     def records(self, model: str, dataset: str) -> Iterator[dict[str, Any]]:
-        """Every (sample, epoch)'s record, in order, joined with its verdict when scored."""
+        """Every (sample, epoch)'s record, in order, joined with its verdict when scored: the
+        log's, or the checkpoint's for a unit the log lacks."""
         ds = self.plan.dataset(dataset)
-        epochs = self.plan.epochs(ds)
-        logs = self.workdir.sample_log_files(model, dataset)
-        paths = logs or self.workdir.checkpoint_files(model, dataset)
-        found = latest_records(paths, _extent(paths), epochs)
-        units = found if logs else (_from_checkpoint(e) for e in found)
-        yield from _joined(units, iter_result_details(self.workdir.result_file(model, dataset)))
+        logs, checkpoints = self.workdir.sample_log_files(model, dataset), self.workdir.checkpoint_files(model, dataset)
+        found = latest_records(logs, sample_extent(self.workdir, self.plan, model, ds, [*checkpoints, *logs]), self.plan.epochs(ds), checkpoints=checkpoints)
+        yield from _joined(found, iter_result_details(self.workdir.result_file(model, dataset)))
+
+
+def sample_extent(wd: WorkDir, plan: Plan, model: str, ds: DatasetConfig, paths: list[Path]) -> int:
+    """How many sample indices a pair's records can have (one more than the highest): as its
+    status files count them (the highest selected index + 1 for a selection), else its data
+    file; only when neither says, the highest index in `paths`. A stray line far beyond (an
+    index of 10 digits) is left out instead of making room for it."""
+    statuses = [s for s in (wd.read_status(model, ds.abbr, k, ds.shards) for k in range(ds.shards)) if s is not None]
+    if statuses and len(statuses) == ds.shards:
+        if statuses[0].get("samples"):
+            with contextlib.suppress(ValueError):
+                return 1 + max(parse_samples(str(statuses[0]["samples"])))
+        epochs = max(1, int(statuses[0].get("epochs", 1)))
+        return sum(int(s.get("total", 0)) for s in statuses) // epochs
+    with contextlib.suppress(DatasetError, OSError):
+        return count_records(plan, ds)
+    return 1 + max((line.sample for path in paths for line in scan_checkpoint(path)), default=-1)
 
 
 def _combined(statuses: list[str], shards: int) -> str:
@@ -129,22 +165,6 @@ def _combined(statuses: list[str], shards: int) -> str:
     if len(statuses) < shards or "running" in statuses or "pending" in statuses:
         return "running" if "running" in statuses else "pending"
     return "fail" if "fail" in statuses else "done"
-
-
-def _extent(paths: list[Path]) -> int:
-    """One more than the highest sample index the files hold."""
-    return 1 + max((line.sample for path in paths for line in scan_checkpoint(path)), default=-1)
-
-
-def _from_checkpoint(entry: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint line in the shape of a log record (no attempts: the log was off)."""
-    record: dict[str, Any] = {"index": entry["index"], "epoch": entry.get("epoch", 0)}
-    record.update(prompt=entry.get("origin_prompt", ""), answer=entry.get("prediction", ""))
-    if "error" in entry:
-        record["error"] = entry["error"]
-    if entry.get("gold") is not None:
-        record["gold"] = entry["gold"]
-    return record
 
 
 def _joined(units: Iterator[dict[str, Any]], details: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -168,8 +188,7 @@ def _index(detail: dict[str, Any]) -> int:
 
 def _verdict(detail: dict[str, Any], epoch: int) -> dict[str, Any]:
     found: dict[str, Any] = {"gold": detail.get("gold")}
-    epochs = detail.get("epochs")
-    own = epochs[epoch] if isinstance(epochs, list) and epoch < len(epochs) and isinstance(epochs[epoch], dict) else detail if epoch == 0 else {}
+    own = epoch_verdict(detail, epoch)
     for key in ("extracted", "correct", "result"):
         if key in own:
             found[key] = own[key]

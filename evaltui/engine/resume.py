@@ -14,7 +14,7 @@ from evaltui.datasets import file_fingerprint
 from evaltui.engine import events as ev
 from evaltui.engine.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
 from evaltui.engine.events import PairStatus
-from evaltui.engine.runs import DatasetRun, ShardRun, shard_indices
+from evaltui.engine.runs import DatasetRun, ShardRun, UnitFlags, shard_indices
 from evaltui.engine.sample import SampleTokens
 from evaltui.engine.versions import evaluator_version, pair_version
 from evaltui.engine.workdir import StatusWriter, WorkDir
@@ -53,18 +53,22 @@ def plan_pairs(
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
         indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
-        done: set[int] = set()  # keys of the (sample, epoch) units answered: index * epochs + epoch
-        failed: set[int] = set()
+        answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
         for path in wd.checkpoint_files(m, ds.abbr):
             for index, epoch, ok, _ in scan_checkpoint(path):
                 if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
-                    (done if ok else failed).add(index * epochs + epoch)
+                    key = index * epochs + epoch
+                    if ok:
+                        answered[key], failures[key] = 1, 0
+                    elif not answered[key]:
+                        failures[key] = 1
+        done, failed = UnitFlags(total * epochs, answered), UnitFlags(total * epochs, failures)  # failed: none since answered
         n = ds.shards
         samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
         shards = []
         for k, part in enumerate(shard_indices(indices, n)):
             cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
-            shard = ShardRun(k, part, cp, completed=_done_in(part, done, epochs), epochs=epochs)
+            shard = ShardRun(k, part, cp, completed=done.count_in(part, epochs), epochs=epochs)
             if plan.run.sample_log:
                 shard.log = Checkpoint(wd.sample_log_file(m, ds.abbr, k, n), version)
             shards.append(shard)
@@ -72,20 +76,12 @@ def plan_pairs(
                 m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs, samples=samples
             )
         units = len(indices) * epochs
-        failed -= done
         run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
         run.selection, run.samples = ds.sample_ids, samples
         run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
         runs.append(run)
         emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
     return runs
-
-
-def _done_in(indices: Sequence[int], done: set[int], epochs: int) -> int:
-    """How many (sample, epoch) units of these samples are in `done`."""
-    if epochs == 1:
-        return sum(1 for i in indices if i in done)
-    return sum(1 for i in indices for e in range(epochs) if i * epochs + e in done)
 
 
 def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> str:

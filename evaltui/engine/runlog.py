@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -36,12 +36,16 @@ def event_line(e: ev.Event) -> str | None:
     return None if line is None else line(e)
 
 
-def _started(e: ev.DatasetStarted) -> str:
+def _started(e: ev.DatasetStarted, epochs: int = 1) -> str:
+    """`started, 1000 requests to run (200 samples × 5 epochs)` (with epochs, the units)."""
     kept = e.total - e.remaining
     if e.joined:
         return f"{e.model}/{e.dataset}: following: {kept} of {e.total} done"
-    resumed = f" (resuming: {kept} kept)" if kept else ""
-    return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run{resumed}"
+    resumed = f"resuming: {kept} kept" if kept else ""
+    if epochs == 1:
+        return f"{e.model}/{e.dataset}: started, {e.remaining} samples to run" + (f" ({resumed})" if resumed else "")
+    shape = f"{e.total // epochs} samples × {epochs} epochs"
+    return f"{e.model}/{e.dataset}: started, {e.remaining} requests to run ({shape}{'; ' + resumed if resumed else ''})"
 
 
 def _inferred(e: ev.DatasetInferred) -> str:
@@ -150,11 +154,21 @@ class EventLines:
     terminal or the log raw. Failed samples are said once per model×dataset, the first of them,
     so a run whose samples fail says why as it happens (logs/failures.jsonl has all of them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, epochs: Mapping[str, int] | None = None) -> None:
         self._said: set[tuple[str, str]] = set()
+        self._epochs = epochs or {}  # each dataset's epochs, when known: its failures say which epoch
+
+    def with_epoch(self, e: ev.SampleFailed) -> bool:
+        """Whether a failure says its epoch: after the first, or when its dataset has several."""
+        return e.epoch > 0 or self._epochs.get(e.dataset, 1) > 1
 
     def __call__(self, e: ev.Event) -> str | None:
-        line = self._first_failure(e) if type(e) is ev.SampleFailed else event_line(e)
+        if type(e) is ev.SampleFailed:
+            line = self._first_failure(e)
+        elif type(e) is ev.DatasetStarted:
+            line = _started(e, self._epochs.get(e.dataset, 1))
+        else:
+            line = event_line(e)
         return None if line is None else printable(line)
 
     def _first_failure(self, e: ev.SampleFailed) -> str | None:
@@ -164,7 +178,8 @@ class EventLines:
         err = e.error
         code = f" {err.status}" if err.status is not None else ""
         message = err.message if len(err.message) <= 300 else err.message[:300] + "…"
-        return f"{e.model}/{e.dataset}: sample {e.sample_index} failed: {err.type}{code}: {message} (every failure: logs/failures.jsonl)"
+        unit = f"sample {e.sample_index} epoch {e.epoch}" if self.with_epoch(e) else f"sample {e.sample_index}"
+        return f"{e.model}/{e.dataset}: {unit} failed: {err.type}{code}: {message} (every failure: logs/failures.jsonl)"
 
 
 #: C0 and C1 control characters and DEL, but the tab.
@@ -179,19 +194,22 @@ def printable(text: str) -> str:
 class RunLog:
     """A sink writing logs/run.log and logs/failures.jsonl; appends, so resumed runs add to them."""
 
-    def __init__(self, workdir: WorkDir):
+    def __init__(self, workdir: WorkDir, epochs: Mapping[str, int] | None = None):
         workdir.logs_dir.mkdir(parents=True, exist_ok=True)
         # backslashreplace: a server's error text may hold characters UTF-8 cannot (lone surrogates)
         self._log = open(workdir.logs_dir / "run.log", "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self._failures_path = workdir.logs_dir / "failures.jsonl"
-        self._lines = EventLines()
+        self._lines = EventLines(epochs)
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def __call__(self, e: ev.Event) -> None:
         if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line
             return
         if type(e) is ev.SampleFailed:  # one per failed request
-            line = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index, **e.error._asdict()}
+            line: dict[str, Any] = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index}
+            if self._lines.with_epoch(e):
+                line["epoch"] = e.epoch
+            line.update(e.error._asdict())
             os.write(self._failures, json_bytes(line) + b"\n")
         text = self._lines(e)
         if text is not None:

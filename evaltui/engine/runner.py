@@ -129,6 +129,11 @@ class Runner:
         return {m.abbr: m.max_workers for m in self.plan.models}
 
     @property
+    def epochs(self) -> dict[str, int]:
+        """Each dataset's epochs (its own, else the run's)."""
+        return {d.abbr: self.plan.epochs(d) for d in self.plan.datasets}
+
+    @property
     def models(self) -> dict[str, ModelConfig]:
         return {m.abbr: m for m in self.plan.models}
 
@@ -154,7 +159,7 @@ class Runner:
             raise ValueError(f"no pair {model}/{dataset} in this plan")
         p = self.state.pairs.get((model, dataset))
         status = p.status if p is not None else ev.PairStatus.PENDING
-        return read_pair_details(self.workdir, model, dataset, status, predictions=predictions, max_failures=max_failures)
+        return read_pair_details(self.workdir, self.plan, model, dataset, status, predictions=predictions, max_failures=max_failures)
 
     # ------------------------------------------------------------------ command API
     def cancel(self) -> None:
@@ -256,7 +261,7 @@ class Runner:
     @contextmanager
     def _run_log(self) -> Iterator[None]:
         """logs/run.log and logs/failures.jsonl follow the events from the first one on."""
-        runlog = RunLog(self.workdir)
+        runlog = RunLog(self.workdir, self.epochs)
         self.bus.subscribe(runlog, replay=False)  # what happened before is in the log already
         try:
             yield

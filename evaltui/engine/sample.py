@@ -9,7 +9,7 @@ at once. The entry of a sample that failed for good keeps why each earlier try f
 Limits end a unit as failed with their own error class: `time-limit` (time_limit seconds for
 all its tries together) and `token-limit` (token_limit tokens for all of a sample's epochs and
 tries, as the server reports them: a request is not sent once the sample has used them; the
-reply that crosses the limit is kept).
+reply that crosses the limit is kept; SampleTokens holds it under concurrency).
 """
 
 from __future__ import annotations
@@ -43,14 +43,24 @@ INTERNAL_CHARS = 1000  # of an unexpected exception's text kept as a sample's fa
 
 class SampleTokens:
     """token_limit for the samples of one dataset in this run: the tokens each has used over its
-    epochs and tries. A sample is known while it has units queued or in flight (`expect`, then
-    `finished` for each), so it holds as many entries as samples are under way, not the dataset.
-    A resumed run counts afresh for the units it still has to send."""
+    epochs and tries, and the estimates its requests in flight hold.
+
+    A request goes while its sample has tokens left (the reply that crosses the limit is kept).
+    Under concurrency a sample's epochs would all go before any usage came back, so each
+    request holds its estimate (prompt + max_new_tokens) until its reply settles it: one whose
+    estimate does not fit beside the holds of the sample's requests in flight waits for one of
+    them to settle, then looks again. A loose budget lets a sample's epochs go together; a tight
+    one sends them one after another, and a sample sends the same requests whatever max_workers
+    is. A sample is known while it has units queued or in flight (`expect`, then `finished` for
+    each), so this holds as many entries as samples are under way, not the dataset. A resumed
+    run counts afresh for the units it still has to send."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self._used: dict[int, int] = {}
         self._left: dict[int, int] = {}
+        self._held: dict[int, int] = {}
+        self._settled: dict[int, anyio.Event] = {}  # set when one of the sample's holds is given back
 
     def expect(self, index: int, units: int) -> None:
         self._left[index] = self._left.get(index, 0) + units
@@ -63,11 +73,30 @@ class SampleTokens:
             self._left.pop(index, None)
             self._used.pop(index, None)
 
-    def used(self, index: int) -> int:
-        return self._used.get(index, 0)
+    async def admit(self, index: int, estimate: int) -> str | None:
+        while True:
+            used = self._used.get(index, 0)
+            if used >= self.limit:
+                return f"the sample has used {used} tokens (the server's count, over its epochs and tries) of its token_limit = {self.limit}"
+            held = self._held.get(index, 0)
+            if not held or used + held + estimate <= self.limit:
+                self._held[index] = held + estimate
+                return None
+            settled = self._settled.get(index)
+            if settled is None:
+                settled = self._settled[index] = anyio.Event()
+            await settled.wait()
 
-    def spend(self, index: int, tokens: int) -> None:
+    def settle(self, index: int, estimate: int, tokens: int) -> None:
         self._used[index] = self._used.get(index, 0) + tokens
+        held = self._held.get(index, 0) - estimate
+        if held > 0:
+            self._held[index] = held
+        else:
+            self._held.pop(index, None)
+        settled = self._settled.pop(index, None)
+        if settled is not None:
+            settled.set()
 
     def of(self, index: int) -> _Budget:
         return _Budget(self, index)
@@ -81,14 +110,11 @@ class _Budget:
     def __init__(self, tokens: SampleTokens, index: int):
         self.tokens, self.index = tokens, index
 
-    def refusal(self) -> str | None:
-        used = self.tokens.used(self.index)
-        if used < self.tokens.limit:
-            return None
-        return f"the sample has used {used} tokens (the server's count, over its epochs and tries) of its token_limit = {self.tokens.limit}"
+    async def admit(self, estimate: int) -> str | None:
+        return await self.tokens.admit(self.index, estimate)
 
-    def spend(self, tokens: int) -> None:
-        self.tokens.spend(self.index, tokens)
+    def settle(self, estimate: int, tokens: int) -> None:
+        self.tokens.settle(self.index, estimate, tokens)
 
 
 class Answer(NamedTuple):
@@ -165,6 +191,8 @@ class SampleInference:
         except BackendError as e:  # its message cut short and masked by the backend
             return e.as_dict(), e.retryable
         except Exception as e:  # a bug must cost one sample, not the whole run
+            if trace is not None:
+                trace.interrupted("internal")  # the attempt it cut short (and its token hold) ends here
             message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), self.backend.secrets)
             return {"type": "internal", "status": None, "message": message, "attempts": 1}, False
 

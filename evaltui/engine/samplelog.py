@@ -17,18 +17,19 @@ has several. What scoring decides later — the extracted answer, right or wrong
 score — is not written here a second time: it is in the result file's details, and readers
 (`evaltui show`, the export, the details screen) join the two by (index, epoch). A unit tried
 in several runs (it failed, then a re-run answered it) has a line per run; the last one is its
-record. `[run] sample_log = false` writes none.
+record. `[run] sample_log = false` writes none; readers take a unit the log lacks from its
+checkpoint line (no attempts, tries or usage).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from evaltui import fastjson
 from evaltui.backends import Trace
-from evaltui.engine.checkpoint import LineIndex, scan_checkpoint
+from evaltui.engine.checkpoint import LineIndex, replaces, scan_checkpoint
 
 
 def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, started: float, took: float) -> dict[str, Any]:
@@ -53,32 +54,37 @@ def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, 
     return line
 
 
-def latest_records(paths: list[Path], total: int, epochs: int, selection: Iterator[int] | None = None) -> Iterator[dict[str, Any]]:
-    """Each unit's last record, in (index, epoch) order, streamed: the files are indexed (a few
-    bytes per unit), then read a line at a time. Torn or foreign lines are skipped."""
-    with LineIndex(paths, total, epochs=epochs, latest=True) as lines:
-        for index in range(total) if selection is None else selection:
-            for epoch in range(epochs):
-                raw = lines.line(index * epochs + epoch)
-                if raw is None:
-                    continue
-                try:
-                    data = fastjson.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(data, dict):
-                    yield data
+def latest_records(logs: list[Path], total: int, epochs: int, *, checkpoints: Sequence[Path] = ()) -> Iterator[dict[str, Any]]:
+    """Each unit's record, in (index, epoch) order, streamed: its last log line or, for a unit
+    the log lacks (run with sample_log = false, or by a version that wrote none), its checkpoint
+    line in the same shape (`checkpoint_record`). The files are indexed together (a few bytes
+    per unit; a checkpoint's success outranks a log's failure, as a unit answered stays
+    answered), then read a line at a time. Torn or foreign lines are skipped."""
+    logged = set(logs)
+    with LineIndex([*checkpoints, *logs], total, epochs=epochs, latest=True) as lines:
+        for key in range(total * epochs):
+            raw = lines.line(key)
+            if raw is None:
+                continue
+            try:
+                data = fastjson.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                yield data if lines.path(key) in logged else checkpoint_record(data)
 
 
-def records_of(paths: list[Path], wanted: set[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
-    """The last record of each wanted (index, epoch), for a view that shows a few of them."""
-    where: dict[tuple[int, int], tuple[Path, int]] = {}
-    for path in paths:
-        for index, epoch, _, offset in scan_checkpoint(path):
-            if (index, epoch) in wanted:
-                where[(index, epoch)] = (path, offset)
+def records_of(logs: list[Path], wanted: set[tuple[int, int]], checkpoints: Sequence[Path] = ()) -> dict[tuple[int, int], dict[str, Any]]:
+    """The record of each wanted (index, epoch), as latest_records has it, for a view that shows a few."""
+    logged = set(logs)
+    where: dict[tuple[int, int], tuple[Path, int, bool]] = {}
+    for path in [*checkpoints, *logs]:
+        for index, epoch, ok, offset in scan_checkpoint(path):
+            key = (index, epoch)
+            if key in wanted and (key not in where or replaces(where[key][2], ok)):
+                where[key] = (path, offset, ok)
     found: dict[tuple[int, int], dict[str, Any]] = {}
-    for key, (path, offset) in where.items():
+    for key, (path, offset, _) in where.items():
         try:
             with open(path, "rb") as f:
                 f.seek(offset)
@@ -86,5 +92,16 @@ def records_of(paths: list[Path], wanted: set[tuple[int, int]]) -> dict[tuple[in
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            found[key] = data
+            found[key] = data if path in logged else checkpoint_record(data)
     return found
+
+
+def checkpoint_record(entry: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint line in the shape of a log record: its prompt, answer and error, no attempts."""
+    record: dict[str, Any] = {"index": entry["index"], "epoch": entry.get("epoch", 0)}
+    record.update(prompt=entry.get("origin_prompt", ""), answer=entry.get("prediction", ""))
+    if "error" in entry:
+        record["error"] = entry["error"]
+    if entry.get("gold") is not None:
+        record["gold"] = entry["gold"]
+    return record

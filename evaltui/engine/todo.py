@@ -9,7 +9,6 @@ otherwise stop again at the same samples on every re-run, and never get further.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Container, Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ def todo(run: DatasetRun, records: Records, reopen: Reopen) -> Iterator[Job]:
     """Every unit not in `run.done`: the never-tried ones from `records`, then those that failed
     before from the file opened again (`reopen`) — only if any did."""
     retry = run.failed_before
-    yield from _units(run, records, lambda key: key not in retry)
+    yield from _units(run, records, failed_before=False)
     if not retry:
         return
     samples = {key // run.epochs for key in retry}  # within the selection: planning kept no other
@@ -32,15 +31,16 @@ def todo(run: DatasetRun, records: Records, reopen: Reopen) -> Iterator[Job]:
         again = reopen(_Except(samples))
     except (DatasetError, OSError) as e:
         again = _failing(str(e))
-    yield from _units(run, again, retry.__contains__)
+    yield from _units(run, again, failed_before=True)
 
 
-def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> Iterator[Job]:
-    """The units not done that `wanted` takes (by key), with their records; a record that cannot
-    be read (the file changed since the plan was checked) makes its units fail with the reason,
-    and those after it too."""
+def _units(run: DatasetRun, records: Records, *, failed_before: bool) -> Iterator[Job]:
+    """The units not done that failed before (or, `failed_before` false, that did not), with
+    their records; a record that cannot be read (the file changed since the plan was checked)
+    makes its units fail with the reason, and those after it too. (The flags are read as bytes:
+    a resume walks every unit, done or not, before its first request.)"""
     problem = ""
-    done, epochs = run.done, run.epochs
+    done, failed, want, epochs = run.done.flags, run.failed_before.flags, int(failed_before), run.epochs
     at = 0  # the index of the record `records` gives next
     for s in run.shards:
         for i in s.indices:
@@ -56,7 +56,7 @@ def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> 
                     problem = record = f"{run.cfg.path} now has only {at} records, expected {run.records}"
                 except DatasetError as e:
                     problem = record = str(e)
-            units = [epoch for epoch in range(epochs) if (key := i * epochs + epoch) not in done and wanted(key)]
+            units = [epoch for epoch in range(epochs) if not done[key := i * epochs + epoch] and failed[key] == want]
             if units and run.tokens is not None:
                 run.tokens.expect(i, len(units))
             for epoch in units:
@@ -67,13 +67,10 @@ def _units(run: DatasetRun, records: Records, wanted: Callable[[int], bool]) -> 
 def first_pass_skip(run: DatasetRun) -> Container[int]:
     """The samples whose records the first pass does not read: every epoch done or failed
     before, or not selected."""
-    settled = run.done | run.failed_before if run.failed_before else run.done
-    if run.epochs > 1:
-        per_sample = Counter(key // run.epochs for key in settled)
-        settled = {i for i, n in per_sample.items() if n == run.epochs}
+    settled = run.done.whole_samples(run.epochs, run.failed_before)
     if run.selection is None:
         return settled
-    return _Except(set(run.selection) - settled)
+    return _Except({i for i in run.selection if i not in settled})
 
 
 class _Except:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from evaltui.engine.events import PairStatus, SampleError
+from evaltui.engine.events import Metrics, PairStatus, SampleError
 
 if TYPE_CHECKING:
     from evaltui.engine.details import PairDetails
@@ -41,9 +41,10 @@ class ShardStatus(NamedTuple):
 
 
 class Score(NamedTuple):
-    metric: str
+    metric: str  # the main one
     value: float | None
     error: str = ""
+    extra: Metrics = ()  # the other metrics (a reducer's pass@k of several k)
 
 
 class Outcome(NamedTuple):
@@ -99,6 +100,11 @@ class View(Protocol):
         ...
 
     @property
+    def epochs(self) -> dict[str, int]:
+        """Each dataset's epochs, when the work dir says (an evaltui plan snapshot)."""
+        ...
+
+    @property
     def problem(self) -> str:
         """Why the files that define the pairs cannot be read, if they cannot."""
         ...
@@ -150,6 +156,10 @@ class View(Protocol):
         """The newest leaderboard files, by extension."""
         ...
 
-    def leaderboard(self, scores: Mapping[tuple[str, str], float | None]) -> Leaderboard: ...
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
+        """The leaderboard of these scores (main metrics by pair; `extra`: the others, by (model, dataset, metric))."""
+        ...
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails: ...

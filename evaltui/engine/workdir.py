@@ -290,7 +290,8 @@ class WorkDir:
 
 
 class StatusWriter:
-    """Writes status files and refuses to move a shard back from done/fail by a late write.
+    """Writes status files and refuses to move a shard back from done/fail by a late write (a
+    final status may be written again as itself: a failed shard given the dataset's last count).
 
     The guard lives here, in the one writer, because the reference system's bug was a progress
     write racing the final one; `reset` is the deliberate exception used when a new run (or a
@@ -321,7 +322,7 @@ class StatusWriter:
         """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs;
         `samples`: the selection run (sample_ids, --samples) when not all of them."""
         path = self.workdir.status_file(model, dataset, shard, shards)
-        if not reset and path in self._final:
+        if not reset and self._final.get(path, status) != status:  # (a final one restated as itself: its error's count)
             return False
         data = {
             "status": status,

@@ -87,21 +87,38 @@ def samples_spec(indices: Sequence[int]) -> str:
     return ",".join(parts)
 
 
+MAX_SELECTED = 10_000_000  # indices one selection may name
+_INDEX_DIGITS = 15  # an index is below 10^15 (no dataset has more records)
+
+
 def parse_samples(text: str) -> list[int]:
-    """`3,17,40-60` as the sorted indices it names (a range includes both ends); ValueError if it is not that."""
-    found: set[int] = set()
+    """`3,17,40-60` as the sorted indices it names (a range includes both ends); ValueError if it
+    is not that. Sizes are checked range by range, before any is expanded."""
+    ranges: list[tuple[int, int]] = []
+    named = 0
     for part in text.split(","):
         part = part.strip()
         first, dash, last = part.partition("-")
-        if not (first.isdigit() and (not dash or last.isdigit())):
-            raise ValueError(f"{part!r} is neither an index nor a range like 40-60")
+        if not (_ascii_digits(first) and (not dash or _ascii_digits(last))):
+            raise ValueError(f"{part!r} is neither an index nor a range like 40-60 (ASCII digits)")
+        if max(len(first), len(last)) > _INDEX_DIGITS:
+            raise ValueError(f"{part!r} is too large an index")
         lo, hi = int(first), int(last) if dash else int(first)
         if hi < lo:
             raise ValueError(f"the range {part} ends before it starts")
-        if hi - lo > 10_000_000:
-            raise ValueError(f"the range {part} is longer than 10,000,000 samples")
+        named += hi - lo + 1
+        if named > MAX_SELECTED:
+            raise ValueError(f"the ranges name more than {MAX_SELECTED:,} samples (at {part})")
+        ranges.append((lo, hi))
+    found: set[int] = set()
+    for lo, hi in ranges:
         found.update(range(lo, hi + 1))
     return sorted(found)
+
+
+def _ascii_digits(text: str) -> bool:
+    """`0`–`9` only: str.isdigit also takes `²` and other digits int() refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -160,6 +160,9 @@ class EvaluatorConfig(_Strict):
         return () if self.k is None else tuple(self.k) if isinstance(self.k, list) else (self.k,)
 
 
+MAX_FAILURE_COUNT = 10**12  # fail_on_error as a count: more samples than any dataset has
+
+
 class DatasetConfig(_Strict):
     abbr: str
     path: str
@@ -171,7 +174,7 @@ class DatasetConfig(_Strict):
     choices: list[str] = Field(default_factory=list)
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
-    fail_on_error: int | float = 0.0  # a fraction (float, 0–1) or a count (integer) of samples that may fail
+    fail_on_error: int | float = 0.0  # a fraction (float, 0–1) or a count (integer ≥ 2) of samples that may fail
     retry_on_error: int = Field(0, ge=0, le=100)  # whole-sample tries after a request's retries are spent
     score_on_error: bool = False  # failed samples are scored as wrong, however many (fail_on_error = 1.0)
     epochs: int | None = Field(None, ge=1, le=MAX_EPOCHS)  # None: [run] epochs
@@ -183,15 +186,23 @@ class DatasetConfig(_Strict):
     @field_validator("fail_on_error", mode="before")
     @classmethod
     def _fraction_or_count(cls, v: Any) -> Any:
-        """A float is a fraction of the samples, an integer a count of them: 1.0 lets every sample
-        fail, 1 lets one."""
+        """A float is a fraction of the samples, an integer (≥ 2) a count of them.
+
+        An integer 1 is refused: before counts existed it was the fraction 1.0 (every sample may
+        fail), so taking it as a count of one would change what a plan that says it means, and
+        its leaderboard version with it. 0 is 0.0 however it is written, so that a float hashes
+        as it always did."""
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"expected a fraction between 0 and 1 or a count (an integer ≥ 0) of samples (got {v!r})")
+            raise ValueError(f"expected a fraction between 0 and 1 or a count (an integer ≥ 2) of samples (got {v!r})")
         if isinstance(v, float) and not 0.0 <= v <= 1.0:
             example = int(v) if math.isfinite(v) and v > 1 else 5
             raise ValueError(f"a fraction must be between 0 and 1; a count of samples is an integer, e.g. {example} (got {v!r})")
-        if isinstance(v, int) and not 0 <= v <= 1 << 40:
+        if isinstance(v, int) and v < 0:
             raise ValueError(f"a count of samples must be ≥ 0 (got {v!r})")
+        if isinstance(v, int) and v > MAX_FAILURE_COUNT:
+            raise ValueError(f"a count of samples must be ≤ {MAX_FAILURE_COUNT} (got {v!r})")
+        if isinstance(v, int) and v == 1:
+            raise ValueError("fail_on_error = 1 is ambiguous: write 1.0 for every sample may fail, or a count ≥ 2")
         return 0.0 if v == 0 else v  # none may fail, however it is written
 
     @field_validator("sample_ids")

@@ -86,6 +86,28 @@ def _reduced_detail(position: int, sample: dict[str, Any], epochs: list[dict[str
     return detail
 
 
+def epoch_verdict(detail: dict[str, Any], epoch: int) -> dict[str, Any]:
+    """One epoch's verdict in a result's detail as _reduced_detail wrote it — its `extracted`,
+    `correct` (and `error`, `result`) — read back: from `epochs` when the detail has them, else
+    (one epoch) the detail's own for epoch 0; {} when it has none. What `evaltui show`, the
+    export, the details screen and compare all read."""
+    epochs = detail.get("epochs")
+    if isinstance(epochs, list):
+        own = epochs[epoch] if 0 <= epoch < len(epochs) else None
+        return own if isinstance(own, dict) else {}
+    return detail if epoch == 0 else {}
+
+
+def sample_right(detail: dict[str, Any], metric: str) -> bool:
+    """Whether a sample counts as right by `metric`: its reduced score is at least 0.5 (several
+    epochs, or another reducer), else epoch 0's verdict."""
+    scores = detail.get("scores")
+    if isinstance(scores, dict):
+        value = scores.get(metric, 0.0)
+        return isinstance(value, (int, float)) and value >= 0.5
+    return epoch_verdict(detail, 0).get("correct") is True
+
+
 def _judge_text(judge: Judge, predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
     for position, sample in enumerate(predictions):
         if reduction.trivial:

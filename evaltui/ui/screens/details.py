@@ -87,10 +87,11 @@ class DetailsScreen(Screen[None]):
             usage = r.get("usage") or {}
             tokens = str(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)) if usage else "-"
             took = f"{r['took']:.2f}s" if isinstance(r.get("took"), (int, float)) else "-"
-            cells = [str(index), str(epoch), str(r.get("tries", 1)), fmt.one_line(attempts or "none", 120), took, tokens]
+            said = attempts or ("none" if "attempts" in r else "(not in the per-sample log)")
+            cells = [str(index), str(epoch), str(r.get("tries", 1)), fmt.one_line(said, 120), took, tokens]
             table.add_row(*map(Text, cells))
         if not d.records:
-            table.add_row(Text("none"), Text(""), Text(""), Text("(sample_log = false, or nothing run yet)"), Text(""), Text(""))
+            table.add_row(Text("none"), Text(""), Text(""), Text("(nothing run yet)"), Text(""), Text(""))
 
 
 def _unit(index: int, epoch: int) -> str:
