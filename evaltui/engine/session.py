@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from evaltui.backends import make_backend, make_client
 from evaltui.engine import events as ev
+from evaltui.engine.answer import ModelAnswerer
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import WorkerPool
 from evaltui.engine.resume import plan_pairs
@@ -158,8 +159,8 @@ class Session:
                 cfg = next(m for m in self.plan.models if m.abbr == model)
                 urls = self.urls.get(model) or list(cfg.urls)
                 client = await self._stack.enter_async_context(make_client(cfg, urls))
-                backend = make_backend(cfg, client, urls=urls)
-                pool = WorkerPool(self.plan, cfg, backend, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
+                answerer = ModelAnswerer(cfg, make_backend(cfg, client, urls=urls), self.emit)
+                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
                 self._pools[model] = pool
             return pool
 
