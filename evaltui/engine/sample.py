@@ -63,6 +63,10 @@ class SampleTokens:
     def used(self, index: int) -> int:
         return self._used.get(index, 0)
 
+    def left(self, index: int) -> int:
+        """The sample's units queued or in flight."""
+        return self._left.get(index, 0)
+
     def spend(self, index: int, tokens: int) -> None:
         self._used[index] = self._used.get(index, 0) + tokens
 
