@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,6 +111,14 @@ def log_records(work_dir: Path) -> dict[tuple[str, str, int, int], dict[str, Any
     return out
 
 
+def run_with(runner: Runner) -> int:
+    async def bounded() -> int:
+        with anyio.fail_after(120):  # no test run may hang the suite
+            return await runner.run()
+
+    return anyio.run(bounded)
+
+
 def cli_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "token"}
 
@@ -178,12 +187,7 @@ def test_a_ray_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(tmp_pa
 
     events: list[ev.Event] = []
     runner = Runner(load_plan(plan), sink=lambda e: (events.append(e), kill_one(e)))
-
-    async def bounded() -> int:
-        with anyio.fail_after(120):
-            return await runner.run()
-
-    code = anyio.run(bounded)
+    code = run_with(runner)
     assert killed, "no actor was found to kill"
     assert code == 0
     notices = [e.message for e in of_type(events, ev.Notice) if "Ray actor died" in e.message]
@@ -196,6 +200,54 @@ def test_a_ray_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(tmp_pa
     expected = round(100 * sum(answers_correctly("m", r["question"], 0.7) for r in rows) / 240, 2)
     assert of_type(events, ev.DatasetScored)[0].score == expected
     assert sim.stats.to_json()["requests_total"] >= 240  # the killed actor's unanswered requests went out again
+
+
+@needs_ray
+def test_an_actor_that_keeps_dying_fails_its_samples_and_a_re_run_does_them(tmp_path: Path, sim_factory, cluster: str) -> None:
+    """Every new actor SIGKILLed before it answers: after MAX_DEATHS in a row the model's units
+    fail (type `worker`, with why) rather than the run waiting or re-sending for ever; the next run
+    sends them again and keeps the ones answered."""
+    from evaltui.engine.ray_model import MAX_DEATHS
+
+    rows = arithmetic(120)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(latency=0.03)}))
+    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))],
+                                run={"executor": "ray"}))
+    before = actor_pids()
+    events: list[ev.Event] = []
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        """Once 20 samples are in: each of the run's actors, as soon as it is there (MAX_DEATHS of them)."""
+        while not stop.is_set() and len(killed) < MAX_DEATHS:
+            if len(of_type(events, ev.SampleFinished)) >= 20:
+                for pid in sorted(actor_pids() - before - set(killed)):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        code = run_with(Runner(plan, sink=events.append))
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert len(killed) == MAX_DEATHS
+    assert code == 1
+    assert [e.level for e in of_type(events, ev.Notice) if "Ray actor died" in e.message] == ["warning"] * (MAX_DEATHS - 1) + ["error"]
+    failed = of_type(events, ev.SampleFailed)
+    assert failed and {f.error.type for f in failed} == {"worker"}
+    assert f"died {MAX_DEATHS} times in a row" in failed[0].error.message
+    answered = len(of_type(events, ev.SampleFinished))
+    assert answered + len(failed) == 120
+
+    code, events, runner = run_plan(plan)
+    assert code == 0
+    assert len(of_type(events, ev.SampleFinished)) == len(failed)  # only those: the answered ones are kept
+    lines = checkpoint_entries(runner.workdir.root / "predictions" / "m" / "tmp_d.jsonl")
+    assert sorted(e["index"] for e in lines if "error" not in e) == list(range(120))
 
 
 # ---------------------------------------------------------------------------- the command line

@@ -73,7 +73,15 @@ class ModelActor:
                 task.cancel()
         if not units:
             return
-        answerer = await self._open()
+        try:
+            answerer = await self._open()
+        except Exception as e:  # e.g. a ca_file this node does not have: each unit says so (the driver waits for them)
+            why = f"the Ray actor could not make the model's HTTP client: {type(e).__name__}: {e}"
+            error = {"type": "worker", "status": None, "message": why, "attempts": 0}
+            for dataset, _, index, epoch, *_ in units:
+                self._answers.append(((dataset, index, epoch), failed_entry(index, epoch, error), None))
+            self._ready.set()
+            return
         for unit in units:
             key = (unit[0], unit[2], unit[3])
             self._tasks[key] = asyncio.create_task(self._answer(answerer, key, unit))

@@ -54,8 +54,10 @@ def connect(address: str | None, *, join_timeout: float = JOIN_TIMEOUT) -> None:
 
     def join() -> None:
         try:
-            # Quiet: Ray's INFO and WARNING lines (its banner, token authentication) are not this run's.
-            ray.init(address=address, logging_level=logging.ERROR, include_dashboard=False if address is None else None)
+            # Quiet: Ray's INFO and WARNING lines (its banner, token authentication) and its workers'
+            # output are not this run's (they stay in Ray's logs, on each node); the run's own
+            # Notices say what became of its actors.
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, include_dashboard=False if address is None else None)
             outcome.append(None)
         except Exception as e:  # whatever it was, it is the reason given
             outcome.append(e)

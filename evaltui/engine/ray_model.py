@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -277,5 +278,19 @@ def _worker_failure(index: int, epoch: int, why: str) -> dict[str, Any]:
 
 
 def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return text[:300] or type(error).__name__
+    """Why an actor is gone, in a line: Ray's message is a paragraph (a traceback when the actor
+    could not start, the worker's exit detail when its process died)."""
+    text = _ANSI.sub("", str(error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    if "creation task" in lines[0]:
+        return f"it could not start: {lines[-1][:300]} (is evaltui, of this version, installed on every node?)"
+    pid, ip = re.search(r"\bpid: (\d+)", text), re.search(r"\bip: (\S+)", text)
+    detail = re.search(r"Worker exit detail: (.*?)(?: Some common causes|$)", " ".join(lines))
+    if pid is None or ip is None:
+        return " ".join(lines)[:300]
+    return f"its process {pid.group(1)} on {ip.group(1)} ended" + (f": {detail.group(1)[:200]}" if detail else "")
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
