@@ -166,6 +166,8 @@ def test_a_plan_gives_the_same_predictions_scores_and_log_locally_and_on_ray(tmp
 
 
 @needs_ray
+@pytest.mark.reliability
+@pytest.mark.crash
 def test_a_ray_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(tmp_path: Path, sim_factory, cluster: str) -> None:
     """SIGKILL to one of the model's two actors while its requests are out: the driver sends
     what it had not received to a new actor; every sample has exactly one line, the score is exact."""
@@ -203,6 +205,8 @@ def test_a_ray_worker_killed_mid_run_loses_nothing_and_duplicates_nothing(tmp_pa
 
 
 @needs_ray
+@pytest.mark.reliability
+@pytest.mark.crash
 def test_an_actor_that_keeps_dying_fails_its_samples_and_a_re_run_does_them(tmp_path: Path, sim_factory, cluster: str) -> None:
     """Every new actor SIGKILLed before it answers: after MAX_DEATHS in a row the model's units
     fail (type `worker`, with why) rather than the run waiting or re-sending for ever; the next run
@@ -254,6 +258,8 @@ def test_an_actor_that_keeps_dying_fails_its_samples_and_a_re_run_does_them(tmp_
 
 
 @needs_ray
+@pytest.mark.reliability
+@pytest.mark.crash
 def test_the_command_line_joins_a_cluster_and_a_killed_driver_resumes_from_its_checkpoints(tmp_path: Path, sim_factory, cluster: str) -> None:
     """`--executor ray --ray-address ADDR`: SIGKILL to the driver mid-run takes its actors with it
     (Ray ends an owner's actors); the same command again resumes and ends as an uninterrupted run would."""
@@ -289,6 +295,7 @@ def test_the_command_line_joins_a_cluster_and_a_killed_driver_resumes_from_its_c
     assert sim.stats.to_json()["requests_total"] <= 300 + 8  # at most the kill's in-flight requests again
 
 
+@pytest.mark.reliability
 def test_executor_ray_without_ray_installed_is_one_line_and_exit_2(tmp_path: Path) -> None:
     """Ray hidden from the interpreter (as where the extra is not installed): `--executor ray`,
     or the plan's `run.executor = "ray"`, says how to install it."""
@@ -308,6 +315,7 @@ def test_executor_ray_without_ray_installed_is_one_line_and_exit_2(tmp_path: Pat
 
 
 @needs_ray
+@pytest.mark.reliability
 def test_an_address_where_no_cluster_answers_is_one_line_and_exit_2(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
