@@ -74,12 +74,26 @@ def connect(address: str | None, *, join_timeout: float = JOIN_TIMEOUT) -> None:
     if not outcome:
         raise RayUnavailable(f"no Ray cluster answered {where} within {join_timeout:g} s (is it a Ray head node's address, e.g. HOST:6379?)")
     error = outcome[0]
-    if error is not None:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        hint = ""
-        if address is not None and os.environ.get("RAY_AUTH_MODE") is None:
-            hint = " (a cluster with token authentication needs RAY_AUTH_MODE=token here, and its token: ~/.ray/auth_token or RAY_AUTH_TOKEN)"
-        raise RayUnavailable(f"cannot join the Ray cluster {where}: {first}{hint}")
+    if error is None:
+        _quiet(ray)
+        return
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    hint = ""
+    if address is not None and os.environ.get("RAY_AUTH_MODE") is None:
+        hint = " (a cluster with token authentication needs RAY_AUTH_MODE=token here, and its token: ~/.ray/auth_token or RAY_AUTH_TOKEN)"
+    raise RayUnavailable(f"cannot join the Ray cluster {where}: {first}{hint}")
+
+
+def _quiet(ray: Any) -> None:
+    """Keep the cluster's error messages off this process's stdout.
+
+    A Ray driver prints what the cluster reports (a worker that died, …) on stdout, which is the
+    run's own (`--json`, the interactive screen). They stay in Ray's logs on each node, and the
+    run says what became of its actors in its own words. Ray's private hook: should it move, its
+    messages are printed again, nothing worse."""
+    worker = getattr(getattr(ray, "_private", None), "worker", None)
+    if worker is not None and callable(getattr(worker, "print_to_stdstream", None)):
+        worker.print_to_stdstream = lambda data, ignore_prefix: None
 
 
 def disconnect() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -31,9 +31,7 @@ class RayExecutor:
 
     @property
     def run_code(self) -> CodeRunner:
-        from evaltui.engine.ray_code import run_code_on_ray
-
-        return run_code_on_ray
+        return _run_code_on_ray
 
     async def start(self) -> str | None:
         """Join the cluster (unless this process has); why it cannot, in one line.
@@ -53,3 +51,12 @@ class RayExecutor:
         from evaltui.engine.ray_model import RayModel, actors_for
 
         return RayModel(self.plan, model, urls, emit, actors_for(self.plan, model))
+
+
+def _run_code_on_ray(
+    jobs: Sequence[tuple[str, Any]], *, timeout: float, memory_mb: int, workers: int, tmp_root: str | None = None
+) -> list[tuple[str | None, str]]:
+    """ray_code.run_code_on_ray, imported when code is first scored (Ray is imported with it)."""
+    from evaltui.engine.ray_code import run_code_on_ray
+
+    return run_code_on_ray(jobs, timeout=timeout, memory_mb=memory_mb, workers=workers, tmp_root=tmp_root)

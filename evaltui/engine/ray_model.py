@@ -29,6 +29,7 @@ and it sends the unit to one of the model's actors (ray_actor.py) and waits for 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 from collections.abc import Sequence
@@ -250,6 +251,8 @@ class RayModel:
 
     def _lost(self, slot: _Slot, error: RayError) -> None:
         """Its actor is gone: what it had not answered goes to a new one (or fails, MAX_DEATHS)."""
+        with contextlib.suppress(RayError):  # should it be only out of reach, it must not go on with its units
+            ray.kill(slot.actor, no_restart=True)
         slot.actor = None
         if slot.load is not None:
             self._retired = (self._retired[0] + slot.load.retries, self._retired[1] + slot.load.tokens)
