@@ -173,7 +173,8 @@ class RayModel:
             self._tg = self._submitted = None
             for slot in self._slots:
                 if slot.actor is not None:
-                    ray.kill(slot.actor, no_restart=True)
+                    with contextlib.suppress(RayError):  # (gone already)
+                        ray.kill(slot.actor, no_restart=True)
                     slot.actor = None
             self._waiting.clear()
 
