@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from evaltui import __version__
 
 if TYPE_CHECKING:
+    from evaltui.engine.runner import Runner
     from evaltui.engine.source import RunSource
 
 EXIT_USAGE = 2
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=_samples, metavar="3,17,40-60", help="run only these samples (indices from 0) of each dataset (scored as a subset)")
     p.add_argument("--theme", metavar="NAME", help="interactive session: the theme to use (see themes/; remembered)")
     p.add_argument("--json", action="store_true", help="headless: print the final summary as JSON on stdout")
+    p.add_argument("--executor", choices=("local", "ray"), help="where the requests (and code_exec) run: here, or on a Ray cluster (overrides run.executor)")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="executor ray: the cluster's head node, HOST:PORT (default: RAY_ADDRESS, else a Ray instance started on this machine for the run)")
     p.add_argument("--version", action="version", version=f"evaltui {__version__}")
     return p
 
@@ -91,27 +95,66 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         full_plan = load_plan(Path(args.plan))
+        if args.executor:
+            full_plan = full_plan.model_copy(update={"run": full_plan.run.model_copy(update={"executor": args.executor})})
         plan = select(full_plan, args.models, args.datasets, args.samples)
     except PlanError as e:
         for line in e.problems:
             print(line, file=sys.stderr)
         return EXIT_USAGE
 
+    if plan.run.executor != "ray" and args.ray_address:
+        print(f"{plan.source.name}: --ray-address: the plan runs here (run.executor = \"local\"); add --executor ray to run it on Ray", file=sys.stderr)
+        return EXIT_USAGE
+
     from evaltui.engine.runner import Runner
     from evaltui.engine.workdir_guard import WorkDirRefused
-    from evaltui.headless import run_headless
 
     if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
-        _hide_environment()
+        from evaltui.redaction import undumpable
+
+        undumpable()
     try:
-        runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan)
+        runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan, ray_address=args.ray_address)
     except WorkDirRefused as e:
         print(f"{plan.source.name}: {'--work-dir' if args.work_dir is not None else 'run.work_dir'}: {e}", file=sys.stderr)
         return EXIT_USAGE
+    return _run(runner, args) if plan.run.executor != "ray" else _run_on_ray(runner, args)
+
+
+def _run_on_ray(runner: Runner, args: argparse.Namespace) -> int:
+    """Join the cluster (after the plan and the work dir: the quick refusals first), then run."""
+    problem = _join_ray(args.ray_address)
+    if problem is not None:
+        field = "--executor ray" if args.executor == "ray" else "run.executor"
+        print(f"{runner.plan.source.name}: {field}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run(runner, args)
+    finally:
+        from evaltui.engine.ray_connect import disconnect
+
+        disconnect()  # os._exit follows: a Ray instance started here must not outlive the run
+
+
+def _run(runner: Runner, args: argparse.Namespace) -> int:
+    from evaltui.headless import run_headless
+
     headless = args.no_ui or args.json or not sys.stdout.isatty()
     if not headless:
         return _run_interactive(runner, args.theme)
     return run_headless(runner, as_json=args.json)
+
+
+def _join_ray(address: str | None) -> str | None:
+    """Join the Ray cluster before the run starts (a bounded wait): why it cannot, in one line."""
+    from evaltui.engine.ray_connect import RayUnavailable, address_from, connect
+
+    try:
+        connect(address_from(address))
+    except RayUnavailable as e:
+        return str(e)
+    return None
 
 
 def build_watch_parser() -> argparse.ArgumentParser:
@@ -176,19 +219,3 @@ def _builtin_themes() -> set[str]:
     from textual.theme import BUILTIN_THEMES
 
     return set(BUILTIN_THEMES)
-
-
-def _hide_environment() -> None:
-    """Make /proc/<evaltui>/environ unreadable to the model-written code code_exec runs.
-
-    The sandbox gets a bare environment, but any process of the same user can read another's
-    environment (API keys included) from /proc — unless that process is not dumpable, whose
-    /proc files then belong to root. Done here, by the process's owner, not by the engine a
-    test or an app may embed. (A side effect: attaching a debugger to this run needs root.)
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):  # no prctl: nothing to hide behind
-        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE

@@ -11,12 +11,17 @@ results, logs/failures.jsonl and the screen. So each one is cleaned before it is
 of 8 or more characters of a key — a prefix, a suffix, a middle — as sent, URL-encoded or
 JSON-escaped, becomes `[redacted]`; a key shorter than 8 characters is masked where it stands
 alone. Only failure text is cleaned, never a successful reply: the cost is paid per failure.
+
+And a process holding a key can make its memory and environment unreadable to the model-written
+code code_exec runs (`undumpable`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sys
 from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import quote, quote_plus
@@ -80,3 +85,19 @@ class _Redactor:
 def _redactor(secrets: tuple[str, ...]) -> _Redactor:
     """Built once per model's secrets (a few hundred windows), used for each of its failures."""
     return _Redactor(secrets)
+
+
+def undumpable() -> None:
+    """Make this process's /proc files (environ, memory) unreadable to other processes of the same user.
+
+    Model-written code that code_exec runs gets a bare environment, but any process of the same
+    user can read another's environment (API keys included) from /proc — unless that process is
+    not dumpable, whose /proc files then belong to root. Called by the command line for a plan
+    with code_exec (not by the engine a test or an app may embed), and by every Ray actor, which
+    holds a model's key (a side effect: attaching a debugger needs root)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):  # no prctl: nothing to hide behind
+        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE

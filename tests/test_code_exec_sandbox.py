@@ -341,8 +341,8 @@ def test_the_program_cannot_read_evaltuis_environment_from_proc():
     runner = (
         "import os\n"
         "os.environ['EVALTUI_TEST_SECRET'] = 'hunter2'\n"
-        "from evaltui.cli import _hide_environment\n"
-        "_hide_environment()\n"
+        "from evaltui.redaction import undumpable\n"
+        "undumpable()\n"
         "from evaltui.scoring.sandbox import run_program\n"
         f"print(run_program({program!r}))\n"
     )

@@ -85,6 +85,17 @@ def test_valid_plan_loads_with_spec_defaults(tmp_path: Path) -> None:
     d = plan.datasets[0]
     assert (d.columns, d.system, d.mode, d.choices, d.shards, d.limit, d.fail_on_error) == ([], "", "gen", [], 1, 0, 0.0)
     assert d.evaluator is not None and d.evaluator.type == "gsm8k"
+    assert run.executor == "local"
+
+
+def test_executor_is_local_or_ray_and_round_trips(tmp_path: Path) -> None:
+    data = base_plan()
+    data["run"] = {"executor": "ray"}
+    plan = load_plan(write_plan(tmp_path, data))
+    assert plan.run.executor == "ray"
+    assert load_plan(write_plan(tmp_path, {**plan.snapshot(), "title": "again"}, name="again.toml")).run.executor == "ray"
+    data["run"] = {"executor": "dask"}
+    assert problems_of(write_plan(tmp_path, data, name="bad.toml")) == ["bad.toml: run.executor: must be one of 'local' or 'ray' (got 'dask')"]
 
 
 def test_replicas_adaptive_concurrency_and_pacing_load_and_round_trip(tmp_path: Path) -> None:

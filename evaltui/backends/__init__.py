@@ -22,11 +22,20 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 
 
+def api_key_of(cfg: ModelConfig) -> str | None:
+    """The model's API key, from this process's environment (`api_key_env`): read here and only here."""
+    return os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
+
+
 def make_backend(cfg: ModelConfig, client: ModelClient, **kwargs: Any) -> Backend:
     """The backend for `cfg.type` (`url=` or `urls=`: where the engine resolved the plan's urls
-    to); the API key is read from the environment here and only here."""
-    api_key = os.environ.get(cfg.api_key_env) if cfg.api_key_env else None
-    return BACKENDS[cfg.type](cfg, client, api_key=api_key, **kwargs)
+    to); the API key is read from the environment unless given (`api_key=`: a Ray actor is
+    handed the driver's)."""
+    kwargs.setdefault("api_key", api_key_of(cfg))
+    return BACKENDS[cfg.type](cfg, client, **kwargs)
 
 
-__all__ = ["Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "make_backend", "make_client", "BACKENDS"]
+__all__ = [
+    "Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "api_key_of", "make_backend", "make_client",
+    "BACKENDS",
+]

@@ -24,19 +24,15 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from evaltui.backends import Backend
-from evaltui.backends.replicas import EJECTED, Replica
-from evaltui.datasets import DatasetError, open_records, render_sample
+from evaltui.datasets import DatasetError, open_records
 from evaltui.engine import events as ev
-from evaltui.engine import samplelog
+from evaltui.engine.answer import Answerer
 from evaltui.engine.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.events import PairStatus, SampleError
 from evaltui.engine.runs import DatasetRun, ShardRun
-from evaltui.engine.sample import SampleInference, failed_entry
 from evaltui.engine.todo import first_pass_skip, todo
 from evaltui.engine.workdir import StatusWriter, WorkDir
 from evaltui.plan import ModelConfig, Plan
-from evaltui.redaction import redact
 
 # Samples in a row that found no server (connection refused, unknown host, or every request
 # refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
@@ -54,7 +50,7 @@ class WorkerPool:
         self,
         plan: Plan,
         model: ModelConfig,
-        backend: Backend,
+        answerer: Answerer,
         workdir: WorkDir,
         statuses: StatusWriter,
         emit: ev.Sink,
@@ -62,7 +58,7 @@ class WorkerPool:
     ):
         self.plan = plan
         self.model = model
-        self.backend = backend
+        self.answerer = answerer  # where its units are answered: here (answer.py), or on Ray (ray_model.py)
         self.statuses = statuses
         self.emit = emit
         self._ending = PairEnding(model.abbr, workdir, statuses, emit, on_inferred or (lambda model, dataset: None))
@@ -74,15 +70,9 @@ class WorkerPool:
         self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
         self.requests = 0  # samples answered or failed for good in this run
-        self._inference = SampleInference(backend)
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
-        router = backend.router
-        self._several = len(router.replicas) > 1
-        self._per_replica = self._several or model.concurrency == "adaptive"  # what ModelLoad reports
-        router.on_change = self._replica_changed
-        router.on_down = self._replicas_down
 
     def add_runs(self, runs: list[DatasetRun], *, first: bool = False) -> None:
         """Queue planned datasets; while the pool runs they join it (a retry of a live run).
@@ -120,15 +110,12 @@ class WorkerPool:
             return
         # Work added later (a retry) finds out again whether the server is there: it may be down now.
         self._stopped, self._no_server, self._server_seen = "", 0, False
-        self.backend.router.mark()
         try:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
                 outer.start_soon(self._poll)
+                await outer.start(self.answerer.serve)
                 outer.start_soon(self._report_load)
-                if self._several:
-                    self.backend.router.restart()  # a model that gave up waiting may wait again
-                    outer.start_soon(self.backend.router.run_probes)
                 async with anyio.create_task_group() as workers:
                     self._workers = workers
                     self._maybe_start_more()
@@ -159,20 +146,7 @@ class WorkerPool:
             await anyio.sleep(LOAD_REPORT_INTERVAL)
 
     def _emit_load(self) -> None:
-        backend, router, cfg = self.backend, self.backend.router, self.model
-        replicas: tuple[ev.ReplicaLoad, ...] = ()
-        if self._per_replica:
-            replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
-        limit = router.limit(cfg.max_workers) if self._per_replica else cfg.max_workers
-        # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
-        self.emit(ev.ModelLoad(cfg.abbr, router.in_flight, cfg.max_workers, backend.retries, self.requests, limit, replicas, backend.tokens_used))
-
-    def _replica_changed(self, r: Replica) -> None:
-        back_off = r.back_off if r.state == EJECTED else 0.0
-        self.emit(ev.ReplicaStateChanged(self.model.abbr, r.url, r.state, redact(r.reason, self.backend.secrets), back_off, r.failed_probes))
-
-    def _replicas_down(self, reason: str) -> None:
-        self.emit(ev.ReplicasDown(self.model.abbr, self.model.down_timeout, redact(reason, self.backend.secrets)))
+        self.emit(self.answerer.load(self.requests))
 
     async def _poll(self) -> None:
         """The scheduling check every poll_interval, a safety net beside the per-sample checks."""
@@ -241,7 +215,10 @@ class WorkerPool:
     async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
         shard.in_flight += 1  # until it is counted below: an early stop (stop_early) waits for it
-        entry = await self._answer(run, shard, index, epoch, record)
+        entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, shard.log is not None)
+        if line is not None:
+            assert shard.log is not None
+            shard.log.append(line)  # before the checkpoint's line (see ShardRun.open)
         self.requests += 1
         shard.checkpoint.append(entry)
         # On disk before this worker sends its next request. Shielded: the line goes out at the
@@ -274,35 +251,6 @@ class WorkerPool:
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
 
-    async def _answer(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> dict[str, Any]:
-        """The unit's checkpoint entry (an error when its record or templates fail); its line of
-        the per-sample log, when there is one, is appended."""
-        cfg = run.cfg
-        clock, started = time.monotonic(), time.time() if shard.log is not None else 0.0
-        answer = None
-        try:
-            if isinstance(record, str):
-                raise DatasetError(record)
-            sample = render_sample(cfg, index, record)
-        except Exception as e:  # the file changed since it was checked: this sample fails, not the run
-            kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
-            if isinstance(e, DatasetError):
-                kind, message = "dataset", f"record {index}: {e}"
-            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
-        else:
-            on_retry = partial(self._retrying, run, shard, index, epoch)
-            answer = await self._inference.answer(cfg, sample, epoch, on_retry, run.tokens, traced=shard.log is not None)
-            entry = answer.entry
-        if run.tokens is not None:
-            run.tokens.finished(index)
-        if shard.log is not None:
-            trace, tries, system = (answer.trace, answer.tries, sample.system) if answer is not None else (None, 1, "")
-            shard.log.append(samplelog.record(entry, trace, system, tries, started, time.monotonic() - clock))
-        return entry
-
-    def _retrying(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
-        self.emit(ev.SampleRetried(self.model.abbr, run.cfg.abbr, shard.shard, index, number, SampleError.from_dict(why), epoch))
-
     def _check_server(self, error: dict[str, Any]) -> None:
         """Stop the model when its first samples all found no server (see NO_SERVER_AFTER), or
         when every replica has been down for down_timeout: the samples out then fail with that
@@ -319,7 +267,7 @@ class WorkerPool:
             self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
             return
         self._no_server += 1
-        if self._no_server >= NO_SERVER_AFTER and self.backend.router.silent():  # every replica failed, none answered
+        if self._no_server >= NO_SERVER_AFTER and self.answerer.silent():  # every replica failed, none answered
             code = f" {error['status']}" if error.get("status") is not None else ""
             why = f"{error.get('type')}{code}: {error.get('message')}"
             self._stopped = f"stopped: the model's server did not answer ({why})"
@@ -328,7 +276,7 @@ class WorkerPool:
                 hint = " (lightllm: the full …/generate URL; openai-* and lightllm-chat: the base URL, e.g. http://host:8000/v1)"
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
-                f"check its url ({', '.join(self.backend.urls)}){hint} and that its server is up, then run again", "error"))
+                f"check its url ({', '.join(self.answerer.urls)}){hint} and that its server is up, then run again", "error"))
             if self._workers is not None:
                 self._workers.cancel_scope.cancel()
 

@@ -30,6 +30,7 @@ from evaltui.datasets import DatasetError, count_records
 from evaltui.engine import events as ev
 from evaltui.engine.bus import EventBus
 from evaltui.engine.details import PairDetails, read_pair_details
+from evaltui.engine.executor import make_executor
 from evaltui.engine.runlog import RunLog
 from evaltui.engine.session import Session
 from evaltui.engine.simproc import SimulatorError, SimulatorProcess, sim_url_for
@@ -87,9 +88,12 @@ class Runner:
         fresh: bool = False,
         code_workers: int = 2,
         snapshot_of: Plan | None = None,
+        ray_address: str | None = None,
     ):
         """`snapshot_of`: the whole plan when `plan` is a --models/--datasets subset of it, so
-        the work dir's plan.toml stays the plan the work dir belongs to.
+        the work dir's plan.toml stays the plan the work dir belongs to. `ray_address`: with
+        `[run] executor = "ray"`, the cluster to join (else RAY_ADDRESS, else one started here;
+        a process that has joined one already keeps it).
 
         WorkDirRefused (saying why) when the work dir may not be used (`workdir_guard`): checked
         here, once, before anything is written."""
@@ -98,6 +102,7 @@ class Runner:
         self.workdir = WorkDir(checked(work_dir if work_dir is not None else plan.default_work_dir()))
         self.fresh = fresh
         self.code_workers = code_workers
+        self.executor = make_executor(plan, ray_address)
         self.state = RunState()  # the runner's own fold of its events, always current
         self.bus = EventBus(self.state, sink)
         # the bus's own methods rather than wrappers: emit runs once per sample
@@ -272,7 +277,9 @@ class Runner:
     async def _session(self, pairs: list[Pair], *, retry: bool) -> int:
         """Infer and score `pairs` (and what joins meanwhile), then write the summary and report RunFinished."""
         assert self._statuses is not None
-        session = self._live = Session(self.plan, self.workdir, self._statuses, self.emit, code_workers=self.code_workers, gate=self._gate)
+        session = self._live = Session(
+            self.plan, self.workdir, self._statuses, self.emit, code_workers=self.code_workers, gate=self._gate, executor=self.executor
+        )
         started = time.monotonic()
         exit_code = 1
         try:
@@ -318,7 +325,8 @@ class Runner:
         atomic_write_text(self.workdir.plan_file, tomli_w.dumps(data))
 
     async def _prepare(self) -> bool:
-        """Count the datasets' records (once) and start the simulator; False after saying why not."""
+        """Count the datasets' records (once), start the simulator and the executor (join the
+        Ray cluster); False after saying why not."""
         try:
             if not self._totals:
                 self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}
@@ -329,6 +337,10 @@ class Runner:
             await self._start_simulator()
         except (SimulatorError, DatasetError, OSError) as e:
             self.emit(ev.Notice(f"cannot start the simulated model server: {e}", "error"))
+            return False
+        problem = await self.executor.start()
+        if problem is not None:
+            self.emit(ev.Notice(problem, "error"))
             return False
         return True
 

@@ -87,6 +87,10 @@ class SampleTokens:
                 settled = self._settled[index] = anyio.Event()
             await settled.wait()
 
+    def left(self, index: int) -> int:
+        """The sample's units queued or in flight."""
+        return self._left.get(index, 0)
+
     def settle(self, index: int, estimate: int, tokens: int) -> None:
         self._used[index] = self._used.get(index, 0) + tokens
         held = self._held.get(index, 0) - estimate

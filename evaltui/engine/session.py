@@ -16,8 +16,8 @@ from contextlib import AsyncExitStack
 import anyio
 from anyio.abc import TaskGroup
 
-from evaltui.backends import make_backend, make_client
 from evaltui.engine import events as ev
+from evaltui.engine.executor import Executor, LocalExecutor
 from evaltui.engine.heartbeat import HeartbeatThread
 from evaltui.engine.infer import WorkerPool
 from evaltui.engine.resume import plan_pairs
@@ -39,14 +39,17 @@ class Session:
         *,
         code_workers: int,
         gate: ScoreGate,
+        executor: Executor | None = None,
     ):
+        """`executor`: where units are answered and code_exec runs (by default here: LocalExecutor)."""
         self.plan = plan
         self.workdir = workdir
         self.statuses = statuses
         self.emit = emit
+        self.executor = executor or LocalExecutor()
         self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
-        self.watcher = WatchScorer(plan, workdir, emit, code_workers=code_workers, gate=gate)
+        self.watcher = WatchScorer(plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code)
         self.exit_code = 1
         self.ended = anyio.Event()  # set by the runner once RunFinished is out
         self._opened = anyio.Event()
@@ -150,16 +153,16 @@ class Session:
         return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]
 
     async def _pool(self, model: str) -> WorkerPool:
-        """The model's pool, with its HTTP client, made the first time the model has work."""
+        """The model's pool, with what answers its units (an HTTP client here, or Ray actors), made
+        the first time the model has work."""
         async with self._clients:
             pool = self._pools.get(model)
             if pool is None:
                 assert self._stack is not None
                 cfg = next(m for m in self.plan.models if m.abbr == model)
                 urls = self.urls.get(model) or list(cfg.urls)
-                client = await self._stack.enter_async_context(make_client(cfg, urls))
-                backend = make_backend(cfg, client, urls=urls)
-                pool = WorkerPool(self.plan, cfg, backend, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
+                answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
+                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
                 self._pools[model] = pool
             return pool
 

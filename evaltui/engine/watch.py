@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -42,6 +42,9 @@ from evaltui.engine.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.workdir import WorkDir
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import DatasetConfig, Plan, samples_spec
+
+if TYPE_CHECKING:
+    from evaltui.scoring.code_exec import CodeRunner
 
 Pair = tuple[str, str]
 Replace = Callable[[str, Path], None]
@@ -89,12 +92,15 @@ class ScoreGate:
         return replace
 
 
-def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace) -> dict[str, float]:
+def score_pair(
+    plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace, run_code: CodeRunner | None = None
+) -> dict[str, float]:
     """Score one pair from its files, write its result file, return its metrics (the main one first).
 
     Runs in a worker thread. Text evaluators stream: predictions are read, judged and written
     out as details one at a time, so scoring a million samples holds none of them; code_exec
-    runs samples in parallel subprocesses and takes the (small) dataset whole.
+    runs samples in parallel subprocesses (or Ray tasks: `run_code`) and takes the (small)
+    dataset whole.
     """
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
 
@@ -107,7 +113,8 @@ def score_pair(plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: 
         predictions = read_predictions(path)
         if predictions is None:
             raise ValueError(f"predictions file missing or unreadable: {path}")
-        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs)
+        runner = {} if run_code is None else {"run_code": run_code}
+        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs, **runner)
         details = result.pop("details")
         with atomic_writer(out, replace=replace) as w:
             w.write(dumps_readable({**result, **_run_as(plan, ds, epochs), "scored_with": scored_with, "details": details}).encode("utf-8"))
@@ -153,13 +160,16 @@ class WatchScorer:
         clock: Callable[[], float] = time.time,
         code_workers: int = 2,
         gate: ScoreGate | None = None,
+        run_code: CodeRunner | None = None,
     ):
+        """`run_code`: what runs code_exec's programs (by default a thread pool of `code_workers`)."""
         self.plan = plan
         self.workdir = workdir
         self.emit = emit
         self.pending: list[Pair] = []  # added (add) as their inference is queued
         self.clock = clock
         self.code_workers = code_workers
+        self.run_code = run_code
         self.gate = gate or ScoreGate()
         self.running = False  # run() is watching (a pair added now is seen)
         self._scoring: dict[Pair, anyio.CancelScope] = {}
@@ -273,7 +283,7 @@ class WatchScorer:
         with self._slots:
             if not self.gate.current(pair, token):
                 raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
-            return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace)
+            return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace, self.run_code)
 
     async def _score(self, pair: Pair, scope: anyio.CancelScope) -> None:
         from evaltui.scoring import Reduction

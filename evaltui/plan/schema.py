@@ -52,6 +52,7 @@ class RunConfig(_Strict):
     heartbeat_timeout: float = Field(60.0, gt=0, le=DAY)
     epochs: int = Field(1, ge=1, le=MAX_EPOCHS)  # what a dataset without `epochs` of its own runs
     sample_log: bool = True  # logs/samples/: every (sample, epoch)'s prompt, attempts, answer and usage
+    executor: Literal["local", "ray"] = "local"  # where requests (and code_exec) run: this process, or a Ray cluster
 
 
 class ModelConfig(_Strict):

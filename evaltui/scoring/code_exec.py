@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from .completion import build_program, clean_completion
 from .sandbox import PASSED, run_program
@@ -30,6 +30,14 @@ def judge_code(prediction: str, record: Any, *, timeout: float, memory_mb: int, 
     completion = clean_completion(prediction, record["entry_point"])
     program = build_program(record, completion)
     return completion, run_program(program, timeout=timeout, memory_mb=memory_mb, tmp_root=tmp_root)
+
+
+class CodeRunner(Protocol):
+    """What runs a dataset's programs: `run_code_samples` here, or Ray tasks (engine/ray_code.py)."""
+
+    def __call__(
+        self, jobs: Sequence[tuple[str, Any]], *, timeout: float, memory_mb: int, workers: int, tmp_root: str | None = None
+    ) -> list[tuple[str | None, str]]: ...
 
 
 def run_code_samples(

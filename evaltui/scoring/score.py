@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .choice import judge_choice
-from .code_exec import is_pass, run_code_samples
+from .code_exec import CodeRunner, is_pass, run_code_samples
 from .gsm8k import judge_gsm8k
 from .judgement import Judge
 from .reducers import EVALUATOR_TYPES, MetricSums, Reduction, main_metric, percent, type_name
@@ -158,7 +158,13 @@ def _record_for(position: int, sample: dict[str, Any], records: Sequence[Any]) -
 
 
 def _judge_code(
-    evaluator: Any, predictions: Sequence[dict[str, Any]], records: Sequence[Any] | None, workers: int, tmp_root: str | None, reduction: Reduction
+    evaluator: Any,
+    predictions: Sequence[dict[str, Any]],
+    records: Sequence[Any] | None,
+    workers: int,
+    tmp_root: str | None,
+    reduction: Reduction,
+    run_code: CodeRunner,
 ) -> list[dict[str, Any]]:
     if records is None:
         raise ValueError("evaluator type 'code_exec' needs the dataset records (prompt, test, entry_point)")
@@ -169,7 +175,7 @@ def _judge_code(
         for epoch, (prediction, error) in enumerate(answers[position])
         if error is None
     ]
-    results = run_code_samples(
+    results = run_code(
         [(prediction, _record_for(position, predictions[position], records)) for position, _, prediction in runnable],
         timeout=float(getattr(evaluator, "timeout", 10.0)),
         memory_mb=int(getattr(evaluator, "memory_mb", 1024)),
@@ -200,15 +206,17 @@ def score(
     workers: int = 2,
     tmp_root: str | None = None,
     epochs: int = 1,
+    run_code: CodeRunner = run_code_samples,
 ) -> dict[str, Any]:
     """`{<metric>: percent rounded to 2 decimals, ..., "details": [one per sample]}`, the main
     metric first (several with pass_at_k of several k).
 
     `tmp_root`: where code_exec puts each program's temporary directory; `epochs`: how many
-    each entry holds (its reducer is the evaluator's)."""
+    each entry holds (its reducer is the evaluator's); `run_code`: what runs code_exec's programs
+    (a thread pool of `workers` here by default)."""
     reduction = Reduction.of(evaluator, epochs)
     if type_name(getattr(evaluator, "type", None)) == "code_exec":
-        details = _judge_code(evaluator, predictions, records, workers, tmp_root, reduction)
+        details = _judge_code(evaluator, predictions, records, workers, tmp_root, reduction, run_code)
     else:
         details = list(iter_details(evaluator, predictions, reduction))
     sums = MetricSums(reduction)
