@@ -11,7 +11,7 @@ when it has ended (CODE is -9 for a SIGKILL). One child at a time.
 
 `hold` makes the disk slow at one chosen moment so that a kill can land inside a write which is
 otherwise over in microseconds (the child stalls there until it is killed, at most HOLD_SECONDS):
-  {"tear_line": n}   the n-th checkpoint line is written in two halves with the stall between;
+  {"tear_line": n}   the n-th checkpoint write is cut halfway through its first line, the stall between;
   {"tear_log_line": n}  the same for the n-th write to a per-sample log (logs/samples/);
   {"replace": dir}   the stall comes just before a finished temporary file is renamed into `dir`
                      ("results": the last step of scoring; "summary": the leaderboard files).
@@ -66,7 +66,10 @@ def _install() -> None:
             if tear and matches(fd):
                 seen[key] += 1
                 if seen[key] == tear and len(data) > 1:
-                    written = real_write(fd, bytes(data[: len(data) // 2]))
+                    # halfway through the write's first line: a write of two lines of one length
+                    # cut at len // 2 would end on a newline, a whole line and no tear
+                    first = bytes(data).find(b"\n") + 1 or len(data)
+                    written = real_write(fd, bytes(data[: max(1, first // 2)]))
                     time.sleep(HOLD_SECONDS)
                     return written
         return real_write(fd, data)
