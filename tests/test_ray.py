@@ -391,3 +391,34 @@ def test_a_model_runs_on_as_many_actors_as_its_datasets_have_shards() -> None:
     from evaltui.engine.ray_model import actors_for
 
     assert [actors_for(plan, m) for m in plan.models] == [3, 1, 1]
+
+
+@needs_ray
+@pytest.mark.reliability
+@pytest.mark.crash
+def test_token_limit_holds_across_an_actor_that_dies(tmp_path: Path, sim_factory, cluster: str) -> None:
+    """One sample, 3 epochs, token_limit 20, ~13 tokens a reply: locally two epochs are answered
+    and the third fails token-limit. The actor SIGKILLed after the first answer: its successor is
+    told the tokens the sample spent (the driver keeps each answer's count), so the same holds."""
+    rows = arithmetic(1)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=1.0, latency=0.3)}))
+    dataset = gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), epochs=3, token_limit=20, score_on_error=True)
+    plan = write_plan(tmp_path, models=[chat("m", sim.url, max_workers=3, generation_kwargs=SAMPLING)], datasets=[dataset], run={"executor": "ray"})
+    before = actor_pids()
+    killed: list[int] = []
+
+    def kill_after_the_first_answer(event: ev.Event) -> None:
+        if isinstance(event, ev.SampleFinished) and not killed:
+            mine = sorted(actor_pids() - before)
+            if mine:
+                os.kill(mine[0], signal.SIGKILL)
+                killed.append(mine[0])
+
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(plan), sink=lambda e: (events.append(e), kill_after_the_first_answer(e)))
+    assert run_with(runner) == 0
+    assert killed, "no actor was found to kill"
+    assert [e.message for e in of_type(events, ev.Notice) if "Ray actor died" in e.message]
+    failed = of_type(events, ev.SampleFailed)
+    assert [f.error.type for f in failed] == ["token-limit"], [(f.epoch, f.error.type, f.error.message) for f in failed]
+    assert len(of_type(events, ev.SampleFinished)) == 2

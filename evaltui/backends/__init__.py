@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from evaltui.backends.base import Backend, BackendError, Backoff, TokenBucket
+from evaltui.backends.base import Backend, BackendError, Backoff, TokenBucket, secrets_of
 from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
@@ -37,5 +37,5 @@ def make_backend(cfg: ModelConfig, client: ModelClient, **kwargs: Any) -> Backen
 
 __all__ = [
     "Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "api_key_of", "make_backend", "make_client",
-    "BACKENDS",
+    "secrets_of", "BACKENDS",
 ]

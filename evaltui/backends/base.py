@@ -193,6 +193,11 @@ class _Retry(Exception):
         self.error, self.retry_after, self.free = error, retry_after, free
 
 
+def secrets_of(cfg: ModelConfig, api_key: str | None) -> tuple[str, ...]:
+    """What a model's requests carry that a server may echo back: its key, its secret headers' values."""
+    return tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
+
+
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
 
@@ -237,7 +242,7 @@ class Backend(ABC):
         self._probe_headers = {k: v for k, v in headers.items() if k != "content-type"}
         #: What this backend sends that a server may echo back (masked in any form, whole or in part,
         #: in its failures; the engine masks its own messages with the same).
-        self.secrets = tuple(s for s in (api_key, *cfg.secret_header_values()) if s)
+        self.secrets = secrets_of(cfg, api_key)
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
         self._probe_timeout = aiohttp.ClientTimeout(total=min(cfg.timeout, PROBE_TIMEOUT))
         self.router = Router(self._replicas(), down_timeout=cfg.down_timeout, probe=self._health, clock=clock)

@@ -25,11 +25,12 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
-from evaltui.backends import make_backend, make_client
+from evaltui.backends import make_backend, make_client, secrets_of
+from evaltui.backends.client import one_line
 from evaltui.engine import events as ev
 from evaltui.engine.answer import Answered, ModelAnswerer
 from evaltui.engine.runner import settle_heap
-from evaltui.engine.sample import SampleTokens, failed_entry
+from evaltui.engine.sample import INTERNAL_CHARS, SampleTokens, failed_entry
 from evaltui.plan import DatasetConfig, ModelConfig
 from evaltui.redaction import redact, undumpable
 
@@ -37,10 +38,13 @@ BATCH_WINDOW = 0.005  # s a batch gathers answers after its first one
 LOAD_INTERVAL = 1.0  # s between batches of an actor with nothing to send but its load
 
 Key = tuple[str, int, int]  # (dataset, index, epoch): a unit, within one model
-# (dataset, shard, index, epoch, record or why it is unreadable, traced, expect): `expect` > 0
-# with a sample's first unit here under token_limit: how many of its units are to come
-Unit = tuple[str, int, int, int, "dict[str, Any] | str", bool, int]
-Batch = tuple[list[tuple[Key, dict[str, Any], "dict[str, Any] | None"]], list[ev.Event], "ev.ModelLoad | None"]
+# (dataset, shard, index, epoch, record or why it is unreadable, traced, expect, used): `expect` > 0
+# with a sample's first unit here under token_limit: how many of its units are to come, and
+# `used` the tokens it spent already (at an actor that died)
+Unit = tuple[str, int, int, int, "dict[str, Any] | str", bool, int, int]
+# each answer with the tokens its sample has used here so far (token_limit; else 0)
+Answer = tuple[Key, dict[str, Any], "dict[str, Any] | None", int]
+Batch = tuple[list[Answer], list[ev.Event], "ev.ModelLoad | None"]
 
 
 class ModelActor:
@@ -52,11 +56,12 @@ class ModelActor:
         self._datasets = datasets
         self._urls = urls
         self._api_key = api_key
+        self._secrets = secrets_of(model, api_key)
         self._answerer: ModelAnswerer | None = None
         self._stack = AsyncExitStack()
         self._opening = asyncio.Lock()
         self._tasks: dict[Key, asyncio.Task[None]] = {}
-        self._answers: list[tuple[Key, dict[str, Any], dict[str, Any] | None]] = []
+        self._answers: list[Answer] = []
         self._events: list[ev.Event] = []
         self._ready = asyncio.Event()
         self._tokens: dict[str, SampleTokens] = {}
@@ -76,10 +81,10 @@ class ModelActor:
         try:
             answerer = await self._open()
         except Exception as e:  # e.g. a ca_file this node does not have: each unit says so (the driver waits for them)
-            why = f"the Ray actor could not make the model's HTTP client: {type(e).__name__}: {e}"
+            why = redact(one_line(f"the Ray actor could not make the model's HTTP client: {type(e).__name__}: {e}", INTERNAL_CHARS), self._secrets)
             error = {"type": "worker", "status": None, "message": why, "attempts": 0}
             for dataset, _, index, epoch, *_ in units:
-                self._answers.append(((dataset, index, epoch), failed_entry(index, epoch, error), None))
+                self._answers.append(((dataset, index, epoch), failed_entry(index, epoch, error), None, 0))
             self._ready.set()
             return
         for unit in units:
@@ -111,22 +116,22 @@ class ModelActor:
             return self._answerer
 
     async def _answer(self, answerer: ModelAnswerer, key: Key, unit: Unit) -> None:
-        dataset, shard, index, epoch, record, traced, expect = unit
+        dataset, shard, index, epoch, record, traced, expect, used = unit
         cfg = self._datasets[dataset]
         tokens = None
         if cfg.token_limit:
             tokens = self._tokens.setdefault(dataset, SampleTokens(cfg.token_limit))
             if expect:
-                tokens.expect(index, expect)
+                tokens.expect(index, expect, used)
         try:
             answered: Answered = await answerer.answer(cfg, shard, index, epoch, record, tokens, traced)
         except Exception as e:  # a bug must cost one unit, and the driver must hear of it (it waits)
-            message = redact(f"{type(e).__name__}: {e}", answerer.secrets)
+            message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), answerer.secrets)
             answered = failed_entry(index, epoch, {"type": "internal", "status": None, "message": message, "attempts": 0}), None
         finally:
             if self._tasks.get(key) is asyncio.current_task():  # (not a later unit of the same key)
                 del self._tasks[key]
-        self._answers.append((key, *answered))
+        self._answers.append((key, *answered, tokens.used(index) if tokens is not None else 0))
         self._ready.set()
 
     def _emit(self, event: ev.Event) -> None:

@@ -41,7 +41,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from ray.exceptions import RayError
 
-from evaltui.backends import api_key_of
+from evaltui.backends import api_key_of, secrets_of
 from evaltui.engine import events as ev
 from evaltui.engine.answer import Answered
 from evaltui.engine.ray_actor import Key, ModelActor, Unit
@@ -104,7 +104,7 @@ class RayModel:
         self._datasets: dict[str, DatasetConfig] = {d.abbr: d for d in plan.datasets}
         self._count = actors
         self._key = api_key_of(model)  # read on the driver; handed to each actor in memory
-        self._secrets = tuple(s for s in (self._key, *model.secret_header_values()) if s)  # as its actors' backends mask
+        self._secrets = secrets_of(model, self._key)  # as its actors' backends mask
         self._slots: list[_Slot] = []
         self._waiting: dict[Key, _Waiting] = {}
         self._tg: TaskGroup | None = None
@@ -120,7 +120,7 @@ class RayModel:
             answered: Answered = _worker_failure(index, epoch, slot.broken), None
         else:
             key = (cfg.abbr, index, epoch)
-            waiting = _Waiting(asyncio.get_running_loop().create_future(), slot, (cfg.abbr, shard, index, epoch, record, traced, 0), tokens)
+            waiting = _Waiting(asyncio.get_running_loop().create_future(), slot, (cfg.abbr, shard, index, epoch, record, traced, 0, 0), tokens)
             self._waiting[key] = waiting
             self._send(slot, waiting)
             try:
@@ -177,6 +177,7 @@ class RayModel:
         finally:
             self._tg = self._submitted = None
             for slot in self._slots:
+                self._retire(slot)  # a next pass makes new slots: the counters go on from these
                 if slot.actor is not None:
                     with contextlib.suppress(RayError):  # (gone already)
                         ray.kill(slot.actor, no_restart=True)
@@ -190,8 +191,9 @@ class RayModel:
             sample = (unit[0], unit[2])
             first = sample not in slot.announced
             slot.announced.add(sample)
-            # with the sample's first unit at this actor: how many of its units it is to count
-            unit = (*unit[:6], tokens.left(unit[2]) if first else 0)
+            # with the sample's first unit at this actor: how many of its units it is to count, and
+            # the tokens it used at an actor that died (else the new one would count from 0)
+            unit = (*unit[:6], tokens.left(unit[2]) if first else 0, tokens.used(unit[2]) if first else 0)
         slot.queue.append(unit)
         self._schedule(slot)
 
@@ -250,19 +252,25 @@ class RayModel:
             self.emit(event)
         if load is not None:
             slot.load = load
-        for key, entry, line in answers:
+        for key, entry, line, used in answers:
             waiting = self._waiting.pop(key, None)
+            if waiting is not None and waiting.tokens is not None:
+                waiting.tokens.carry(key[1], used)
             if waiting is not None and not waiting.future.done():
                 waiting.future.set_result((entry, line))
+
+    def _retire(self, slot: _Slot) -> None:
+        """What the slot's actor counted (retries, tokens) kept once it is gone."""
+        if slot.load is not None:
+            self._retired = (self._retired[0] + slot.load.retries, self._retired[1] + slot.load.tokens)
+            slot.load = None
 
     def _lost(self, slot: _Slot, error: RayError) -> None:
         """Its actor is gone: what it had not answered goes to a new one (or fails, MAX_DEATHS)."""
         with contextlib.suppress(RayError):  # should it be only out of reach, it must not go on with its units
             ray.kill(slot.actor, no_restart=True)
         slot.actor = None
-        if slot.load is not None:
-            self._retired = (self._retired[0] + slot.load.retries, self._retired[1] + slot.load.tokens)
-            slot.load = None
+        self._retire(slot)
         slot.deaths += 1
         slot.announced.clear()
         slot.queue.clear()

@@ -62,8 +62,19 @@ class SampleTokens:
         self._held: dict[int, int] = {}
         self._settled: dict[int, anyio.Event] = {}  # set when one of the sample's holds is given back
 
-    def expect(self, index: int, units: int) -> None:
+    def expect(self, index: int, units: int, used: int = 0) -> None:
+        """`used`: tokens the sample spent elsewhere already (a Ray actor that died: see ray_model.py)."""
         self._left[index] = self._left.get(index, 0) + units
+        if used:
+            self._used[index] = max(self._used.get(index, 0), used)
+
+    def used(self, index: int) -> int:
+        return self._used.get(index, 0)
+
+    def carry(self, index: int, used: int) -> None:
+        """The count reported for the sample where its units are answered (the driver's copy, on Ray)."""
+        if index in self._left:
+            self._used[index] = max(self._used.get(index, 0), used)
 
     def finished(self, index: int) -> None:
         left = self._left.get(index, 0) - 1
