@@ -124,16 +124,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_on_ray(runner: Runner, args: argparse.Namespace) -> int:
     """Join the cluster (after the plan and the work dir: the quick refusals first), then run."""
-    problem = _join_ray(args.ray_address)
-    if problem is not None:
+    from evaltui.engine.ray_connect import RayUnavailable, address_from, connect, disconnect
+
+    address = address_from(args.ray_address)
+    if address is not None:
+        field = "--ray-address" if args.ray_address else "RAY_ADDRESS"
+    else:
         field = "--executor ray" if args.executor == "ray" else "run.executor"
-        print(f"{runner.plan.source.name}: {field}: {problem}", file=sys.stderr)
+    if sys.stderr.isatty():  # the seconds before the first line or the screen
+        print(f"evaltui: joining the Ray cluster at {address} …" if address else "evaltui: starting a Ray instance on this machine …", file=sys.stderr)
+    try:
+        connect(address, hide=runner.plan.key_variables())
+    except RayUnavailable as e:
+        print(f"{runner.plan.source.name}: {field}: {e}", file=sys.stderr)
         return EXIT_USAGE
     try:
         return _run(runner, args)
     finally:
-        from evaltui.engine.ray_connect import disconnect
-
         disconnect()  # os._exit follows: a Ray instance started here must not outlive the run
 
 
@@ -144,17 +151,6 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
     if not headless:
         return _run_interactive(runner, args.theme)
     return run_headless(runner, as_json=args.json)
-
-
-def _join_ray(address: str | None) -> str | None:
-    """Join the Ray cluster before the run starts (a bounded wait): why it cannot, in one line."""
-    from evaltui.engine.ray_connect import RayUnavailable, address_from, connect
-
-    try:
-        connect(address_from(address))
-    except RayUnavailable as e:
-        return str(e)
-    return None
 
 
 def build_watch_parser() -> argparse.ArgumentParser:

@@ -113,12 +113,13 @@ def pair_files(work_dir: Path) -> dict[str, Any]:
 
 
 def log_records(work_dir: Path) -> dict[tuple[str, str, int, int], dict[str, Any]]:
-    """The per-sample log's records without their times (which differ from run to run)."""
+    """The per-sample log's records without their times (which differ from run to run): each
+    attempt's HTTP status, outcome (and replica) kept."""
     out = {}
     for path in sorted(work_dir.glob("logs/samples/*/*.jsonl")):
         for entry in checkpoint_entries(path):
             key = (path.parent.name, path.stem, entry["index"], entry.get("epoch", 0))
-            out[key] = {k: v for k, v in entry.items() if k not in ("time", "took", "attempts")} | {"attempts": len(entry["attempts"])}
+            out[key] = {k: v for k, v in entry.items() if k not in ("time", "took", "attempts")} | {"attempts": [a[2:] for a in entry["attempts"]]}
     return out
 
 
@@ -351,9 +352,73 @@ def test_an_address_where_no_cluster_answers_is_one_line_and_exit_2(tmp_path: Pa
     proc = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}"],
                           capture_output=True, text=True, env=cli_env(), timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"plan.toml: --executor ray: no Ray cluster answers at 127.0.0.1:{port}: Connection refused "
+    assert proc.stderr.strip().splitlines() == [f"plan.toml: --ray-address: no Ray cluster answers at 127.0.0.1:{port}: Connection refused "
                                                 "(start one with `ray start --head`, or check --ray-address / RAY_ADDRESS)"]
     assert not (tmp_path / "out").exists()
+
+
+@needs_ray
+@pytest.mark.reliability
+def test_an_address_that_answers_http_is_one_line_at_once(tmp_path: Path) -> None:
+    """Ray's dashboard port, or a model server's, given as the cluster (RAY_ADDRESS here): said
+    at once in one line, not after ray.init's 60 s wait with Ray's native log lines on stderr."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Web(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Web)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        plan = write_plan(tmp_path, models=[lightllm("m", "http://127.0.0.1:9")], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(3)))],
+                          run={"executor": "ray"})
+        proc = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], capture_output=True, text=True,
+                              env={**cli_env(), "RAY_ADDRESS": address}, timeout=60)
+    finally:
+        server.shutdown()
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"plan.toml: RAY_ADDRESS: {address} answers HTTP (404), not as a Ray cluster does (Ray's dashboard, :8265, "
+                                                "or a model server?): give the head node's address, HOST:6379 (ray:// HOST:10001 for Ray Client)"]
+    assert not (tmp_path / "out").exists()
+
+
+@needs_ray
+@pytest.mark.reliability
+def test_a_ray_instance_started_for_the_run_holds_no_api_key(tmp_path: Path) -> None:
+    """The GCS, raylet and workers a driver starts inherit its environment and are dumpable:
+    the plan's key variables are kept out of them, and back in the driver's environment after."""
+    secret = "sk-RAYHIDDEN-0123456789abcdef"
+    script = """
+import os, sys
+from evaltui.engine.ray_connect import connect, disconnect
+connect(None, hide=["EVALTUI_TEST_KEY"])
+import ray
+
+@ray.remote
+def scan(secret, driver):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(pid) != driver and secret.encode() in open(f"/proc/{pid}/environ", "rb").read():
+                found.append(open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")[0].decode(errors="replace"))
+        except OSError:
+            pass
+    return found
+
+print("restored", os.environ.get("EVALTUI_TEST_KEY") == sys.argv[1])
+print("holding it:", ray.get(scan.remote(sys.argv[1], os.getpid())))
+disconnect()
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "EVALTUI_TEST_KEY": secret}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-c", script, secret], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert proc.stdout.strip().splitlines() == ["restored True", "holding it: []"], proc.stderr[-2000:]
 
 
 def test_a_ray_address_for_a_local_run_is_refused(tmp_path: Path) -> None:
@@ -422,3 +487,21 @@ def test_token_limit_holds_across_an_actor_that_dies(tmp_path: Path, sim_factory
     failed = of_type(events, ev.SampleFailed)
     assert [f.error.type for f in failed] == ["token-limit"], [(f.epoch, f.error.type, f.error.message) for f in failed]
     assert len(of_type(events, ev.SampleFinished)) == 2
+
+
+@needs_ray
+def test_a_dead_replica_is_said_ejected_once_whatever_the_actors(tmp_path: Path, sim_factory, cluster: str) -> None:
+    """Two actors (shards = 2) each find the dead replica for themselves: one line says it."""
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/generate"
+    rows = arithmetic(40)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(latency=0.02)}))
+    model = lightllm("m", sim.url, max_workers=8, retry=0)
+    model["url"] = [dead, model["url"]]
+    plan = write_plan(tmp_path, models=[model], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), shards=2)], run={"executor": "ray"})
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    ejected = [e for e in of_type(events, ev.ReplicaStateChanged) if e.url == dead and e.state == "ejected"]
+    assert len(ejected) == 1, ejected
+    assert len(of_type(events, ev.SampleFinished)) == 40

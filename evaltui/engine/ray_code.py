@@ -16,6 +16,7 @@ from typing import Any
 
 import ray
 
+from evaltui.redaction import undumpable
 from evaltui.scoring.code_exec import judge_code
 
 TASKS_PER_CPU = 4
@@ -23,6 +24,7 @@ TASKS_PER_CPU = 4
 
 @ray.remote(num_cpus=1)
 def _judge_chunk(chunk: list[tuple[str, Any]], timeout: float, memory_mb: int) -> list[tuple[str | None, str]]:
+    undumpable()  # the programs' parent: its environment (a node's, perhaps with keys in it) kept from them
     return [judge_code(prediction, record, timeout=timeout, memory_mb=memory_mb) for prediction, record in chunk]
 
 

@@ -15,10 +15,12 @@ thread, which must outlive the run.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import socket
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 CONNECT_TIMEOUT = 5.0  # s for the TCP connection to the cluster's address
@@ -44,9 +46,14 @@ def require_ray() -> Any:
     return ray
 
 
-def connect(address: str | None, *, join_timeout: float = JOIN_TIMEOUT) -> None:
+def connect(address: str | None, *, join_timeout: float = JOIN_TIMEOUT, hide: Iterable[str] = ()) -> None:
     """Join the cluster at `address` (None: start one here, from this thread), unless this
-    process already has; RayUnavailable when Ray is missing or no cluster answered in time."""
+    process already has; RayUnavailable when Ray is missing or no cluster answered in time.
+
+    `hide`: environment variables (the plan's API keys) kept out of the processes a Ray instance
+    started here runs — its GCS, raylet and workers inherit this process's environment, and unlike
+    the actors they are dumpable: code_exec's programs on this machine could read them in /proc.
+    The actors are handed the key by the driver instead (ray_model.py)."""
     ray = require_ray()
     if ray.is_initialized():
         return
@@ -63,7 +70,11 @@ def connect(address: str | None, *, join_timeout: float = JOIN_TIMEOUT) -> None:
             outcome.append(e)
 
     if address is None:
-        join()  # starts Ray's processes: in this thread, which outlives the run
+        hidden = {name: os.environ.pop(name) for name in set(hide) if name in os.environ}
+        try:
+            join()  # starts Ray's processes: in this thread, which outlives the run
+        finally:
+            os.environ.update(hidden)
     else:
         if address not in ("auto", "local"):
             _reachable(address)
@@ -124,3 +135,23 @@ def _reachable(address: str) -> None:
     except OSError as e:
         why = "timed out" if isinstance(e, TimeoutError) else e.strerror or str(e)
         raise RayUnavailable(f"no Ray cluster answers at {address}: {why} (start one with `ray start --head`, or check --ray-address / RAY_ADDRESS)") from None
+    status = _http_status(host, port)
+    if status is not None:
+        raise RayUnavailable(
+            f"{address} answers HTTP ({status}), not as a Ray cluster does (Ray's dashboard, :8265, or a model server?): "
+            "give the head node's address, HOST:6379 (ray:// HOST:10001 for Ray Client)"
+        )
+
+
+def _http_status(host: str, port: int) -> int | None:
+    """The status an HTTP/1 server answers a GET with; None for anything else. A Ray GCS (or
+    Ray Client) speaks gRPC, HTTP/2 only: it answers with frames http.client cannot read, and
+    ray.init would wait JOIN_TIMEOUT for a web server while Ray's native log lines reach stderr."""
+    connection = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT)
+    try:
+        connection.request("GET", "/")
+        return connection.getresponse().status
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()

@@ -40,7 +40,7 @@ class RayExecutor:
         it then dies with (see ray_connect.py): the command line joins before the loop starts."""
         try:
             if self.address is None:
-                connect(None)
+                connect(None, hide=self.plan.key_variables())
             else:
                 await anyio.to_thread.run_sync(connect, self.address)
         except RayUnavailable as e:

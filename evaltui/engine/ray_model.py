@@ -110,6 +110,7 @@ class RayModel:
         self._tg: TaskGroup | None = None
         self._submitted: MemoryObjectSendStream[Any] | None = None
         self._retired = (0, 0)  # retries and tokens of actors that are gone
+        self._replica_states: dict[str, str] = {}  # each replica's state as last said
 
     # ------------------------------------------------------------------ the pool's side
     async def answer(
@@ -249,6 +250,10 @@ class RayModel:
         if answers:
             slot.deaths = 0
         for event in events:
+            if isinstance(event, ev.ReplicaStateChanged):  # each actor routes by what it sees: a line per change, not per actor
+                if self._replica_states.get(event.url) == event.state:
+                    continue
+                self._replica_states[event.url] = event.state
             self.emit(event)
         if load is not None:
             slot.load = load

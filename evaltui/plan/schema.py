@@ -265,6 +265,10 @@ class Plan(_Strict):
     def dataset(self, abbr: str) -> DatasetConfig:
         return next(d for d in self.datasets if d.abbr == abbr)
 
+    def key_variables(self) -> list[str]:
+        """The environment variables the plan reads API keys from (kept from processes that need none)."""
+        return [m.api_key_env for m in self.models if m.api_key_env]
+
     def epochs(self, ds: DatasetConfig) -> int:
         """How many times each sample of `ds` is sent: its own `epochs`, else the run's."""
         return ds.epochs if ds.epochs is not None else self.run.epochs
