@@ -11,6 +11,7 @@ import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 
 from evaltui.cli import main
+from evaltui.plan import load_plan, select
 from evaltui.sim import ModelProfile, SimConfig, answers_correctly
 
 ROWS = arithmetic(40)
@@ -70,3 +71,20 @@ def test_a_subset_is_not_the_same_dataset(tmp_path: Path, sim_factory: Any, caps
     b = _run(tmp_path, sim_factory, "b", "alpha", sample_ids=list(range(10)))
     assert main(["compare", str(a), str(b)]) == 2
     assert "the datasets differ" in capsys.readouterr().err
+
+
+def test_two_subset_runs_of_one_plan_compare_model_against_model(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--models alpha` and `--models beta` runs of one two-model plan: each work dir's plan.toml
+    lists both models, but each run took up one, so they compare alpha against beta."""
+    sim = sim_factory(SimConfig(answer_key=key_for(ROWS), models={m: ModelProfile(accuracy=0.5) for m in ("alpha", "beta")}))
+    ds = gsm_dataset("gsm", write_jsonl(tmp_path / "data.jsonl", ROWS))
+    full = load_plan(write_plan(tmp_path, models=[lightllm("alpha", sim.url), lightllm("beta", sim.url)], datasets=[ds]))
+    roots = []
+    for model in ("alpha", "beta"):
+        code, _, runner = run_plan(select(full, [model], None), snapshot_of=full, work_dir=tmp_path / model)
+        assert code == 0 and len(load_plan(runner.workdir.root / "plan.toml").models) == 2
+        roots.append(runner.workdir.root)
+    assert main(["compare", *map(str, roots), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert (row["model_a"], row["model_b"], row["samples"]) == ("alpha", "beta", 40)
+    assert (row["right_to_wrong"], row["wrong_to_right"]) == _flips("alpha", "beta")

@@ -1,7 +1,7 @@
 """`evaltui compare WORK_DIR_A WORK_DIR_B`: two runs' scores side by side, and the samples that flipped.
 
-Per dataset scored in both (the same model in both, or — when each run has one model — the
-two models), the main metric of each, the delta, and the samples right in A and wrong in B and
+Per dataset scored in both (the same model in both, or — when each run took up one model —
+the two models), the main metric of each, the delta, and the samples right in A and wrong in B and
 the other way round. A sample counts as right when its score is at least 0.5 (one epoch:
 correct; several: its reduced score). Datasets whose fingerprints differ (data, prompts,
 evaluator, epochs or selection: versions.dataset_fingerprint) are not compared, with one line
@@ -81,14 +81,20 @@ def main(argv: list[str]) -> int:
 
 def _matched(pairs_a: list[PairView], pairs_b: list[PairView]) -> list[tuple[PairView, PairView]]:
     """The scored pairs of A and B to compare: the same model and dataset; or, when each run
-    has one model, the same dataset."""
+    took up one model, the same dataset. What a run took up is what its files show (status
+    files or results), not its plan.toml: a `--models` run snapshots the whole plan."""
     scored_a = [p for p in pairs_a if p.metrics]
     scored_b = {(p.model, p.dataset): p for p in pairs_b if p.metrics}
     same = [(a, scored_b[(a.model, a.dataset)]) for a in scored_a if (a.model, a.dataset) in scored_b]
-    if same or len({p.model for p in pairs_a}) != 1 or len({p.model for p in pairs_b}) != 1:
+    if same or len(_models_run(pairs_a)) != 1 or len(_models_run(pairs_b)) != 1:
         return same
     by_dataset = {p.dataset: p for p in scored_b.values()}
     return [(a, by_dataset[a.dataset]) for a in scored_a if a.dataset in by_dataset]
+
+
+def _models_run(pairs: list[PairView]) -> set[str]:
+    """The models with a trace in the work dir (a status or a result of some dataset)."""
+    return {p.model for p in pairs if p.status}
 
 
 def _fingerprint(view: WorkDirView, pair: PairView) -> str:
