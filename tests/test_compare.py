@@ -52,7 +52,10 @@ def test_two_runs_compared_sample_by_sample(tmp_path: Path, sim_factory: Any, ca
     for bad in ("-3", "²", "x"):
         with pytest.raises(SystemExit) as exit_:
             main(["compare", str(a), str(b), "--list", bad])
-        assert exit_.value.code == 2 and "--list: expected a count (an integer ≥ 0)" in capsys.readouterr().err
+        assert exit_.value.code == 2 and capsys.readouterr().err == f"evaltui compare: argument --list: expected a count (an integer ≥ 0), got {bad!r}\n"
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", str(a)])
+    assert exit_.value.code == 2 and capsys.readouterr().err == "evaltui compare: the following arguments are required: WORK_DIR_B\n"
 
 
 def test_datasets_that_differ_are_refused_unless_forced(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:

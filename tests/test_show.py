@@ -174,11 +174,12 @@ def test_export_refuses_an_output_it_must_not_write(finished_run: Path, tmp_path
     assert (finished_run / "plan.toml").read_bytes() == plan and not (tmp_path / "nonexistent").exists()
     with pytest.raises(SystemExit) as exit_:
         main(["show", str(finished_run), "-o", str(tmp_path / "x.json")])  # -o without --export
-    assert exit_.value.code == 2 and "-o/--output is the file --export writes" in capsys.readouterr().err
+    assert exit_.value.code == 2  # one line, no usage before it
+    assert capsys.readouterr().err == "evaltui show: -o/--output is the file --export writes: give --export json or --export jsonl too\n"
     for bad in ("-1", "x"):
         with pytest.raises(SystemExit) as exit_:
             main(["show", str(finished_run), "--limit", bad])
-        assert exit_.value.code == 2 and "--limit: expected a count (an integer ≥ 0)" in capsys.readouterr().err
+        assert exit_.value.code == 2 and capsys.readouterr().err == f"evaltui show: argument --limit: expected a count (an integer ≥ 0), got {bad!r}\n"
 
 
 def test_a_run_no_process_holds_any_more_is_shown_stopped(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,20 +10,19 @@ naming them, unless --force: their scores would not mean the same thing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
+from evaltui.commands.common import OneLineParser, WorkDirArgs, add_selection, count, open_view
 from evaltui.engine.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.versions import dataset_fingerprint
 from evaltui.scoring.score import sample_right
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> OneLineParser:
+    p = OneLineParser(
         prog="evaltui compare",
         description="Compare two runs: per dataset the score of each, the delta, and the samples that flipped.",
         epilog="Datasets whose fingerprints differ (data, prompts, evaluator, epochs, selection) are refused unless --force. See README.md.",

@@ -9,18 +9,17 @@ the plan, versions and metrics, as one file (docs/export.md).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
+from evaltui.commands.common import OneLineParser, WorkDirArgs, add_selection, count, open_view
 from evaltui.commands.export import EXPORT_FORMATS, export, output_problem
 from evaltui.engine.records import PairView, WorkDirView
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> OneLineParser:
+    p = OneLineParser(
         prog="evaltui show",
         description="Print each (sample, epoch) of a run's work dir: verdict, error, attempts, time and tokens.",
         epilog="Reads the files only (a run in progress shows what is on disk so far). See README.md, 'Looking at a run'.",
