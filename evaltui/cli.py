@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
     from evaltui.engine.runner import Runner
+    from evaltui.engine.workdir import in_use
     from evaltui.engine.workdir_guard import WorkDirRefused
 
     if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
@@ -117,9 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan, ray_address=args.ray_address)
     except WorkDirRefused as e:
-        print(f"{plan.source.name}: {'--work-dir' if args.work_dir is not None else 'run.work_dir'}: {e}", file=sys.stderr)
+        print(f"{plan.source.name}: {_work_dir_field(args)}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    holder = runner.workdir.holder()  # said here, before the run or the TUI starts; Runner.run() says it too
+    if holder is not None:
+        print(f"{plan.source.name}: {_work_dir_field(args)}: {runner.workdir.root} {in_use(holder)}", file=sys.stderr)
         return EXIT_USAGE
     return _run(runner, args) if plan.run.executor != "ray" else _run_on_ray(runner, args)
+
+
+def _work_dir_field(args: argparse.Namespace) -> str:
+    return "--work-dir" if args.work_dir is not None else "run.work_dir"
 
 
 def _run_on_ray(runner: Runner, args: argparse.Namespace) -> int:

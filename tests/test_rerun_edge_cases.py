@@ -132,13 +132,19 @@ def test_a_second_evaltui_on_the_same_work_dir_is_refused(tmp_path: Path, sim_fa
     fd = wd.lock()  # as if another evaltui were running there (which marks its work dir at once)
     mark(wd.root)
     try:
+        # The command line: one line on stderr naming the field, like the work dir's other refusals.
         r = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], capture_output=True, text=True, timeout=60)
+        r2 = subprocess.run([sys.executable, "-m", "evaltui", str(plan), "--work-dir", str(wd.root)], capture_output=True, text=True, timeout=60)
+        # The engine, for embedders: an error Notice and exit 2.
+        code, events, _ = run_plan(plan)
     finally:
         import os
 
         os.close(fd)
-    assert r.returncode == 2
-    assert "in use by another evaltui" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    busy = f"is in use by another evaltui (pid {os.getpid()}); wait for it or pass --work-dir"
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"plan.toml: run.work_dir: {wd.root.resolve()} {busy}\n")
+    assert (r2.returncode, r2.stdout, r2.stderr) == (2, "", f"plan.toml: --work-dir: {wd.root.resolve()} {busy}\n")
+    assert code == 2 and [n.message for n in of_type(events, ev.Notice) if n.level == "error"] == [f"work dir {wd.root.resolve()} {busy}"]
     assert sim.stats.requests_total == 0
 
 

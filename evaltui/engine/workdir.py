@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui import fastjson
+from evaltui.engine.lockstate import lock_holder
 from evaltui.fsutil import atomic_write_json, atomic_write_text, read_json
 
 TERMINAL = ("done", "fail")
@@ -37,6 +38,11 @@ _LEFTOVERS = {
 
 class WorkDirBusy(Exception):
     """Another evaltui process is using the work directory."""
+
+
+def in_use(pid: object) -> str:
+    """Why a work dir held by `pid` cannot be used now (after the field or path naming it)."""
+    return f"is in use by another evaltui (pid {pid}); wait for it or pass --work-dir"
 
 
 def now_iso() -> str:
@@ -216,10 +222,16 @@ class WorkDir:
         except OSError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise WorkDirBusy(f"work dir {self.root} is in use by another evaltui (pid {holder}); wait for it or pass --work-dir") from None
+            raise WorkDirBusy(f"work dir {self.root} {in_use(holder)}") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         return fd
+
+    def holder(self) -> int | None:
+        """The pid of the process that holds the work dir's lock, None when none does or it
+        cannot be told (lockstate.py): found out without taking the lock, so the command line
+        can refuse a busy work dir before a run (or the TUI) starts; lock() stays the guard."""
+        return lock_holder(self.root / ".evaltui.lock") or None
 
     # -- heartbeat
     def beat(self) -> None:
