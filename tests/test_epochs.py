@@ -253,7 +253,7 @@ def test_epochs_with_greedy_decoding_are_warned_about(tmp_path: Path, sim_factor
     models = [lightllm("greedy", sim.url), chat("sampled", sim.url, generation_kwargs=SAMPLING)]
     _, events, _ = run_plan(write_plan(tmp_path, models=models, datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows), epochs=2)]))
     warned = [n.message for n in of_type(events, ev.Notice) if n.level == "warning"]
-    assert len(warned) == 1 and warned[0].startswith("greedy: d run several epochs, but the model decodes greedily")
+    assert len(warned) == 1 and warned[0].startswith("greedy: d runs several epochs, but the model decodes greedily")
 
 
 def test_code_exec_runs_every_epochs_program_and_reduces_to_pass_at_k(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 
 from evaltui.cli import main
-from evaltui.sim import Faults, ModelProfile, SimConfig
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
 
 @pytest.fixture
@@ -196,3 +196,17 @@ def test_a_run_no_process_holds_any_more_is_shown_stopped(finished_run: Path, ca
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a run in progress
         (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
     assert line.startswith("n/e: running · ")
+
+
+def test_a_ppl_samples_requests_are_one_per_choice_not_retries(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"text": f"{i} plus {i} equals", "A": str(2 * i), "B": str(2 * i + 1), "answer": str(2 * i)} for i in range(3)]
+    key = AnswerKey()
+    for r in rows:
+        key.add_ppl(r["text"], [f" {r['A']}", f" {r['B']}"], f" {r['answer']}")
+    sim = sim_factory(SimConfig(answer_key=key))
+    ds = {"abbr": "p", "path": str(write_jsonl(tmp_path / "p.jsonl", rows)), "mode": "ppl", "prompt": "{text}", "choices": [" {A}", " {B}"], "target": " {answer}", "evaluator": {"type": "ppl"}}
+    code, _, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[ds]))
+    assert code == 0
+    assert main(["show", str(runner.workdir.root)]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 3 and all("  2 requests (one per choice): 200 ok " in line and "attempt" not in line for line in lines)

@@ -56,8 +56,10 @@ def main(argv: list[str]) -> int:
     out = sys.stdout
     for pair in pairs:  # (a reader that stops, `| head`: run_command ends it quietly)
         out.write(pair_line(view, pair) + "\n")
+        ds = view.plan.dataset(pair.dataset)
+        choices = len(ds.choices) if ds.mode == "ppl" else 0
         for record in chosen(pair):
-            out.write(record_line(record) + "\n")
+            out.write(record_line(record, choices) + "\n")
             if args.full:
                 _texts(out, record)
     return 0
@@ -89,8 +91,10 @@ def pair_line(view: WorkDirView, pair: PairView) -> str:
     return " · ".join(part for part in (f"{pair.model}/{pair.dataset}: {state}", counts, shape, subset) if part)
 
 
-def record_line(r: dict[str, Any]) -> str:
-    """`  #3 e1  wrong  "12" (gold "11")  2 attempts: 503 http 1.20 s, 200 ok 0.90 s  took 2.41 s  43 tokens`"""
+def record_line(r: dict[str, Any], choices: int = 0) -> str:
+    """`  #3 e1  wrong  "12" (gold "11")  2 attempts: 503 http 1.20 s, 200 ok 0.90 s  took 2.41 s  43 tokens`
+
+    `choices`: a ppl dataset's, which sends a request per choice: its attempts are not retries."""
     where = f"#{r['index']}" + (f" e{r['epoch']}" if r.get("epoch") else "")
     parts = [f"  {where:<10}"]
     error = r.get("error")
@@ -105,7 +109,7 @@ def record_line(r: dict[str, Any]) -> str:
     attempts = r.get("attempts") or []
     if attempts:
         said = ", ".join(f"{a.get('status') or '-'} {a.get('outcome')} {a.get('seconds', 0):.2f} s" for a in attempts[:6])
-        parts.append(f"{len(attempts)} attempt{'s' if len(attempts) > 1 else ''}: {said}{', …' if len(attempts) > 6 else ''}")
+        parts.append(f"{_attempts_said(len(attempts), choices)}: {said}{', …' if len(attempts) > 6 else ''}")
     if r.get("tries", 1) > 1:
         parts.append(f"{r['tries']} tries")
     if "took" in r:
@@ -114,6 +118,16 @@ def record_line(r: dict[str, Any]) -> str:
     if usage:
         parts.append(f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens")
     return "  ".join(parts)
+
+
+def _attempts_said(n: int, choices: int) -> str:
+    """`2 attempts`; for a ppl sample `3 requests (one per choice)`, or with retries among them
+    `4 requests (3 choices, retries included)`."""
+    if not choices:
+        return f"{n} attempt{'s' if n > 1 else ''}"
+    if n == choices:
+        return f"{n} requests (one per choice)"
+    return f"{n} request{'s' if n > 1 else ''} ({choices} choices{', retries included' if n > choices else ''})"
 
 
 def _texts(out: TextIO, r: dict[str, Any]) -> None:

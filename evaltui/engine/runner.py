@@ -398,8 +398,9 @@ def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
         temperature = kwargs.get("temperature")
         sampled = kwargs.get("do_sample") is True if m.type == "lightllm" or temperature is None else isinstance(temperature, (int, float)) and temperature > 0
         if not sampled:
+            runs = "runs" if len(repeated) == 1 else "run"
             notices.append(ev.Notice(
-                f"{m.abbr}: {', '.join(repeated)} run several epochs, but the model decodes greedily (no do_sample = true or temperature > 0 "
+                f"{m.abbr}: {', '.join(repeated)} {runs} several epochs, but the model decodes greedily (no do_sample = true or temperature > 0 "
                 "in generation_kwargs): every epoch will get the same answer", "warning"))
     return notices
 
