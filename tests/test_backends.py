@@ -184,6 +184,23 @@ def test_connection_refused_is_retried_and_bounded() -> None:
     with pytest.raises(BackendError) as err:
         run(cfg, lambda b: b.generate(QUESTION))
     assert err.value.kind == "connect" and err.value.attempts == 3
+    assert err.value.message.startswith(f"Cannot connect to host 127.0.0.1:{port} [") and "ssl:" not in err.value.message  # plain http: no TLS
+
+    async def health_check() -> str:
+        import aiohttp
+        from yarl import URL
+
+        from evaltui.backends.client import RequestFailed
+
+        async with make_client(cfg) as client:
+            try:
+                await client.get(URL(f"http://127.0.0.1:{port}/health"), {}, aiohttp.ClientTimeout(total=5))
+            except RequestFailed as e:
+                return str(e)
+        return "answered"
+
+    said = anyio.run(health_check)  # a replica's health check words it the same way
+    assert said.startswith(f"Cannot connect to host 127.0.0.1:{port} [") and "ssl:" not in said
 
 
 def test_retry_after_is_honoured(sim_factory) -> None:

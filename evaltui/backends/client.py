@@ -182,7 +182,7 @@ class ModelClient:
         except aiohttp.ClientHttpProxyError as e:
             raise RequestFailed("connect", f"the proxy refused the connection: {e.status} {e.message}") from None
         except aiohttp.ClientConnectorError as e:
-            raise RequestFailed("connect", str(e) or "cannot connect") from None
+            raise RequestFailed("connect", _cannot_connect(e, url)) from None
         except aiohttp.ClientResponseError as e:  # raised only when the reply does not parse as HTTP
             raise RequestFailed("connection", f"malformed HTTP reply: {_without_carets(e.message)}") from None
         except aiohttp.ClientError as e:
@@ -200,6 +200,8 @@ class ModelClient:
                 return resp.status
         except asyncio.TimeoutError:
             raise RequestFailed("timeout", f"no reply within {timeout.total:g} s") from None
+        except aiohttp.ClientConnectorError as e:
+            raise RequestFailed("connect", _cannot_connect(e, url)) from None
         except aiohttp.ClientError as e:
             raise RequestFailed("connect", str(e) or type(e).__name__) from None
 
@@ -230,6 +232,14 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
 
 def _unread(resp: aiohttp.ClientResponse) -> Reply:
     return Reply(resp.status, resp.reason or "", resp.headers, b"")
+
+
+def _cannot_connect(e: aiohttp.ClientConnectorError, url: URL) -> str:
+    """aiohttp's words, without the `ssl:default` it puts in them for an http URL too (no TLS
+    was involved there, and the word sent readers looking for a certificate problem)."""
+    if url.scheme != "http":
+        return str(e) or "cannot connect"
+    return f"Cannot connect to host {e.host}:{e.port} [{e.strerror or type(e.os_error).__name__}]"
 
 
 def _certificate_problem(error: BaseException) -> str:
