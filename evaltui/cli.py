@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evaltui import __version__
+from evaltui.cliargs import OneLineParser
 
 if TYPE_CHECKING:
     from evaltui.engine.runner import Runner
@@ -39,7 +40,7 @@ def _samples(value: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="evaltui",
         description="Evaluate LLMs served over HTTP: concurrent inference, live scoring, a leaderboard.",
         epilog="Also: `evaltui watch --help` (follow a run from its work dir), `evaltui show --help` (each sample of a run; "
@@ -163,7 +164,7 @@ def _run(runner: Runner, args: argparse.Namespace) -> int:
 
 
 def build_watch_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="evaltui watch",
         description=(
             "Follow a run from its work dir, read-only: one another evaltui is writing (from cron, CI, another shell), "

@@ -381,3 +381,21 @@ def test_bad_plan_via_python_dash_m(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert f"{PLAN_NAME}: models[1].max_workers: must be ≥ 1 (got 0)" in proc.stderr
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["plan.toml", "--bogus"], "evaltui: unrecognized arguments: --bogus"),
+        (["plan.toml", "--executor", "slurm"], "evaltui: argument --executor: invalid choice: 'slurm'"),  # (the choices' quoting is the Python version's)
+        (["watch"], "evaltui watch: the following arguments are required: WORK_DIR"),
+        (["serve-sim", "--port", "x"], "evaltui serve-sim: argument --port: not an integer: 'x'"),
+    ],
+)
+def test_a_command_line_it_refuses_is_one_line_and_exit_2(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """As for a plan: one line on stderr (argparse's usage comes with --help only)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith(said), err

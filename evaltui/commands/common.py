@@ -5,17 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple
 
 from evaltui.engine.records import NotAWorkDir, WorkDirView
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a command line it refuses is one line on stderr and exit 2, as README
-    promises for every refusal (argparse's own prints its usage first); --help has the usage."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
 
 
 def _abbrs(value: str) -> list[str]:

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from evaltui.commands.common import OneLineParser, WorkDirArgs, add_selection, count, open_view
+from evaltui.cliargs import OneLineParser
+from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
 from evaltui.engine.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.versions import dataset_fingerprint
 from evaltui.scoring.score import sample_right

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from evaltui.commands.common import OneLineParser, WorkDirArgs, add_selection, count, open_view
+from evaltui.cliargs import OneLineParser
+from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
 from evaltui.commands.export import EXPORT_FORMATS, export, output_problem
 from evaltui.engine.records import PairView, WorkDirView
 

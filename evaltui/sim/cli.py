@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from evaltui.cliargs import OneLineParser
 from evaltui.sim.answers import AnswerKey
 from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_kind
 from evaltui.sim.server import SimServer
@@ -244,7 +245,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m evaltui.sim") -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=prog, description="Simulated LLM server speaking the LightLLM and OpenAI HTTP APIs.")
     add_arguments(parser)
     return run_from_args(parser.parse_args(argv))
