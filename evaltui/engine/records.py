@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from evaltui import fastjson
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine.checkpoint import scan_checkpoint
-from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.lockstate import local_filesystem, run_holder
 from evaltui.engine.samplelog import latest_records
 from evaltui.engine.workdir import WorkDir
 from evaltui.plan import DatasetConfig, Plan, parse_samples
@@ -91,9 +91,10 @@ class WorkDirView:
 
     def holder(self) -> int | None:
         """The pid of the process running in the work dir, 0 for none, None when it cannot be
-        told (lockstate.py: the lock is never taken); looked up once."""
+        told (lockstate.py: the lock is never taken; a run on another host holds a lock that a
+        shared filesystem's work dir does not show here); looked up once."""
         if self._holder == -1:
-            self._holder = lock_holder(self.workdir.root / ".evaltui.lock")
+            self._holder = run_holder(self.workdir.root, local_filesystem(self.workdir.root))
         return self._holder
 
     def pairs(self, models: list[str] | None = None, datasets: list[str] | None = None) -> list[PairView]:
