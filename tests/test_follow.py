@@ -138,7 +138,7 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     assert finished.interrupted
     d0, d1 = follower.state.pairs[("m", "d0")], follower.state.pairs[("m", "d1")]
     assert d0.status == PairStatus.SCORED and d0.score == 100.0
-    assert d1.status == PairStatus.PENDING and 5 < d1.completed < 400  # what it had done, resumable
+    assert d1.status == PairStatus.STOPPED and 5 < d1.completed < 400  # what it had done, resumable
     (stopped,) = [n for n in of(events, ev.Notice) if n.level == "warning"]
     assert stopped.message.startswith("the run stopped (last heartbeat ") and "with 1 dataset unfinished: m/d1" in stopped.message
     assert stopped.short.startswith("stopped ") and stopped.short.endswith(" ago: 1 dataset unfinished")
@@ -181,6 +181,9 @@ def test_a_killed_run_is_said_stopped_at_once_with_its_own_time_and_summary(tmp_
     assert said[0] == "watching evaltui work dir: a run that stopped with work left (killed or interrupted): no process holds its lock", said
     last_answer = work.checkpoint_file("m", "d0").stat().st_mtime_ns / 1e9
     assert follower.state.finished.elapsed + 1e-3 >= last_answer - began > 0.5  # (1e-3: floats of mtimes rounded apart)
+    assert follower.state.elapsed() + 0.05 >= last_answer - began  # what the strip says: the run's time, not nothing
+    assert follower.state.pairs[("m", "d0")].status == PairStatus.STOPPED
+    assert follower.retry_advice.startswith("resume: `evaltui PLAN.toml` resumes the run, running what is unfinished")
     assert follower.state.finished.summary_files == {}
     (started,) = of(events, ev.RunStarted)
     assert event_line(started).startswith("run started at ")

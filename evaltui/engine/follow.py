@@ -382,6 +382,8 @@ class Follower:
             return f"retry: run {self.view.kind} again (evaltui only watches it)"
         if self._live:
             return "retry from the session that runs it, or `evaltui PLAN.toml` after it ends"
+        if self.state.stopped_pairs():
+            return "resume: `evaltui PLAN.toml` resumes the run, running what is unfinished and rerunning what failed"
         return "retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"
 
     async def retry(self, pairs: Sequence[Pair]) -> int:
