@@ -19,10 +19,11 @@ from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, writ
 from watchkit import follow_to_end, of, start_writer, tree, wait_for, watch_plan
 
 from evaltui.engine import events as ev
+from evaltui.engine import lockstate
 from evaltui.engine.checkpoint import scan_checkpoint
 from evaltui.engine.events import PairStatus
 from evaltui.engine.follow import Follower, NotAWorkDir, open_view
-from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.lockstate import local_filesystem, lock_holder
 from evaltui.engine.runlog import event_line
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.workdir import WorkDir, WorkDirBusy
@@ -137,7 +138,7 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     assert finished.interrupted
     d0, d1 = follower.state.pairs[("m", "d0")], follower.state.pairs[("m", "d1")]
     assert d0.status == PairStatus.SCORED and d0.score == 100.0
-    assert d1.status == PairStatus.PENDING and 5 < d1.completed < 400  # what it had done, resumable
+    assert d1.status == PairStatus.STOPPED and 5 < d1.completed < 400  # what it had done, resumable
     (stopped,) = [n for n in of(events, ev.Notice) if n.level == "warning"]
     assert stopped.message.startswith("the run stopped (last heartbeat ") and "with 1 dataset unfinished: m/d1" in stopped.message
     assert stopped.short.startswith("stopped ") and stopped.short.endswith(" ago: 1 dataset unfinished")
@@ -148,7 +149,47 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     assert tree(work.root) == before
 
 
-def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path, sim_factory) -> None:
+def test_a_killed_run_is_said_stopped_at_once_with_its_own_time_and_summary(tmp_path: Path, sim_factory) -> None:
+    """On a local filesystem a lock nobody holds is a run nobody runs: a kill -9 is said stopped
+    at the first look (no heartbeat_timeout to wait), its time runs to the last file it wrote
+    (its one heartbeat beat at its start), and a summary older than it is not its own."""
+    rows = arithmetic(40, prefix="D0-") + arithmetic(400, prefix="D1-")
+    sim = _slow_sim(sim_factory, rows, latency=0.05)
+    plan = watch_plan(tmp_path, sim.url, records=(40, 400), heartbeat_timeout=120.0, heartbeat_interval=60.0)
+    work = WorkDir(tmp_path / "out")
+    if not local_filesystem(work.root.parent):
+        pytest.skip("the work dir is on a filesystem whose locks /proc/locks may not show")
+    writer = start_writer(plan, tmp_path / "writer.log")
+    try:
+        wait_for(lambda: sum(1 for line in scan_checkpoint(work.checkpoint_file("m", "d0")) if line.ok) > 30)  # ~0.75 s of answers
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+    began = work.plan_file.stat().st_mtime_ns / 1e9
+    older = work.root / "summary" / "summary_20200101_000000.csv"  # a run before it (set aside by --fresh) wrote it
+    older.parent.mkdir(exist_ok=True)
+    older.write_text("dataset,version,metric,mode,m\n")
+    os.utime(older, (began - 60, began - 60))
+    follower = Follower(open_view(work.root))
+    events: list[ev.Event] = []
+    follower.subscribe(events.append)
+
+    follower.look()
+
+    assert not follower.state.live and follower.state.finished is not None and follower.state.finished.interrupted
+    said = [n.message for n in of(events, ev.Notice)]
+    assert said[0] == "watching evaltui work dir: a run that stopped with work left (killed or interrupted): no process holds its lock", said
+    last_answer = work.checkpoint_file("m", "d0").stat().st_mtime_ns / 1e9
+    assert follower.state.finished.elapsed + 1e-3 >= last_answer - began > 0.5  # (1e-3: floats of mtimes rounded apart)
+    assert follower.state.elapsed() + 0.05 >= last_answer - began  # what the strip says: the run's time, not nothing
+    assert follower.state.pairs[("m", "d0")].status == PairStatus.STOPPED
+    assert follower.retry_advice.startswith("resume: `evaltui PLAN.toml` resumes the run, running what is unfinished")
+    assert follower.state.finished.summary_files == {}
+    (started,) = of(events, ev.RunStarted)
+    assert event_line(started).startswith("run started at ")
+
+
+def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path, sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run on another host writing over NFS holds a lock this host's /proc/locks does not show:
     while its heartbeat is fresh and its log has not said it finished, it is live."""
     rows = arithmetic(6)
@@ -157,6 +198,10 @@ def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path,
     _, _, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("a", data)]))
     work = runner.workdir
     assert lock_holder(work.root / ".evaltui.lock") in (0, None)  # nobody here holds it
+    mounts = tmp_path / "mountinfo"  # the work dir on NFS, as /proc/self/mountinfo would say
+    mounts.write_text(f"36 1 0:51 / {os.path.realpath(tmp_path)} rw,relatime - nfs4 server:/export rw,vers=4.2\n")
+    monkeypatch.setattr(lockstate, "PROC_MOUNTINFO", mounts)
+    assert not local_filesystem(work.root)
 
     def log(event: ev.Event) -> None:
         with open(work.logs_dir / "run.log", "a", encoding="utf-8") as f:
@@ -223,6 +268,33 @@ def test_lock_holder_is_read_from_proc_locks_without_taking_the_lock(tmp_path: P
     finally:
         os.close(fd)
     assert lock_holder(lock, proc_locks=tmp_path / "no-such-table") is None  # cannot tell: the heartbeat decides
+
+
+def test_a_lock_held_from_another_pid_namespace_is_held(tmp_path: Path) -> None:
+    """Another container on the same volume: /proc/locks shows its flock with pid 0."""
+    lock = tmp_path / ".evaltui.lock"
+    lock.write_text("4242\n")
+    st = lock.stat()
+    table = tmp_path / "locks"
+    table.write_text(f"1: FLOCK  ADVISORY  WRITE 0 {os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} 0 EOF\n")
+    assert lock_holder(lock, proc_locks=table) == 4242  # the pid it wrote, in its own namespace
+    lock.write_text("")
+    assert lock_holder(lock, proc_locks=table) is None  # held, by whom it cannot tell
+
+
+def test_a_free_lock_tells_only_on_a_filesystem_this_kernel_alone_writes(tmp_path: Path) -> None:
+    """The deepest mount holding the path decides (the last one mounted on a point); escaped spaces read."""
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+        "40 22 0:50 / /mnt/shared rw - nfs4 server:/x rw\n"
+        "41 40 0:51 / /mnt/shared/scratch\\040space rw shared:3 - tmpfs tmpfs rw\n"
+        "42 22 0:52 / /srv rw - tmpfs tmpfs rw\n"
+        "43 22 0:53 / /srv rw - cifs //host/s rw\n"
+    )
+    said = {where: local_filesystem(Path(where), table) for where in ("/home/x", "/mnt/shared/run", "/mnt/shared/scratch space/run", "/mnt/sharedx", "/srv/run")}
+    assert said == {"/home/x": True, "/mnt/shared/run": False, "/mnt/shared/scratch space/run": True, "/mnt/sharedx": True, "/srv/run": False}
+    assert local_filesystem(tmp_path, tmp_path / "no-such-table") is False  # cannot tell: the heartbeat decides
 
 
 class _Lines:

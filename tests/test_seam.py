@@ -62,7 +62,7 @@ def test_events_are_immutable_typed_and_narrowed_with_match() -> None:
 def test_pair_status_is_a_str_enum_that_prints_and_serialises_as_its_value() -> None:
     assert PairStatus.FAIL == "fail" and f"{PairStatus.SCORED}" == "scored"
     assert json.dumps({"s": PairStatus.DONE}) == '{"s": "done"}'
-    assert {s.value for s in PairStatus} == {"pending", "running", "done", "fail", "scoring", "scored", "error", "skipped"}
+    assert {s.value for s in PairStatus} == {"pending", "running", "done", "fail", "scoring", "scored", "error", "skipped", "stopped"}
 
 
 # ---------------------------------------------------------------------------- RunState

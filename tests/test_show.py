@@ -210,3 +210,20 @@ def test_a_ppl_samples_requests_are_one_per_choice_not_retries(tmp_path: Path, s
     assert main(["show", str(runner.workdir.root)]) == 0
     lines = capsys.readouterr().out.splitlines()[1:]
     assert len(lines) == 3 and all("  2 requests (one per choice): 200 ok " in line and "attempt" not in line for line in lines)
+
+
+def test_a_killed_run_is_counted_from_its_checkpoints_not_its_stale_status(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kill -9 leaves the status file's counts behind the checkpoint (it is written every few
+    samples, the checkpoint every sample): the count is what the checkpoint holds, as in `watch`."""
+    status = finished_run / "infer_status" / "m" / "e.json"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "status": "running", "completed": 1, "failed": 0}))
+    (finished_run / "results" / "m" / "e.json").unlink()
+    checkpoint = finished_run / "predictions" / "m" / "tmp_e.jsonl"
+    head, *samples = checkpoint.read_bytes().splitlines(keepends=True)
+    assert len(samples) == 6 and sum(b'"error"' in s for s in samples) == 1  # sample 4 was refused
+    checkpoint.write_bytes(head + b"".join(samples[:5]))  # samples 0-4 on disk: 4 answered, 1 failed
+    log = finished_run / "logs" / "samples" / "m" / "e.jsonl"
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:5]))
+    shown = _shown(finished_run, capsys, "--model", "m", "--dataset", "e")
+    assert shown[0] == "m/e: stopped (killed or interrupted) · 4 of 6 done, 1 failed"
+    assert len(shown) == 1 + 5

@@ -107,6 +107,44 @@ def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_
     assert tree(runner.workdir.root) == before
 
 
+def test_a_killed_runs_unfinished_dataset_reads_stopped_and_r_says_how_to_resume(tmp_path: Path, sim_factory: Any) -> None:
+    """A status left `running` that no process holds (a kill -9): the dataset reads `stopped`
+    (not pending), the strip `■ stopped` with the run's own elapsed time, and `r`/`R` on it say
+    that `evaltui PLAN.toml` resumes it, as they do on a failed one."""
+    import json
+
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    code, _, runner = run_plan(plan)
+    assert code == 0
+    wd = runner.workdir
+    status = wd.status_file("m", "d")
+    status.write_text(json.dumps({**json.loads(status.read_text()), "status": "running", "completed": 3}))  # as a kill -9 leaves it
+    wd.result_file("m", "d").unlink()
+
+    async def scenario() -> None:
+        app = EvalApp(Follower(open_view(wd.root), interval=0.1), theme="evaltui-dark")
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
+            assert app.state.pairs[("m", "d")].status == PairStatus.STOPPED
+            assert "stopped" in app.query_one(ProgressTable).shown_line("m", "d")
+            assert screen_lines(app)[0].strip().startswith("■ stopped: heartbeat ")
+            move_to(app, ("m", "d"))
+            app.clear_notifications()
+            await pilot.pause(0.3)
+            assert {"r", "R"} <= footer_keys(app)
+            for key in ("r", "R"):
+                await pilot.press(key)
+                await pilot.pause(0.3)
+            said = [n.message for n in app._notifications]
+            assert said == ["resume: `evaltui PLAN.toml` resumes the run, running what is unfinished and rerunning what failed"], said
+            await pilot.press("q")
+            await pilot.pause(0.3)
+
+    asyncio.run(scenario())
+
+
 def test_the_title_follows_the_plan_and_is_cut_visibly_at_80_columns(tmp_path: Path, sim_factory: Any) -> None:
     """Started before the run, the watcher takes the plan's title once the run writes it; at 80
     columns a long one ends with an ellipsis where the progress pane's border has no more room."""

@@ -13,7 +13,7 @@ from evaltui import fastjson
 from evaltui.engine.checkpoint import line_outcome
 from evaltui.engine.details import PairDetails, read_pair_details
 from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.lockstate import local_filesystem, run_holder
 from evaltui.engine.runlog import ends_a_run
 from evaltui.engine.tail import AppendedLines
 from evaltui.engine.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
@@ -113,6 +113,7 @@ class EvaltuiView:
         self._log_key: StatKey | None = None
         self._log_ended = False
         self._beat: tuple[StatKey | None, float | None] = (None, None)  # the heartbeat's stat, and when it beat
+        self._local = local_filesystem(root)  # whether a free lock says that no run is using it
 
     # -- what the plan says
     @property
@@ -230,7 +231,7 @@ class EvaltuiView:
 
     # -- the run as a whole
     def holder(self) -> int | None:
-        return lock_holder(self.root / ".evaltui.lock")
+        return run_holder(self.root, self._local)
 
     def heartbeat_key(self) -> StatKey | None:
         return stat_key(self.workdir.heartbeat_file)
@@ -261,8 +262,24 @@ class EvaltuiView:
             self._log_key, self._log_ended = key, key is not None and ends_a_run(_last_line(path))
         return self._log_ended
 
+    def ended_at(self) -> float | None:
+        """The run's last write: its heartbeat, its log, or a status file or checkpoint of its pairs
+        (a killed run's heartbeat may be one beat, at its start)."""
+        wd = self.workdir
+        paths = [wd.logs_dir / "run.log"]
+        for m, d, n in self._taken.values():
+            paths += [f(m, d, k, n) for k in range(n) for f in (wd.status_file, wd.checkpoint_file)]
+        written = [key[2] / 1e9 for key in map(stat_key, paths) if key is not None]
+        return max([*written, self.heartbeat_at() or 0.0]) or None
+
     def summary_files(self) -> dict[str, str]:
-        return newest_summary(self.root / "summary")
+        """The newest summary files, if the run followed wrote them (not one before it: a --fresh
+        run leaves the summary of the run it set aside in summary/ until it writes its own)."""
+        found = newest_summary(self.root / "summary")
+        began = self.began_at()
+        if began is None or any((key := stat_key(Path(path))) is None or key[2] / 1e9 < began for path in found.values()):
+            return {}
+        return found
 
     def leaderboard(
         self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None

@@ -33,6 +33,7 @@ class PairStatus(str, Enum):
     SCORED = "scored"
     ERROR = "error"
     SKIPPED = "skipped"
+    STOPPED = "stopped"  # was running when the run was interrupted (Ctrl-C, or killed: watched); running it again resumes it
 
     def __str__(self) -> str:  # f-strings print the value, as for a plain str (3.11 changed this)
         return self.value

@@ -12,9 +12,10 @@ evaltui_view.py, opencompass.py) and what it makes of it:
   sample that ends). The failures come from there, not from logs/failures.jsonl: a checkpoint
   line says which shard, and whether a later line for the same sample answered it;
 - results: `DatasetScored`; infer_heartbeat: `Heartbeat`;
-- the end: once no process here holds the work dir's lock and its files say it is over (the
-  run's last line in logs/run.log, a heartbeat older than `heartbeat_timeout` — a killed run,
-  or OpenCompass's summary written after everything else), `WatchSkipped` for done pairs left
+- the end: once no process holds the work dir's lock — where /proc/locks can tell (lockstate.py:
+  a local filesystem) at once, a killed run included; elsewhere once its files say it is over
+  (the run's last line in logs/run.log, a heartbeat older than `heartbeat_timeout` — a killed
+  run, or OpenCompass's summary written after everything else) — `WatchSkipped` for done pairs left
   unscored, a `Notice` when work was left, and `RunFinished` with the leaderboard. A run that
   takes the work dir again later is followed anew (`RunStarted`).
 
@@ -381,6 +382,8 @@ class Follower:
             return f"retry: run {self.view.kind} again (evaltui only watches it)"
         if self._live:
             return "retry from the session that runs it, or `evaltui PLAN.toml` after it ends"
+        if self.state.stopped_pairs():
+            return "resume: `evaltui PLAN.toml` resumes the run, running what is unfinished and rerunning what failed"
         return "retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"
 
     async def retry(self, pairs: Sequence[Pair]) -> int:
@@ -465,22 +468,35 @@ class Follower:
         self._heartbeat_key = None
         self._look_heartbeat()
         live = self._is_live(holder)
-        who = f" (pid {holder})" if holder else ""
-        self.emit(ev.Notice(f"watching {view.kind} work dir: {'a run in progress' + who if live else 'no run is using it now'}"))
-        self._add_new_pairs(live)
+        said = self._new_pairs(live)  # (said after the line saying what the watcher found)
+        if live:
+            found = "a run in progress" + (f" (pid {holder})" if holder else "")
+        elif any(w.unfinished for w in self._watches.values()):
+            found = "a run that stopped with work left (killed or interrupted)" + (": no process holds its lock" if holder == 0 else "")
+        else:
+            found = "no run is using it now"
+        self.emit(ev.Notice(f"watching {view.kind} work dir: {found}"))
+        for e in said:
+            self.emit(e)
         if not live:
             self._finish()
         self._live = live
 
     def _add_new_pairs(self, live: bool) -> None:
-        """Pairs that appeared since the last look (OpenCompass's folders fill as it goes)."""
+        for e in self._new_pairs(live):
+            self.emit(e)
+
+    def _new_pairs(self, live: bool) -> list[ev.Event]:
+        """Pairs that appeared since the last look (OpenCompass's folders fill as it goes): what
+        their files say."""
+        out: list[ev.Event] = []
         for spec in self.view.pairs():
             key = (spec.model, spec.dataset)
             watch = self._watches.get(key)
             if watch is None or watch.spec != spec:
                 watch = self._watches[key] = PairWatch(self.view, spec)
-                for e in watch.attach(live=live, joined=True):
-                    self.emit(e)
+                out += watch.attach(live=live, joined=True)
+        return out
 
     def _look_heartbeat(self) -> None:
         key = self.view.heartbeat_key()
@@ -492,12 +508,12 @@ class Follower:
             self.emit(ev.Heartbeat(at))
 
     def _is_live(self, holder: int | None) -> bool:
-        """Whether a run works in the dir now. A process here holding its lock says so; else its
-        files do: a heartbeat (or a file written) within heartbeat_timeout, unless they say the
-        run ended. A free lock alone does not end it: a run on another host writing over NFS
-        holds a lock that this host's /proc/locks does not show."""
-        if holder:
-            return True
+        """Whether a run works in the dir now. The lock says so where it can tell (`holder`: a
+        pid, or 0 for none); else the files do: a heartbeat (or a file written) within
+        heartbeat_timeout, unless they say the run ended — a run on another host writing over
+        NFS holds a lock that this host's /proc/locks does not show (`holder` None)."""
+        if holder is not None:
+            return holder != 0
         at = self.view.activity_at()
         if at is None or time.time() - at > self.view.heartbeat_timeout:
             return False
@@ -530,7 +546,7 @@ class Follower:
         return ev.Notice(message, "warning", f"stopped{' ' + ago if ago else ''}: {n}")
 
     def _elapsed(self) -> float:
-        """From the run's start to its last heartbeat (or the last file it wrote)."""
-        began, ended = self.view.began_at(), self.view.heartbeat_at() or self.view.activity_at()
+        """From the run's start to the last file it wrote (0, said as nothing, when they do not tell)."""
+        began, ended = self.view.began_at(), self.view.ended_at()
         return max(0.0, ended - began) if began is not None and ended is not None else 0.0
 

@@ -8,7 +8,12 @@ the answer is None, "cannot tell", and the caller goes by the heartbeat instead.
 
 A file on overlayfs (containers) may show in /proc/locks under the device of the layer below,
 so an inode that matches on another device counts when the pid beside it is the one the lock
-file names (a holder writes its pid into it).
+file names (a holder writes its pid into it). A holder in another pid namespace (another
+container on the same volume) shows as pid 0: held all the same.
+
+The table is only this kernel's: on a filesystem other hosts write (NFS, CIFS, …) a run
+elsewhere holds a lock it does not show. `run_holder` says "nobody" only where that cannot be,
+a filesystem only this kernel writes (`local_filesystem`, from /proc/self/mountinfo).
 """
 
 from __future__ import annotations
@@ -17,6 +22,39 @@ import os
 from pathlib import Path
 
 PROC_LOCKS = Path("/proc/locks")
+PROC_MOUNTINFO = Path("/proc/self/mountinfo")
+# filesystems only the kernel that mounts them writes: a lock free in its table is free
+LOCAL_FILESYSTEMS = frozenset(
+    "ext2 ext3 ext4 xfs btrfs bcachefs zfs f2fs jfs reiserfs nilfs2 tmpfs ramfs overlay vfat exfat ntfs3 hfsplus".split()
+)
+
+
+def run_holder(root: Path, local: bool) -> int | None:
+    """The pid of the process running in work dir `root`; 0 when none can be (nobody here holds
+    its lock, and it is on a `local` filesystem); None when it cannot be told."""
+    holder = lock_holder(root / ".evaltui.lock")
+    return holder if holder or local else None
+
+
+def local_filesystem(path: Path, mountinfo: Path | None = None) -> bool:
+    """Whether `path` is on a filesystem only this kernel writes (False when it cannot be told)."""
+    try:
+        table = (mountinfo or PROC_MOUNTINFO).read_text(errors="replace")
+        where = os.path.realpath(path)
+    except OSError:
+        return False
+    best, kind = "", ""
+    for line in table.splitlines():
+        # "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw": point, then type after " - "
+        head, _, tail = line.partition(" - ")
+        fields = head.split()
+        if len(fields) < 5 or not tail:
+            continue
+        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):  # the deepest mount, the last mounted on a point
+            best, kind = point, tail.split()[0]
+    return kind in LOCAL_FILESYSTEMS
 
 
 def lock_holder(lock_file: Path, proc_locks: Path = PROC_LOCKS) -> int | None:
@@ -48,7 +86,7 @@ def lock_holder(lock_file: Path, proc_locks: Path = PROC_LOCKS) -> int | None:
             continue
         pid = int(parts[4])
         if (major, minor) == (os.major(st.st_dev), os.minor(st.st_dev)) or pid == named:
-            return pid
+            return pid or named or None  # pid 0: a holder this pid namespace cannot see
     return 0
 
 

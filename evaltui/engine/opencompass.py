@@ -332,6 +332,10 @@ class OpenCompassView:
         if isinstance(key, tuple) and len(key) == 3:
             self._newest = max(self._newest, key[2] / 1e9)
 
+    def ended_at(self) -> float | None:
+        """Its last heartbeat (OpenCompass beats until the end); else the newest file seen."""
+        return self.heartbeat_at() or self.activity_at()
+
     def began_at(self) -> float | None:
         """OpenCompass names the run's folder after the time it began."""
         try:

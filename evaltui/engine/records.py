@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from evaltui import fastjson
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine.checkpoint import scan_checkpoint
-from evaltui.engine.lockstate import lock_holder
+from evaltui.engine.lockstate import local_filesystem, run_holder
 from evaltui.engine.samplelog import latest_records
 from evaltui.engine.workdir import WorkDir
 from evaltui.plan import DatasetConfig, Plan, parse_samples
@@ -91,9 +91,10 @@ class WorkDirView:
 
     def holder(self) -> int | None:
         """The pid of the process running in the work dir, 0 for none, None when it cannot be
-        told (lockstate.py: the lock is never taken); looked up once."""
+        told (lockstate.py: the lock is never taken; a run on another host holds a lock that a
+        shared filesystem's work dir does not show here); looked up once."""
         if self._holder == -1:
-            self._holder = lock_holder(self.workdir.root / ".evaltui.lock")
+            self._holder = run_holder(self.workdir.root, local_filesystem(self.workdir.root))
         return self._holder
 
     def pairs(self, models: list[str] | None = None, datasets: list[str] | None = None) -> list[PairView]:
@@ -118,11 +119,28 @@ class WorkDirView:
             status = "scored"
             metrics = {k: float(v) for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "epochs"}
         first = statuses[0] if statuses else {}
+        completed, failed = self._counts(model, ds)
         return PairView(
             model, ds.abbr, status, str(first.get("version", "")), int(first.get("epochs", self.plan.epochs(ds))), str(first.get("samples", "")),
-            sum(s["total"] for s in statuses), sum(s["completed"] for s in statuses), sum(s["failed"] for s in statuses),
-            metrics, str((result or {}).get("dataset_version", "")), error,
+            sum(s["total"] for s in statuses), completed, failed, metrics, str((result or {}).get("dataset_version", "")), error,
         )
+
+    def _counts(self, model: str, ds: DatasetConfig) -> tuple[int, int]:
+        """(completed, failed) units of the pair: a finished shard's as its status file says, an
+        unfinished one's from its checkpoint — a run writes its status every few samples, its
+        checkpoint every sample, so a killed run's status is behind what is on disk (`evaltui
+        watch` counts the same lines)."""
+        completed = failed = 0
+        for k in range(ds.shards):
+            status = self.workdir.read_status(model, ds.abbr, k, ds.shards)
+            if status is None:
+                continue
+            if status["status"] in ("done", "fail"):
+                completed, failed = completed + status["completed"], failed + status["failed"]
+                continue
+            ok, standing = checkpoint_counts(self.workdir.checkpoint_file(model, ds.abbr, k, ds.shards))
+            completed, failed = completed + ok, failed + standing
+        return completed, failed
 
     def _inferred(self, statuses: list[dict[str, Any]], shards: int) -> tuple[str, str]:
         """The shards' statuses combined, and why they failed; `stopped` when they say running
@@ -157,6 +175,20 @@ def sample_extent(wd: WorkDir, plan: Plan, model: str, ds: DatasetConfig, paths:
     with contextlib.suppress(DatasetError, OSError):
         return count_records(plan, ds)
     return 1 + max((line.sample for path in paths for line in scan_checkpoint(path)), default=-1)
+
+
+def checkpoint_counts(path: Path) -> tuple[int, int]:
+    """(answered, failed and never answered since) units of a checkpoint."""
+    ok: set[tuple[int, int]] = set()
+    failed: set[tuple[int, int]] = set()
+    for line in scan_checkpoint(path):
+        unit = (line.sample, line.epoch)
+        if line.ok:
+            ok.add(unit)
+            failed.discard(unit)
+        elif unit not in ok:
+            failed.add(unit)
+    return len(ok), len(failed)
 
 
 def _combined(statuses: list[str], shards: int) -> str:

@@ -114,20 +114,27 @@ def _notice(e: ev.Notice) -> str:
 
 
 def _run_started(e: ev.RunStarted) -> str:
-    return f"run started: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
+    """A followed run (`began_at`, from its files) says when it started: it did not start now."""
+    when = ""
+    if e.began_at is not None:
+        at = datetime.fromtimestamp(e.began_at)
+        when = " at " + at.strftime("%H:%M:%S" if at.date() == datetime.now().date() else "%Y-%m-%d %H:%M:%S")
+    return f"run started{when}: {', '.join(e.models)} × {', '.join(e.datasets)} → {e.work_dir}"
 
 
-_FINISHED = "run finished in "
+_FINISHED = "run finished"
 
 
 def _run_finished(e: ev.RunFinished) -> str:
+    """`run finished in 3.2 s: …`; a followed run whose files do not tell how long it took
+    (elapsed 0) claims no time."""
     state = "interrupted (finished work is kept; run again to resume)" if e.interrupted else f"exit code {e.exit_code}"
-    return f"{_FINISHED}{e.elapsed:.1f} s: {state}"
+    return f"{_FINISHED}{f' in {e.elapsed:.1f} s' if e.elapsed else ''}: {state}"
 
 
 def ends_a_run(line: str) -> bool:
     """Whether a line of logs/run.log is the last a run (or a retry's session) writes: RunFinished's."""
-    return line.partition(" ")[2].startswith(_FINISHED)
+    return line.partition(" ")[2].startswith((_FINISHED + " in ", _FINISHED + ": "))
 
 
 _LINES: dict[type, Callable[[Any], str | None]] = {

@@ -306,8 +306,8 @@ class RunState:
         self.down.clear()  # nothing waits any more
         # Cancelled or stopped by an OS error (disk full): nothing runs any more either way.
         for p in self.pairs.values():
-            if p.status == PairStatus.RUNNING:
-                p.status = PairStatus.PENDING  # as its status file says: interrupted, resumable
+            if p.status == PairStatus.RUNNING:  # resumable: stopped when interrupted, else as its status file says
+                p.status = PairStatus.STOPPED if e.interrupted else PairStatus.PENDING
             elif p.status == PairStatus.SCORING:
                 p.status = PairStatus.DONE  # inferred; the next run scores it
         return _RUN_FINISHED
@@ -385,6 +385,10 @@ class RunState:
         """The pairs a retry-all would re-run: inference failed, or scoring did, or the watcher
         gave up on them (a stale heartbeat: the laptop slept) — a retry scores what is done."""
         return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR, PairStatus.SKIPPED)]
+
+    def stopped_pairs(self) -> list[tuple[str, str]]:
+        """The pairs an interrupted run left under way: running the plan again resumes them."""
+        return [key for key, p in self.pairs.items() if p.status == PairStatus.STOPPED]
 
     def totals(self) -> tuple[int, int, int]:
         """(completed, failed, total) over every pair."""

@@ -148,6 +148,10 @@ class View(Protocol):
         """When the run last began (wall clock), if the files say."""
         ...
 
+    def ended_at(self) -> float | None:
+        """When the run last wrote there (wall clock), if the files say: where its time ends."""
+        ...
+
     def ended(self) -> bool:
         """The files say the run ended (its last words, or the last file it writes, came last)."""
         ...

@@ -24,6 +24,7 @@ STATUS_COLOUR = {
     PairStatus.SCORED: "success",
     PairStatus.ERROR: "error",
     PairStatus.SKIPPED: "warning",
+    PairStatus.STOPPED: "warning",
 }
 
 

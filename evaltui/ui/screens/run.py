@@ -198,7 +198,9 @@ class RunScreen(Screen[None]):
         return self.progress.highlighted_pair()
 
     def retryable(self) -> list[Pair]:
-        return [p for p in self.state.failed_pairs() if p not in self._retrying]
+        """What `r`/`R` act on; watching, a stopped run's unfinished pairs too (`r` says how it resumes)."""
+        pairs = self.state.failed_pairs() + (self.state.stopped_pairs() if self.runner.watching else [])
+        return [p for p in pairs if p not in self._retrying]
 
     def action_applies(self, action: str) -> bool:
         """Whether `action` means something now (the footer and the command palette ask)."""
