@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
 
 from evaltui.engine.state import Failure, RunState
-from evaltui.scoring.leaderboard import Leaderboard, RankedModel, format_score
+from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt
 from evaltui.ui.widgets.fleet import model_load, strip_models
 from evaltui.ui.widgets.progress import repaint_row
@@ -118,6 +118,10 @@ class FailuresLog(Log):
 class LeaderboardTable(DataTable[Text]):
     """Datasets × models (ranked, best first), and an Average row that fills in live.
 
+    A missing score is the `-` of the table `--no-ui` prints and the summary files hold (on the
+    whole screen: the progress pane's score column too); `–` is for what is not known yet or not
+    measured (ETA, req/s, the load of a watched run).
+
     Its rows are not selectable, so enter here keeps meaning what it means on the run screen:
     the details of the dataset highlighted in the progress pane (DataTable's own enter would
     hide that key from the footer whenever Tab brings the focus here).
@@ -185,7 +189,7 @@ class LeaderboardTable(DataTable[Text]):
         average = [Text("Average", style="bold"), Text("naive_average")]
         for r in ranked:
             if r.average is None:
-                average.append(Text("–", justify="right"))
+                average.append(Text(MISSING, justify="right"))
             elif r.scored < r.total:
                 average.append(Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic"))
             else:
