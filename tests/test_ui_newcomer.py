@@ -1,6 +1,6 @@
 """What a newcomer following the README met in the session (the demo at 80×24 and 100×30, and
 `evaltui watch`), each checked as a user reads the screen: a stray letter of the footer beside
-every toast, two signs for a missing score, ..."""
+every toast, two signs for a missing score, the quit question still asked once the run had ended, ..."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 from test_ui_80x24 import screen_lines
+from test_ui_app import until
 from ui_demo_script import demo_app, demo_running
 from ui_script import Clock, feed
+
+from evaltui.engine.runner import Runner
+from evaltui.plan import load_plan
+from evaltui.ui.app import EvalApp
 
 
 def test_a_toast_reaches_the_right_edge_no_letter_of_the_footer_beside_it(tmp_path: Path) -> None:
@@ -48,3 +54,30 @@ def test_one_sign_for_no_score_on_screen_as_in_the_headless_table(tmp_path: Path
     assert [cells[0] for cells in board[1:]] == ["word-problems", "multiple-choice", "completions", "code", "Average"], board
     assert all(cells[-2:] == [MISSING, MISSING] for cells in board[1:]), board
     assert row.split()[-1] == MISSING, row
+
+
+def test_the_quit_question_open_as_the_run_ends_leaves_as_q_would_then(tmp_path: Path) -> None:
+    """`q` during the last samples asked `Work is still running. Quit now?`; the run ended, the
+    strip said `● run finished`, and the question stayed. Nothing is left to interrupt then: the
+    question goes, and the session leaves as `q` does once the run has ended, with the run's code."""
+    from evaltui.ui.screens.modals import ConfirmQuit
+
+    N = 200  # at 4 in flight and 20 ms a request, about a second: still going when q comes
+    plan = write_plan(
+        tmp_path,
+        models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.02", "max_workers": 4}],
+        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(N)))],
+    )
+    app = EvalApp(Runner(load_plan(plan)), theme="evaltui-dark")
+
+    async def scenario() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: app.state.totals()[0] >= 10, "some samples to finish")
+            await pilot.press("q")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
+            await until(pilot, lambda: app._exit, "the session to leave once the run ended")  # the question not answered
+
+    asyncio.run(scenario())
+    finished = app.state.finished
+    assert finished is not None and not finished.interrupted and app.state.totals()[0] == N  # the run was not cut short
+    assert app.exit_code == 0 and app.return_value == 0
