@@ -1,6 +1,6 @@
 """What a newcomer following the README met in the session (the demo at 80×24 and 100×30, and
 `evaltui watch`), each checked as a user reads the screen: a stray letter of the footer beside
-every toast, two signs for a missing score, the quit question still asked once the run had ended, ..."""
+every toast, two signs for a missing score, the quit question still asked once the run had ended, the elapsed time back to 0s on a retry, ..."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from test_ui_app import until
 from ui_demo_script import demo_app, demo_running
 from ui_script import Clock, feed
 
+from evaltui.engine import events as ev
 from evaltui.engine.runner import Runner
 from evaltui.plan import load_plan
 from evaltui.ui.app import EvalApp
@@ -81,3 +82,25 @@ def test_the_quit_question_open_as_the_run_ends_leaves_as_q_would_then(tmp_path:
     finished = app.state.finished
     assert finished is not None and not finished.interrupted and app.state.totals()[0] == N  # the run was not cut short
     assert app.exit_code == 0 and app.return_value == 0
+
+
+def test_elapsed_is_the_sessions_a_retry_goes_on_from_it(tmp_path: Path) -> None:
+    """After `r` once the run had ended, the strip said `elapsed 0s`: the retry's time, not the
+    run's. It goes on from the run's (since the session started), the rates count afresh."""
+
+    async def scenario() -> list[str]:
+        clock = Clock()
+        app = demo_app(tmp_path, clock)
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, demo_running(clock))
+            clock.now += 10.0
+            feed(app, [ev.RunFinished(1, False)])
+            clock.now += 5.0  # reading the leaderboard, then `r`
+            feed(app, [ev.RetryStarted((("sim-strong", "word-problems"),)), ev.DatasetStarted("sim-strong", "word-problems", 200, 80)])
+            clock.now += 3.0
+            app.fold_pending()
+            await pilot.pause()
+            return screen_lines(app)
+
+    strip = asyncio.run(scenario())[0]
+    assert "elapsed 18s" in strip, strip
