@@ -1,6 +1,6 @@
 """What a newcomer following the README met in the session (the demo at 80×24 and 100×30, and
 `evaltui watch`), each checked as a user reads the screen: a stray letter of the footer beside
-every toast, two signs for a missing score, the quit question still asked once the run had ended, the elapsed time back to 0s on a retry, ..."""
+every toast, two signs for a missing score, the quit question still asked once the run had ended, the elapsed time back to 0s on a retry, the strip's count behind the rows', ..."""
 
 from __future__ import annotations
 
@@ -104,3 +104,23 @@ def test_elapsed_is_the_sessions_a_retry_goes_on_from_it(tmp_path: Path) -> None
 
     strip = asyncio.run(scenario())[0]
     assert "elapsed 18s" in strip, strip
+
+
+def test_the_strip_counts_what_the_rows_count_in_the_same_frame(tmp_path: Path) -> None:
+    """`samples 6/60` above a row of `22/60`: the strip was repainted once a second, the rows every
+    tick. Its counts come from the same fold as the rows; only its rate waits for the second."""
+
+    async def scenario() -> tuple[str, str]:
+        clock = Clock()
+        app = demo_app(tmp_path, clock)
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, demo_running(clock))  # 120 done
+            await pilot.pause()
+            clock.now += 0.2  # the next tick, within the second
+            feed(app, [ev.SampleFinished("sim-strong", "word-problems", 0, i) for i in range(120, 150)])
+            await pilot.pause()
+            return screen_lines(app)[0], app.progress.shown_line("sim-strong", "word-problems")
+
+    strip, row = asyncio.run(scenario())
+    assert " 150/200 " in row, row
+    assert "samples 150/1248" in strip, strip

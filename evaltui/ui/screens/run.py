@@ -36,7 +36,7 @@ from evaltui.ui.toast import RANK, toast
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 
-SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs, the strip
+SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs
 _PAIR_ACTIONS = ("retry", "retry_all", "details")
 _SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
 
@@ -153,11 +153,10 @@ class RunScreen(Screen[None]):
             self._last_slow = now
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, palette, rates=slow)
-            if slow:
-                self.strip.show(
-                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
-                    load_known=not self.runner.watching,
-                )
+            self.strip.show(  # from the same fold as the rows: its counts never behind theirs
+                state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
+                load_known=not self.runner.watching, rates=slow,
+            )
             if changes.failures_reset:
                 self.failures.show_all(list(state.failures))
             else:
