@@ -1,13 +1,15 @@
-"""What a newcomer following the README met in the session (the demo at 80×24 and 100×30, and
-`evaltui watch`), each checked as a user reads the screen: a stray letter of the footer beside
-every toast, two signs for a missing score, the quit question still asked once the run had ended, the elapsed time back to 0s on a retry, the strip's count behind the rows', ..."""
+"""What a newcomer following the README met in the session (the demo at 80×24 and 100×30), each
+checked as a user reads the screen: a stray letter of the footer beside every toast, two signs
+for a missing score, the quit question still asked once the run had ended, the elapsed time
+back to 0s on a retry, the strip's count behind the rows', a leaderboard of 3 rows and a
+scrollbar under blank rows of the progress pane."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
+import pytest
 from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 from test_ui_80x24 import screen_lines
 from test_ui_app import until
@@ -20,7 +22,7 @@ from evaltui.plan import load_plan
 from evaltui.ui.app import EvalApp
 
 
-def test_a_toast_reaches_the_right_edge_no_letter_of_the_footer_beside_it(tmp_path: Path) -> None:
+def test_a_toast_is_the_whole_bottom_row_no_letter_of_the_footer_beside_it(tmp_path: Path) -> None:
     """The footer showed through beside every toast: the last letter of its `^p palette` at the
     toast's right (`▌ theme: evaltui-light e`), half a key at its left. The toast is the row."""
 
@@ -124,3 +126,25 @@ def test_the_strip_counts_what_the_rows_count_in_the_same_frame(tmp_path: Path) 
     strip, row = asyncio.run(scenario())
     assert " 150/200 " in row, row
     assert "samples 150/1248" in strip, strip
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)])
+def test_panes_take_the_rows_they_need_the_average_in_sight_while_running(tmp_path: Path, size: tuple[int, int]) -> None:
+    """The demo's leaderboard was 3 rows and a scrollbar (the Average out of sight until the run
+    ended) under 6–8 blank rows of the progress pane. Progress takes what its rows need; the
+    leaderboard its rows, there being room for both."""
+
+    async def scenario() -> list[str]:
+        clock = Clock()
+        app = demo_app(tmp_path, clock)
+        async with app.run_test(size=size) as pilot:
+            feed(app, demo_running(clock))
+            await pilot.pause()
+            return screen_lines(app)
+
+    lines = asyncio.run(scenario())
+    bottom = next(i for i, line in enumerate(lines) if line.startswith("╰"))  # the progress pane's
+    assert "  code  " in lines[bottom - 1] and "/24" in lines[bottom - 1], lines  # its last row, no blank one after it
+    assert any(line.startswith("│ Average ") for line in lines), lines
+    board = [line.split()[1] for line in lines[bottom + 1 :] if " accuracy " in line]
+    assert board == ["word-problems", "multiple-choice", "completions", "code"], lines  # every row, no scrolling
