@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
-from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 from test_ui_80x24 import screen_lines
 from test_ui_app import until
 from ui_demo_script import demo_app, demo_running
@@ -19,6 +20,7 @@ from ui_script import Clock, feed
 from evaltui.engine import events as ev
 from evaltui.engine.runner import Runner
 from evaltui.plan import load_plan
+from evaltui.sim import ModelProfile, SimConfig
 from evaltui.ui.app import EvalApp
 
 
@@ -59,25 +61,23 @@ def test_one_sign_for_no_score_on_screen_as_in_the_headless_table(tmp_path: Path
     assert row.split()[-1] == MISSING, row
 
 
-def test_the_quit_question_open_as_the_run_ends_leaves_as_q_would_then(tmp_path: Path) -> None:
+def test_the_quit_question_open_as_the_run_ends_leaves_as_q_would_then(tmp_path: Path, sim_factory: Any) -> None:
     """`q` during the last samples asked `Work is still running. Quit now?`; the run ended, the
     strip said `● run finished`, and the question stayed. Nothing is left to interrupt then: the
     question goes, and the session leaves as `q` does once the run has ended, with the run's code."""
     from evaltui.ui.screens.modals import ConfirmQuit
 
-    N = 200  # at 4 in flight and 20 ms a request, about a second: still going when q comes
-    plan = write_plan(
-        tmp_path,
-        models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.02", "max_workers": 4}],
-        datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(N)))],
-    )
+    N = 12
+    sim = sim_factory(SimConfig(default=ModelProfile(latency=1.0)))  # one at a time, a second each: still going when q comes
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=1)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(N)))])
     app = EvalApp(Runner(load_plan(plan)), theme="evaltui-dark")
 
     async def scenario() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
-            await until(pilot, lambda: app.state.totals()[0] >= 10, "some samples to finish")
+            await until(pilot, lambda: app.state.live, "the run to start")
             await pilot.press("q")
             await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
+            sim.config.default = ModelProfile(latency=0.0)  # the rest of the run goes by while the question is open
             await until(pilot, lambda: app._exit, "the session to leave once the run ended")  # the question not answered
 
     asyncio.run(scenario())
