@@ -43,7 +43,7 @@ def test_panes_follow_the_stream(tmp_path: Path) -> None:
             assert str(table.get_cell("alpha\tgsm", "ETA")) == "13s"  # 57 left at 4.3/s
             assert str(table.get_cell("alpha\tmmlu\t0", "done")) == "50/100"
             # what is on screen moved too, not only the table's data
-            assert table.shown_line("alpha", "gsm").split()[2:] == ["43/100", "3", "running", "4.3", "13s", "–"]
+            assert table.shown_line("alpha", "gsm").split()[2:] == ["43/100", "3", "running", "4.3", "13s", "-"]
             strip = strip_text(app)
             assert "alive" in strip and "alpha 12/16" in strip and "retries 5" in strip
             # brackets in an error message are shown as they are, not taken as markup

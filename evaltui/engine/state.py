@@ -261,9 +261,8 @@ class RunState:
         return _PLANNED
 
     def _retry_started(self, e: ev.RetryStarted) -> Delta:
-        if self.finished is not None:  # a new session: rates count from now
+        if self.finished is not None:  # a new session: rates count from now; elapsed goes on (the session's, not the retry's)
             self._samples_started_at, self._samples_done = None, 0
-            self.started_at = self.clock()
         self.finished, self._ended_at, self.live = None, None, True
         for model, dataset in e.pairs:
             p = self.pair(model, dataset)
@@ -413,7 +412,8 @@ class RunState:
         return None if self.heartbeat_at is None else max(0.0, self.wall_clock() - self.heartbeat_at)
 
     def elapsed(self) -> float:
-        """Seconds since the run started; it stops with the run (and goes on with a retry)."""
+        """Seconds since the run started; it stops with the run and goes on with a retry (the
+        strip's time is the session's: a retry after the run ended counts on from its start)."""
         end = self._ended_at if self._ended_at is not None else self.clock()
         return max(0.0, end - self.started_at)
 

@@ -189,6 +189,8 @@ class EvalApp(App[int]):
             self.run_screen.refresh_keys()
         if (self._quitting or self._exit_when_done) and self._start and not self.engine.busy and self.engine.jobs:
             self.exit(self.exit_code)
+        if isinstance(self.screen, ConfirmQuit) and self._nothing_to_interrupt():
+            self.screen.moot()  # the run ended while the quit question was open: `q` now leaves at once
 
     def _jobs_ended(self) -> bool:
         """Take the result of each run/retry that ended since the last tick."""
@@ -230,6 +232,10 @@ class EvalApp(App[int]):
         if self.runner.watching:
             return True
         self.fold_pending()
+        return self._nothing_to_interrupt()
+
+    def _nothing_to_interrupt(self) -> bool:
+        """_work_over's answer from what the last tick folded."""
         ended = self.state.finished is not None and not self.state.live and len(self.engine.jobs) == self._jobs_at_finish
         return not self.engine.busy or ended
 
@@ -246,7 +252,7 @@ class EvalApp(App[int]):
             self.exit(EXIT_INTERRUPTED)
             return
         if isinstance(self.screen, ConfirmQuit):
-            self.screen.dismiss(True)  # asked twice while the question is open (ctrl+q): the answer is yes
+            self.screen.action_answer(True)  # asked twice while the question is open (ctrl+q): the answer is yes
             return
         if self._work_over():
             self._leave()

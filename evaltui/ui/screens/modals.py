@@ -11,6 +11,13 @@ from textual.widgets import Button, Static
 
 
 class ConfirmQuit(ModalScreen[bool]):
+    """Asked only while quitting would interrupt work. Should the run end while it is open, the
+    question is moot and answers itself yes: the user pressed `q` to leave, and what kept them
+    was only the work, now finished and kept (README: once the run has ended `q` leaves at once).
+    Asking on (or a new question, "the run finished: quit?") would make them answer for nothing."""
+
+    _answered = False
+
     BINDINGS = [
         Binding("y,q", "answer(True)", "Quit", id="quit.yes"),  # q again: the user meant it
         Binding("n,escape", "answer(False)", "Keep running", id="quit.no"),
@@ -27,10 +34,16 @@ class ConfirmQuit(ModalScreen[bool]):
         self.query_one("#no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
+        self.action_answer(event.button.id == "yes")
 
     def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+        if not self._answered:  # once: a second dismiss would pop the screen beneath
+            self._answered = True
+            self.dismiss(yes)
+
+    def moot(self) -> None:
+        """Nothing runs any more: the answer is yes (the app then leaves with the run's exit code)."""
+        self.action_answer(True)
 
 
 HELP = """\

@@ -36,8 +36,12 @@ from evaltui.ui.toast import RANK, toast
 from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
 from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 
-SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs, the strip
+SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs
 _PAIR_ACTIONS = ("retry", "retry_all", "details")
+# rows of the stacked layout (under 120 columns) that app.tcss sets and the fit below counts on
+_FRAME = 2  # a pane's round border, top and bottom
+_PROGRESS_MIN = 6
+_FAILURES_ROWS, _FAILURES_FOCUSED = 4, 9
 _SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
 
 Pair = tuple[str, str]
@@ -68,6 +72,7 @@ class RunScreen(Screen[None]):
         self._retrying: set[Pair] = set()  # asked for; not offered again until over
         self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
         self._retry_jobs: dict[int, tuple[Pair, ...]] = {}  # retry job -> its pairs
+        self._progress_rows = 0  # the progress pane's height cap, as its rows last needed
         self._heartbeat_timeout = runner.heartbeat_timeout
         self._max_workers = runner.max_workers
         # the panes, kept at hand: the tick repaints them without a query, even while closing
@@ -153,11 +158,10 @@ class RunScreen(Screen[None]):
             self._last_slow = now
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, palette, rates=slow)
-            if slow:
-                self.strip.show(
-                    state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
-                    load_known=not self.runner.watching,
-                )
+            self.strip.show(  # from the same fold as the rows: its counts never behind theirs
+                state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
+                load_known=not self.runner.watching, rates=slow,
+            )
             if changes.failures_reset:
                 self.failures.show_all(list(state.failures))
             else:
@@ -165,6 +169,31 @@ class RunScreen(Screen[None]):
             self._fit_failures()
             if changes.scores:
                 self.board.show(self.leaderboard(), palette)
+            self._fit_panes()
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_panes)  # once the panes have their new sizes
+
+    def on_descendant_focus(self) -> None:
+        self._fit_panes()  # a focused failures pane grows (app.tcss): the leaderboard may not fit beside it
+
+    def _fit_panes(self) -> None:
+        """Stacked (under 120 columns), each pane as tall as what it holds while the room allows:
+        the progress pane no taller than its rows (1fr alone left blank rows under them, while
+        the leaderboard scrolled), and the leaderboard all its rows (the Average among them)
+        where they fit beside the progress pane's and the failures' (`-roomy`, app.tcss); where
+        they do not, it keeps its 6 rows and progress takes the rest. Cheap: it changes a style
+        only when a pane's needs did (a new style asks the whole screen for a layout)."""
+        narrow = self.has_class("-narrow")
+        progress = self.progress.row_count + self.progress.header_height + _FRAME if narrow else 0
+        if progress != self._progress_rows:
+            self._progress_rows = progress
+            self.progress.styles.max_height = max(progress, _PROGRESS_MIN) if narrow else None  # wide: app.tcss's
+        if not narrow:
+            return
+        failures = (_FAILURES_FOCUSED if self.failures.has_focus else _FAILURES_ROWS) if self.failures.display else 0
+        board = self.board.row_count + self.board.header_height + _FRAME + self.board.scrollbar_size_horizontal
+        self.main.set_class(self.main.size.height >= progress + board + failures, "-roomy")
 
     def _fit_failures(self) -> None:
         """The failures pane only once a sample failed: empty, it took the room of the datasets'

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
 
 from evaltui.engine.state import Failure, RunState
-from evaltui.scoring.leaderboard import Leaderboard, RankedModel, format_score
+from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt
 from evaltui.ui.widgets.fleet import model_load, strip_models
 from evaltui.ui.widgets.progress import repaint_row
@@ -26,21 +26,35 @@ class EngineStrip(Widget):
     title is the progress pane's border title: here it was cut at 80 columns.)
 
     A plain Widget that renders its Text, repainted only when the text changed: a Static's
-    update() would ask the whole screen for a new layout, several times a second.
+    update() would ask the whole screen for a new layout, several times a second. It is shown
+    every tick, from the fold the rows are (its counts are theirs in the same frame); its
+    req/s, like the rows', moves once a second (`rates`).
     """
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self._text = Text()
+        self._rate = fmt.rate(None)
 
     def render(self) -> Text:
         return self._text
 
     def show(
-        self, state: RunState, *, heartbeat_timeout: float, max_workers: dict[str, int], live: bool, palette: fmt.Palette, load_known: bool = True
+        self,
+        state: RunState,
+        *,
+        heartbeat_timeout: float,
+        max_workers: dict[str, int],
+        live: bool,
+        palette: fmt.Palette,
+        load_known: bool = True,
+        rates: bool = True,
     ) -> None:
         """`load_known`: False when the source cannot know the requests in flight and retries (a
-        follower: the work dir holds none of it), which are then "–", never a made-up 0."""
+        follower: the work dir holds none of it), which are then "–", never a made-up 0.
+        `rates=False` keeps the req/s shown last."""
+        if rates:
+            self._rate = fmt.rate(state.throughput())
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
         beat = self._heartbeat(state, heartbeat_timeout, live, palette)
         c, f, n = state.totals()
@@ -53,7 +67,7 @@ class EngineStrip(Widget):
         if failed:
             text.append(failed, style=fmt.colour(palette, "error"))
         text.append("\n")
-        text.append(f"{fmt.rate(state.throughput())} req/s  retries {state.retries() if load_known else '–'}  in flight ")
+        text.append(f"{self._rate} req/s  retries {state.retries() if load_known else '–'}  in flight ")
         for i, (model, limit) in enumerate(strip_models(state, max_workers).items()):
             text.append("  " if i else "")
             text.append_text(model_load(state, model, limit, live=live, palette=palette) if load_known else Text(f"{model} –/{limit}"))
@@ -117,6 +131,10 @@ class FailuresLog(Log):
 
 class LeaderboardTable(DataTable[Text]):
     """Datasets × models (ranked, best first), and an Average row that fills in live.
+
+    A missing score is the `-` of the table `--no-ui` prints and the summary files hold (on the
+    whole screen: the progress pane's score column too); `–` is for what is not known yet or not
+    measured (ETA, req/s, the load of a watched run).
 
     Its rows are not selectable, so enter here keeps meaning what it means on the run screen:
     the details of the dataset highlighted in the progress pane (DataTable's own enter would
@@ -185,7 +203,7 @@ class LeaderboardTable(DataTable[Text]):
         average = [Text("Average", style="bold"), Text("naive_average")]
         for r in ranked:
             if r.average is None:
-                average.append(Text("–", justify="right"))
+                average.append(Text(MISSING, justify="right"))
             elif r.scored < r.total:
                 average.append(Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic"))
             else:

@@ -17,6 +17,7 @@ from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from evaltui.engine import events as ev
 from evaltui.engine.state import PairState, RunState
+from evaltui.scoring.leaderboard import MISSING
 from evaltui.ui import fmt
 
 COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
@@ -253,7 +254,7 @@ class ProgressTable(DataTable[Text]):
     def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
         eta = p.eta(now) if p.status == ev.PairStatus.RUNNING else None
         throughput = p.throughput(now) if p.status == ev.PairStatus.RUNNING else None
-        score = Text(f"{p.score:.2f}", style=f"bold {fmt.colour(palette, 'success')}") if p.score is not None else Text("–")
+        score = Text(f"{p.score:.2f}", style=f"bold {fmt.colour(palette, 'success')}") if p.score is not None else Text(MISSING)  # the leaderboard's sign
         failed = Text(str(p.failed), style=f"bold {fmt.colour(palette, 'error')}") if p.failed else Text("0")
         return [
             Text(f"  {p.dataset}"),
