@@ -149,10 +149,11 @@ def test_a_killed_run_shows_what_finished_and_that_it_stopped(tmp_path: Path, si
     assert tree(work.root) == before
 
 
-def test_a_killed_run_is_said_stopped_at_once_with_its_own_time_and_summary(tmp_path: Path, sim_factory) -> None:
-    """On a local filesystem a lock nobody holds is a run nobody runs: a kill -9 is said stopped
-    at the first look (no heartbeat_timeout to wait), its time runs to the last file it wrote
-    (its one heartbeat beat at its start), and a summary older than it is not its own."""
+def test_a_killed_run_is_said_stopped_once_its_beats_are_missed_with_its_own_time_and_summary(tmp_path: Path, sim_factory) -> None:
+    """On a local filesystem a lock nobody holds, beside a heartbeat that missed two beats, is a
+    run nobody runs: a kill -9 is said stopped at the first look then (no heartbeat_timeout to
+    wait), its time runs to the last file it wrote (its one heartbeat beat at its start), and a
+    summary older than it is not its own."""
     rows = arithmetic(40, prefix="D0-") + arithmetic(400, prefix="D1-")
     sim = _slow_sim(sim_factory, rows, latency=0.05)
     plan = watch_plan(tmp_path, sim.url, records=(40, 400), heartbeat_timeout=120.0, heartbeat_interval=60.0)
@@ -170,6 +171,8 @@ def test_a_killed_run_is_said_stopped_at_once_with_its_own_time_and_summary(tmp_
     older.parent.mkdir(exist_ok=True)
     older.write_text("dataset,version,metric,mode,m\n")
     os.utime(older, (began - 60, began - 60))
+    missed = time.time() - 2 * 60.0 - 3  # two beats of heartbeat_interval = 60 missed, and the slack
+    os.utime(work.heartbeat_file, (missed, missed))
     follower = Follower(open_view(work.root))
     events: list[ev.Event] = []
     follower.subscribe(events.append)
@@ -270,16 +273,34 @@ def test_lock_holder_is_read_from_proc_locks_without_taking_the_lock(tmp_path: P
     assert lock_holder(lock, proc_locks=tmp_path / "no-such-table") is None  # cannot tell: the heartbeat decides
 
 
-def test_a_lock_held_from_another_pid_namespace_is_held(tmp_path: Path) -> None:
-    """Another container on the same volume: /proc/locks shows its flock with pid 0."""
-    lock = tmp_path / ".evaltui.lock"
-    lock.write_text("4242\n")
-    st = lock.stat()
-    table = tmp_path / "locks"
-    table.write_text(f"1: FLOCK  ADVISORY  WRITE 0 {os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino} 0 EOF\n")
-    assert lock_holder(lock, proc_locks=table) == 4242  # the pid it wrote, in its own namespace
-    lock.write_text("")
-    assert lock_holder(lock, proc_locks=table) is None  # held, by whom it cannot tell
+def test_a_run_in_another_pid_namespace_is_not_said_stopped(tmp_path: Path) -> None:
+    """/proc/locks shows only the locks of the reader's pid namespace: a watcher in a container
+    beside the run (here `unshare --pid`) sees the run's lock free. With the heartbeat fresh it
+    cannot tell (None: the heartbeat decides); once two beats are missed, nobody (0)."""
+    work = WorkDir(tmp_path / "w")
+    work.root.mkdir()
+    if not local_filesystem(work.root):
+        pytest.skip("the work dir is on a filesystem whose locks /proc/locks may not show")
+    script = "import sys; from pathlib import Path; from evaltui.engine.lockstate import local_filesystem, run_holder; r = Path(sys.argv[1]); print(run_holder(r, local_filesystem(r), 5.0))"
+
+    def seen_from_another_namespace() -> str:
+        proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", script, str(work.root)],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        if proc.returncode != 0 and "unshare" in proc.stderr:
+            pytest.skip(f"no pid namespace can be made here: {proc.stderr.strip()}")
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    fd = work.lock()
+    try:
+        work.beat()
+        assert lockstate.run_holder(work.root, True, 5.0) == os.getpid()  # in this namespace the table shows it
+        assert seen_from_another_namespace() == "None"
+        then = time.time() - 13
+        os.utime(work.heartbeat_file, (then, then))
+        assert seen_from_another_namespace() == "0"
+    finally:
+        os.close(fd)
 
 
 def test_a_free_lock_tells_only_on_a_filesystem_this_kernel_alone_writes(tmp_path: Path) -> None:

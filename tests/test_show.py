@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,12 @@ def finished_run(tmp_path: Path, sim_factory: Any) -> Path:
     code, _, runner = run_plan(write_plan(tmp_path, models=models, datasets=datasets))
     assert code == 0
     return runner.workdir.root
+
+
+def _missed_beats(root: Path) -> None:
+    """The heartbeat as a killed run leaves it, 10 minutes on (two beats missed many times)."""
+    then = time.time() - 600
+    os.utime(root / "infer_heartbeat", (then, then))
 
 
 def test_show_prints_a_line_per_sample_and_epoch(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,6 +199,9 @@ def test_a_run_no_process_holds_any_more_is_shown_stopped(finished_run: Path, ca
     status.write_text(json.dumps({**json.loads(status.read_text()), "status": "running"}))
     (finished_run / "results" / "n" / "e.json").unlink()
     (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
+    assert line.startswith("n/e: running · ")  # a fresh heartbeat: a holder out of this pid namespace's sight, perhaps
+    _missed_beats(finished_run)
+    (line,) = [x for x in _shown(finished_run, capsys, "--model", "n", "--dataset", "e") if x.startswith("n/e")]
     assert line.startswith("n/e: stopped (killed or interrupted) · ")
     with open(finished_run / ".evaltui.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a run in progress
@@ -224,6 +235,7 @@ def test_a_killed_run_is_counted_from_its_checkpoints_not_its_stale_status(finis
     checkpoint.write_bytes(head + b"".join(samples[:5]))  # samples 0-4 on disk: 4 answered, 1 failed
     log = finished_run / "logs" / "samples" / "m" / "e.jsonl"
     log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:5]))
+    _missed_beats(finished_run)
     shown = _shown(finished_run, capsys, "--model", "m", "--dataset", "e")
     assert shown[0] == "m/e: stopped (killed or interrupted) · 4 of 6 done, 1 failed"
     assert len(shown) == 1 + 5

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 DEFAULT_HEARTBEAT_TIMEOUT = 60.0  # until the plan says (SPEC §3's defaults)
 DEFAULT_LOG_INTERVAL = 30.0
+DEFAULT_HEARTBEAT_INTERVAL = 5.0
 _STATUSES = {s.value: s for s in (PairStatus.PENDING, PairStatus.RUNNING, PairStatus.DONE, PairStatus.FAIL)}
 
 
@@ -231,7 +232,8 @@ class EvaltuiView:
 
     # -- the run as a whole
     def holder(self) -> int | None:
-        return run_holder(self.root, self._local)
+        beats_every = self.plan.run.heartbeat_interval if self.plan is not None else DEFAULT_HEARTBEAT_INTERVAL
+        return run_holder(self.root, self._local, beats_every)
 
     def heartbeat_key(self) -> StatKey | None:
         return stat_key(self.workdir.heartbeat_file)

@@ -8,32 +8,43 @@ the answer is None, "cannot tell", and the caller goes by the heartbeat instead.
 
 A file on overlayfs (containers) may show in /proc/locks under the device of the layer below,
 so an inode that matches on another device counts when the pid beside it is the one the lock
-file names (a holder writes its pid into it). A holder in another pid namespace (another
-container on the same volume) shows as pid 0: held all the same.
+file names (a holder writes its pid into it).
 
-The table is only this kernel's: on a filesystem other hosts write (NFS, CIFS, …) a run
-elsewhere holds a lock it does not show. `run_holder` says "nobody" only where that cannot be,
-a filesystem only this kernel writes (`local_filesystem`, from /proc/self/mountinfo).
+The table is only this kernel's, and only what this pid namespace can see: on a filesystem
+other hosts write (NFS, CIFS, …) a run elsewhere holds a lock it does not show, and a lock held
+from another pid namespace (another container on the same volume, the host seen from a
+container) is left out of it altogether. So `run_holder` says "nobody" only on a filesystem only
+this kernel writes (`local_filesystem`, from /proc/self/mountinfo) AND with a heartbeat that has
+missed its beats: a free lock beside a fresh heartbeat is a holder out of sight.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 PROC_LOCKS = Path("/proc/locks")
 PROC_MOUNTINFO = Path("/proc/self/mountinfo")
+BEAT_SLACK = 2.0  # s beyond two missed beats: a loaded machine writes late
 # filesystems only the kernel that mounts them writes: a lock free in its table is free
 LOCAL_FILESYSTEMS = frozenset(
     "ext2 ext3 ext4 xfs btrfs bcachefs zfs f2fs jfs reiserfs nilfs2 tmpfs ramfs overlay vfat exfat ntfs3 hfsplus".split()
 )
 
 
-def run_holder(root: Path, local: bool) -> int | None:
+def run_holder(root: Path, local: bool, beats_every: float) -> int | None:
     """The pid of the process running in work dir `root`; 0 when none can be (nobody here holds
-    its lock, and it is on a `local` filesystem); None when it cannot be told."""
+    its lock, it is on a `local` filesystem, and its heartbeat — written every `beats_every` s
+    by a live run — has missed two beats); None when it cannot be told."""
     holder = lock_holder(root / ".evaltui.lock")
-    return holder if holder or local else None
+    if holder or not local:
+        return holder if holder else None
+    try:
+        age = time.time() - (root / "infer_heartbeat").stat().st_mtime
+    except OSError:
+        return 0  # no heartbeat at all: no run has got that far (a kill before its first beat)
+    return 0 if age > 2 * beats_every + BEAT_SLACK else None
 
 
 def local_filesystem(path: Path, mountinfo: Path | None = None) -> bool:
@@ -86,7 +97,7 @@ def lock_holder(lock_file: Path, proc_locks: Path = PROC_LOCKS) -> int | None:
             continue
         pid = int(parts[4])
         if (major, minor) == (os.major(st.st_dev), os.minor(st.st_dev)) or pid == named:
-            return pid or named or None  # pid 0: a holder this pid namespace cannot see
+            return pid or named or None  # (pid 0: an owner that has gone, on some kernels)
     return 0
 
 

@@ -94,7 +94,7 @@ class WorkDirView:
         told (lockstate.py: the lock is never taken; a run on another host holds a lock that a
         shared filesystem's work dir does not show here); looked up once."""
         if self._holder == -1:
-            self._holder = run_holder(self.workdir.root, local_filesystem(self.workdir.root))
+            self._holder = run_holder(self.workdir.root, local_filesystem(self.workdir.root), self.plan.run.heartbeat_interval)
         return self._holder
 
     def pairs(self, models: list[str] | None = None, datasets: list[str] | None = None) -> list[PairView]:

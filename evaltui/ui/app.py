@@ -189,8 +189,11 @@ class EvalApp(App[int]):
             self.run_screen.refresh_keys()
         if (self._quitting or self._exit_when_done) and self._start and not self.engine.busy and self.engine.jobs:
             self.exit(self.exit_code)
-        if isinstance(self.screen, ConfirmQuit) and self._nothing_to_interrupt():
-            self.screen.moot()  # the run ended while the quit question was open: `q` now leaves at once
+        # The run ended while the quit question was open: `q` now leaves at once. Only once every
+        # job is over, not at RunFinished: a retry asked for as the run wound down is a job whose
+        # session has not begun yet, and the question is there to protect it.
+        if isinstance(self.screen, ConfirmQuit) and self.engine.jobs and not self.engine.busy:
+            self.screen.moot()
 
     def _jobs_ended(self) -> bool:
         """Take the result of each run/retry that ended since the last tick."""
