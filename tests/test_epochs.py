@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +209,9 @@ def test_a_kill_mid_epoch_re_sends_only_the_unfinished_sample_epoch_pairs(tmp_pa
         assert {epoch for _, epoch in kept} == {0, 1, 2}
         from evaltui.engine.records import WorkDirView
 
+        assert WorkDirView(wd).pairs()[0].status == "running"  # its heartbeat fresh: a holder out of sight, perhaps
+        then = time.time() - 600  # ten minutes on: its beats missed
+        os.utime(wd / "infer_heartbeat", (then, then))
         assert WorkDirView(wd).pairs()[0].status == "stopped"  # killed: no process holds it (not "running")
         sim.reset_stats()
         assert fs.run(plan, wd) == 0
