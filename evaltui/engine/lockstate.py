@@ -40,11 +40,13 @@ def run_holder(root: Path, local: bool, beats_every: float) -> int | None:
     holder = lock_holder(root / ".evaltui.lock")
     if holder or not local:
         return holder if holder else None
-    try:
-        age = time.time() - (root / "infer_heartbeat").stat().st_mtime
-    except OSError:
-        return 0  # no heartbeat at all: no run has got that far (a kill before its first beat)
-    return 0 if age > 2 * beats_every + BEAT_SLACK else None
+    for sign in ("infer_heartbeat", ".evaltui.lock"):  # before its first beat, the pid a run wrote as it took the lock
+        try:
+            age = time.time() - (root / sign).stat().st_mtime
+        except OSError:
+            continue
+        return 0 if age > 2 * beats_every + BEAT_SLACK else None
+    return 0
 
 
 def local_filesystem(path: Path, mountinfo: Path | None = None) -> bool:
