@@ -46,6 +46,22 @@ def test_wrong_body_fails_with_last_traceback_line():
     assert detail["correct"] is False
 
 
+def test_the_exception_is_read_from_interleaved_tracebacks():
+    """A fork bomb's children share one stderr: it can end with another child's heading (or a
+    code line cut off); the verdict is still the exception, not `Traceback (most recent call last):`."""
+    stderr = (
+        "Traceback (most recent call last):\n"
+        '  File "/tmp/x/program.py", line 3, in inc\n'
+        "    os.fork()\n"
+        "BlockingIOError: [Errno 11] Resource temporarily unavailable\n"
+        "Traceback (most recent call last):\n"
+        '  File "/tmp/x/program.py", line 3, in inc\n'
+    )
+    assert sandbox._verdict(1, "", stderr, "token") == "failed: BlockingIOError: [Errno 11] Resource temporarily unavailable"
+    assert sandbox._verdict(1, "", "Traceback (most recent call last):\n", "token") == "failed: Traceback (most recent call last):"  # nothing better to say
+    assert sandbox._verdict(1, "", "x\nMemoryError\nTraceback (most recent call last):\n", "token") == sandbox.MEMORY_LIMIT
+
+
 def test_syntax_error_fails():
     assert run_body("    return (x +\n")["result"].startswith("failed: SyntaxError")
 

@@ -139,6 +139,20 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+_NOT_THE_EXCEPTION = ("Traceback (most recent call last):", "During handling of the above exception", "The above exception was the direct cause")
+
+
+def _exception_line(stderr: str) -> str:
+    """The line a traceback ends with, the exception: stderr's last line that is not indented (a
+    traceback's File, code and caret lines are) nor a traceback's own heading. A fork bomb's
+    children write their tracebacks into one stderr, which can end with another's heading."""
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if not line[0].isspace() and not line.startswith(_NOT_THE_EXCEPTION):
+            return line
+    return lines[-1].strip() if lines else ""
+
+
 def _verdict(returncode: int, stdout: str, stderr: str, sentinel: str, *, flooded: bool = False) -> str:
     if returncode == 0 and sentinel in stdout:
         return PASSED
@@ -151,8 +165,7 @@ def _verdict(returncode: int, stdout: str, stderr: str, sentinel: str, *, floode
         if sig == getattr(signal, "SIGXFSZ", None):
             return OUTPUT_LIMIT
         return f"failed: killed by {_signal_name(sig)}"
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    last = lines[-1] if lines else ""
+    last = _exception_line(stderr)
     if last.startswith("MemoryError"):
         return MEMORY_LIMIT
     if returncode == 0:
