@@ -192,6 +192,26 @@ def test_a_killed_run_is_said_stopped_once_its_beats_are_missed_with_its_own_tim
     assert event_line(started).startswith("run started at ")
 
 
+def test_a_run_stopped_with_ctrl_c_is_watched_later_as_stopped(tmp_path: Path, sim_factory) -> None:
+    """Ctrl-C writes the unfinished shard `pending` (SPEC's statuses); followed afterwards its
+    dataset, part done, is `stopped` (r/R say how to resume it), not `pending`."""
+    rows = arithmetic(60, prefix="D0-")
+    sim = _slow_sim(sim_factory, rows, latency=0.1)
+    plan = watch_plan(tmp_path, sim.url, records=(60,))
+    work = WorkDir(tmp_path / "out")
+    writer = start_writer(plan, tmp_path / "writer.log")
+    try:
+        wait_for(lambda: sum(1 for line in scan_checkpoint(work.checkpoint_file("m", "d0")) if line.ok) > 5)
+    finally:
+        writer.send_signal(signal.SIGINT)
+        assert writer.wait(timeout=60) == 130
+    _, _, follower = follow_to_end(work.root)
+    assert follower.state.finished is not None and follower.state.finished.interrupted
+    pair = follower.state.pairs[("m", "d0")]
+    assert 0 < pair.completed < 60 and pair.status == PairStatus.STOPPED
+    assert follower.retry_advice.startswith("resume: `evaltui PLAN.toml` resumes the run")
+
+
 def test_a_free_lock_does_not_end_a_run_whose_heartbeat_is_fresh(tmp_path: Path, sim_factory, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run on another host writing over NFS holds a lock this host's /proc/locks does not show:
     while its heartbeat is fresh and its log has not said it finished, it is live."""

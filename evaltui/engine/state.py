@@ -307,6 +307,8 @@ class RunState:
         for p in self.pairs.values():
             if p.status == PairStatus.RUNNING:  # resumable: stopped when interrupted, else as its status file says
                 p.status = PairStatus.STOPPED if e.interrupted else PairStatus.PENDING
+            elif e.interrupted and p.status == PairStatus.PENDING and 0 < p.completed + p.failed < p.total:
+                p.status = PairStatus.STOPPED  # left pending with work done by a Ctrl-C (its status files say pending): watched later, as stopped
             elif p.status == PairStatus.SCORING:
                 p.status = PairStatus.DONE  # inferred; the next run scores it
         return _RUN_FINISHED
