@@ -231,10 +231,8 @@ class RayModel:
         """The outcome of every call sent, so none is left unread (a dead actor's are read by `_receive`)."""
         async with refs:
             async for ref in refs:
-                try:
+                with contextlib.suppress(RayError):  # a dead actor's calls: `_receive` hears of its death
                     await ref
-                except RayError:
-                    pass
 
     # ------------------------------------------------------------------ receiving
     async def _receive(self, slot: _Slot, actor: Any) -> None:

@@ -169,11 +169,17 @@ def _only_a_start(root: Path, names: set[str]) -> bool:
     return True
 
 
-def _lstat_size(path: Path) -> int:
+def _lstat(path: Path) -> os.stat_result | None:
+    """The entry itself (a symlink not followed); None when it cannot be read."""
     try:
-        return path.lstat().st_size
+        return path.lstat()
     except OSError:
-        return 0
+        return None
+
+
+def _lstat_size(path: Path) -> int:
+    st = _lstat(path)
+    return st.st_size if st is not None else 0
 
 
 def _names(resolved: str) -> set[str] | None:
@@ -202,10 +208,8 @@ def _clash(root: Path) -> str | None:
 
 
 def _lstat_mode(path: Path) -> int:
-    try:
-        return path.lstat().st_mode
-    except OSError:
-        return 0
+    st = _lstat(path)
+    return st.st_mode if st is not None else 0
 
 
 def _is_marker(path: Path) -> bool:

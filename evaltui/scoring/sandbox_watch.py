@@ -37,13 +37,11 @@ def tree_memory(pid: int) -> int:
 
 
 def _memory(pid: int) -> int:
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):  # no smaps_rollup (older kernels): the resident size below
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
             for line in f:
                 if line.startswith(b"Pss:"):
                     return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
     try:
         with open(f"/proc/{pid}/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE
