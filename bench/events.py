@@ -16,10 +16,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from evaltui.engine import events as ev
-from evaltui.engine.events import SampleError
-from evaltui.engine.runner import Runner
-from evaltui.engine.state import RunState
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import SampleError
+from evaltui.engine.stream.state import RunState
 from evaltui.plan import Plan
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import tomli_w
 
-from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
 from evaltui.headless import run_headless
 from evaltui.plan import load_plan
 

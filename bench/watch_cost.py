@@ -29,7 +29,7 @@ from pathlib import Path
 
 import workload as w
 
-from evaltui.engine.follow import FOLLOW_INTERVAL, Follower, open_view
+from evaltui.engine.follow.follower import FOLLOW_INTERVAL, Follower, open_view
 
 
 def wait_all(procs: dict[str, subprocess.Popen[str]], started: dict[str, float], timeout: float) -> dict[str, tuple[int, float, float]]:

@@ -17,8 +17,8 @@ from evaltui import __version__
 from evaltui.cliargs import OneLineParser
 
 if TYPE_CHECKING:
-    from evaltui.engine.runner import Runner
-    from evaltui.engine.source import RunSource
+    from evaltui.engine.run.runner import Runner
+    from evaltui.engine.stream.source import RunSource
 
 EXIT_USAGE = 2
 
@@ -108,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{plan.source.name}: --ray-address: the plan runs here (run.executor = \"local\"); add --executor ray to run it on Ray", file=sys.stderr)
         return EXIT_USAGE
 
-    from evaltui.engine.runner import Runner
-    from evaltui.engine.workdir import in_use
-    from evaltui.engine.workdir_guard import WorkDirRefused
+    from evaltui.engine.disk.guard import WorkDirRefused
+    from evaltui.engine.disk.workdir import in_use
+    from evaltui.engine.run.runner import Runner
 
     if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
         from evaltui.redaction import undumpable
@@ -134,7 +134,7 @@ def _work_dir_field(args: argparse.Namespace) -> str:
 
 def _run_on_ray(runner: Runner, args: argparse.Namespace) -> int:
     """Join the cluster (after the plan and the work dir: the quick refusals first), then run."""
-    from evaltui.engine.ray_connect import RayUnavailable, address_from, connect, disconnect
+    from evaltui.engine.ray.connect import RayUnavailable, address_from, connect, disconnect
 
     address = address_from(args.ray_address)
     if address is not None:
@@ -189,7 +189,7 @@ def watch_main(argv: list[str]) -> int:
     when left before the run ended), 2 when the folder is no work dir (or, headless, holds
     nothing to follow and nothing writes it: it would wait for ever), 130 on Ctrl-C."""
     args = build_watch_parser().parse_args(argv)
-    from evaltui.engine.follow import Follower, NotAWorkDir, open_view
+    from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
     from evaltui.headless import follow_headless
 
     try:

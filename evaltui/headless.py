@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
-from evaltui.engine import events as ev
-from evaltui.engine.events import PairStatus
-from evaltui.engine.runlog import EventLines, duration
-from evaltui.engine.runner import Runner
-from evaltui.engine.source import RunSource
-from evaltui.engine.state import RunState
+from evaltui.engine.disk.runlog import EventLines, duration
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.source import RunSource
+from evaltui.engine.stream.state import RunState
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.engine.state import Failure, RunState
+from evaltui.engine.stream.state import Failure, RunState
 from evaltui.sim import SimConfig, SimThread
 
 REPO = Path(__file__).resolve().parents[1]

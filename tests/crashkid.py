@@ -101,7 +101,7 @@ def main() -> None:
     _install()
     # Everything a run imports, imported once here (no threads are started by importing).
     import evaltui.cli  # noqa: F401
-    import evaltui.engine.runner  # noqa: F401
+    import evaltui.engine.run.runner  # noqa: F401
     import evaltui.headless  # noqa: F401
     import evaltui.scoring  # noqa: F401
 

@@ -29,7 +29,7 @@ def status_kb(field: str) -> int:
 def main() -> None:
     import anyio
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
 
     plan = load_plan(Path(sys.argv[1]))

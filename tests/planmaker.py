@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import tomli_w
 
-from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
 from evaltui.plan import Plan, load_plan
 from evaltui.sim import AnswerKey
 

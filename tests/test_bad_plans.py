@@ -56,9 +56,9 @@ def no_run(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*a: Any, **kw: Any) -> Any:
         raise AssertionError("the plan was accepted and a run was started")
 
-    import evaltui.engine.runner
+    import evaltui.engine.run.runner
 
-    monkeypatch.setattr(evaltui.engine.runner, "Runner", refuse)
+    monkeypatch.setattr(evaltui.engine.run.runner, "Runner", refuse)
     monkeypatch.delenv(UNSET_VAR, raising=False)
 
 

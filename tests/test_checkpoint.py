@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.engine.checkpoint import Checkpoint
+from evaltui.engine.disk.checkpoint import Checkpoint
 
 
 def lines(path: Path) -> list[dict]:

@@ -103,7 +103,7 @@ def test_a_disk_that_fills_while_scoring_says_the_predictions_are_kept(tmp_path:
     that moment, so the scorer raises what the write would)."""
     import errno
 
-    import evaltui.engine.watch as watch
+    import evaltui.engine.run.scorer as watch
     from evaltui.cli import main
 
     rows = [{"question": f"{i} + 1", "answer": f"#### {i + 1}"} for i in range(4)]

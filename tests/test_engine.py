@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.checkpoint import scan_checkpoint
-from evaltui.engine.workdir import WorkDir
+from evaltui.engine.disk.checkpoint import scan_checkpoint
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.stream import events as ev
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, answers_correctly
 
 
@@ -285,7 +285,7 @@ def test_humaneval_canonical_pass_and_broken_fail_through_the_engine(tmp_path: P
 def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path, sim_factory) -> None:
     import anyio
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
 
     rows = arithmetic(40)
@@ -327,7 +327,7 @@ def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path,
 
 
 def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_path: Path) -> None:
-    from evaltui.engine.checkpoint import Checkpoint, merge_checkpoints, scan_checkpoint
+    from evaltui.engine.disk.checkpoint import Checkpoint, merge_checkpoints, scan_checkpoint
 
     cps = [Checkpoint(tmp_path / f"tmp_d_{k}.jsonl") for k in range(2)]
     for cp in cps:
@@ -355,7 +355,7 @@ def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_p
 
 def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypatch) -> None:
 
-    from evaltui.engine import checkpoint
+    from evaltui.engine.disk import checkpoint
     from evaltui.fsutil import atomic_write_json
 
     entries = {str(i): {"origin_prompt": f"p{i}\n", "prediction": f"a {i}", "gold": "" if i == 3 else str(i)} for i in range(600)}
@@ -381,7 +381,7 @@ def test_a_run_keeps_the_garbage_collector_out_of_the_request_loop(tmp_path: Pat
     import sys
 
     probe = (
-        "import gc, evaltui.engine.runner as r\n"
+        "import gc, evaltui.engine.unit.heap as r\n"
         "before = gc.get_threshold()[0]\n"
         "r.settle_heap(); r.settle_heap()\n"
         "for _ in range(20000):\n"

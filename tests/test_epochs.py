@@ -14,8 +14,8 @@ import pytest
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 from workfiles import checkpoint_entries, read_strict_json
 
-from evaltui.engine import events as ev
-from evaltui.engine.checkpoint import Checkpoint, merge_checkpoints, predictions_to_checkpoint, read_predictions
+from evaltui.engine.disk.checkpoint import Checkpoint, merge_checkpoints, predictions_to_checkpoint, read_predictions
+from evaltui.engine.stream import events as ev
 from evaltui.scoring import Reduction, pass_at_k, score
 from evaltui.sim import ModelProfile, SimConfig, answers_correctly
 
@@ -207,7 +207,7 @@ def test_a_kill_mid_epoch_re_sends_only_the_unfinished_sample_epoch_pairs(tmp_pa
         kept = {(e["index"], e.get("epoch", 0)) for e in lines()}
         assert 45 <= len(kept) < 120 and len(kept) == len(lines())
         assert {epoch for _, epoch in kept} == {0, 1, 2}
-        from evaltui.engine.records import WorkDirView
+        from evaltui.engine.disk.records import WorkDirView
 
         assert WorkDirView(wd).pairs()[0].status == "running"  # its heartbeat fresh: a holder out of sight, perhaps
         then = time.time() - 600  # ten minutes on: its beats missed
@@ -227,7 +227,7 @@ def test_a_kill_mid_epoch_re_sends_only_the_unfinished_sample_epoch_pairs(tmp_pa
 def test_retry_re_sends_only_the_failed_sample_epoch_pairs(tmp_path: Path, sim_factory) -> None:
     import anyio
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
     from evaltui.sim import Faults
 
@@ -285,7 +285,7 @@ def test_unit_flags_keep_a_byte_per_unit() -> None:
     """What resume planning keeps of earlier runs: answered and failed units as a byte each."""
     import sys
 
-    from evaltui.engine.runs import UnitFlags
+    from evaltui.engine.run.runs import UnitFlags
 
     def flags(*keys: int) -> UnitFlags:  # 4 samples × 3 epochs
         return UnitFlags(12, bytearray(1 if k in keys else 0 for k in range(12)))

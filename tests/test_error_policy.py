@@ -9,8 +9,8 @@ from typing import Any
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 from workfiles import account, checkpoint_entries
 
-from evaltui.engine import events as ev
-from evaltui.engine.ending import failure_budget
+from evaltui.engine.run.ending import failure_budget
+from evaltui.engine.stream import events as ev
 from evaltui.plan import DatasetConfig
 from evaltui.sim import Faults, ModelProfile, SimConfig
 
@@ -132,7 +132,7 @@ def test_a_failure_says_its_epoch_in_the_log_and_on_the_terminal(tmp_path: Path,
     import io
     import json
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.headless import run_headless
     from evaltui.plan import load_plan
 
@@ -156,7 +156,7 @@ def test_units_are_counted_as_units_and_every_shard_says_the_datasets_count(tmp_
 
     from workfiles import read_strict_json
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.headless import run_headless
     from evaltui.plan import load_plan
 

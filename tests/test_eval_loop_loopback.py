@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from planmaker import gsm_dataset, of_type, run_plan, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.records import WorkDirView
+from evaltui.engine.disk.records import WorkDirView
+from evaltui.engine.stream import events as ev
 
 FAIL_FIRST = 3  # requests of each prompt answered with a 503 before it is answered
 

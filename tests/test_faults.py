@@ -18,7 +18,7 @@ import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 from workfiles import account, failure_log, index_of
 
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
 from evaltui.plan import load_plan
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, SimThread
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, of_type, run_plan, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.checkpoint import scan_checkpoint
+from evaltui.engine.disk.checkpoint import scan_checkpoint
+from evaltui.engine.stream import events as ev
 from evaltui.sim import ModelProfile, SimConfig, SimThread, answers_correctly
 
 pytestmark = pytest.mark.reliability  # RELIABILITY.md §2 (issue 16)

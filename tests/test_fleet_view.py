@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
-from evaltui.engine import events as ev
-from evaltui.engine.runlog import event_line
-from evaltui.engine.state import RunState
+from evaltui.engine.disk.runlog import event_line
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.state import RunState
 from evaltui.headless import HeadlessRenderer
 
 A, B = "http://a:1/generate", "http://b:1/generate"

@@ -18,15 +18,15 @@ import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 from watchkit import follow_to_end, of, start_writer, tree, wait_for, watch_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine import lockstate
-from evaltui.engine.checkpoint import scan_checkpoint
-from evaltui.engine.events import PairStatus
-from evaltui.engine.follow import Follower, NotAWorkDir, open_view
-from evaltui.engine.lockstate import local_filesystem, lock_holder
-from evaltui.engine.runlog import event_line
-from evaltui.engine.tail import AppendedLines
-from evaltui.engine.workdir import WorkDir, WorkDirBusy
+from evaltui.engine.disk import lockstate
+from evaltui.engine.disk.checkpoint import scan_checkpoint
+from evaltui.engine.disk.lockstate import local_filesystem, lock_holder
+from evaltui.engine.disk.runlog import event_line
+from evaltui.engine.disk.workdir import WorkDir, WorkDirBusy
+from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
+from evaltui.engine.follow.tail import AppendedLines
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus
 from evaltui.plan import load_plan, select
 from evaltui.sim import SimConfig
 from evaltui.sim.config import Faults, ModelProfile
@@ -301,7 +301,7 @@ def test_a_run_in_another_pid_namespace_is_not_said_stopped(tmp_path: Path) -> N
     work.root.mkdir()
     if not local_filesystem(work.root):
         pytest.skip("the work dir is on a filesystem whose locks /proc/locks may not show")
-    script = "import sys; from pathlib import Path; from evaltui.engine.lockstate import local_filesystem, run_holder; r = Path(sys.argv[1]); print(run_holder(r, local_filesystem(r), 5.0))"
+    script = "import sys; from pathlib import Path; from evaltui.engine.disk.lockstate import local_filesystem, run_holder; r = Path(sys.argv[1]); print(run_holder(r, local_filesystem(r), 5.0))"
 
     def seen_from_another_namespace() -> str:
         proc = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", script, str(work.root)],
@@ -371,7 +371,7 @@ def test_appended_lines_hold_back_a_line_being_written_and_see_a_file_replaced(t
 
 
 def test_appended_lines_come_in_pieces_and_a_line_may_span_them(tmp_path: Path, monkeypatch) -> None:
-    import evaltui.engine.tail as tail_module
+    import evaltui.engine.follow.tail as tail_module
 
     monkeypatch.setattr(tail_module, "PIECE", 8)
     path = tmp_path / "tmp_a.jsonl"
@@ -400,7 +400,7 @@ def test_a_folder_that_is_no_work_dir_is_refused_with_a_hint(tmp_path: Path) -> 
 _PEAK = """
 import sys
 from pathlib import Path
-from evaltui.engine.evaltui_view import CheckpointTally
+from evaltui.engine.follow.evaltui_view import CheckpointTally
 
 def kib(field):
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(field))

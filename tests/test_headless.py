@@ -11,8 +11,8 @@ from pathlib import Path
 
 from planmaker import arithmetic, chat, gsm_dataset, lightllm, write_jsonl, write_plan
 
-from evaltui.engine.checkpoint import scan_checkpoint
-from evaltui.engine.workdir import WorkDir
+from evaltui.engine.disk.checkpoint import scan_checkpoint
+from evaltui.engine.disk.workdir import WorkDir
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_headless_path_never_imports_textual(tmp_path: Path, sim_factory) -> Non
     """Importing the engine, and running a plan headless to its leaderboard, loads neither."""
     plan, _ = two_by_two(tmp_path, sim_factory)
     code = (
-        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.runner, evaltui.backends, evaltui.scoring, evaltui.sim\n"
+        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.run.runner, evaltui.backends, evaltui.scoring, evaltui.sim\n"
         "def bad(): return sorted({m.split('.')[0] for m in sys.modules} & {'textual', 'rich'})\n"
         "assert not bad(), ('on import', bad())\n"
         f"code = evaltui.cli.main([{str(plan)!r}, '--no-ui'])\n"
@@ -170,7 +170,7 @@ def test_committed_demo_data_is_what_the_generator_makes() -> None:
 def test_progress_line_says_which_pairs_are_being_scored() -> None:
     import io
 
-    from evaltui.engine import events as ev
+    from evaltui.engine.stream import events as ev
     from evaltui.headless import HeadlessRenderer
 
     renderer = HeadlessRenderer(io.StringIO())

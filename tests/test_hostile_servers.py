@@ -26,7 +26,7 @@ from hostile import LoopbackServer, stream
 from planmaker import chat, lightllm, of_type, run_plan, write_jsonl, write_plan
 from workfiles import failure_log
 
-from evaltui.engine import events as ev
+from evaltui.engine.stream import events as ev
 
 pytestmark = pytest.mark.reliability
 

@@ -429,7 +429,7 @@ def test_the_engine_never_imports_httpx() -> None:
     import sys
 
     code = (
-        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.runner, evaltui.backends, evaltui.sim;"
+        "import sys, evaltui.cli, evaltui.headless, evaltui.engine.run.runner, evaltui.backends, evaltui.sim;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore')];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

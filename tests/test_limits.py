@@ -11,7 +11,7 @@ from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type,
 from workfiles import checkpoint_entries, read_strict_json
 
 from evaltui.cli import main
-from evaltui.engine import events as ev
+from evaltui.engine.stream import events as ev
 from evaltui.plan import PlanError, load_plan, parse_samples, samples_spec, select
 from evaltui.sim import Faults, ModelProfile, SimConfig
 

@@ -342,7 +342,7 @@ def test_epochs_come_from_the_dataset_or_the_run(tmp_path: Path) -> None:
 def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path) -> None:
     """New keys at their defaults are left out of the fingerprints: existing work is neither
     re-scored nor shown under another version."""
-    from evaltui.engine.versions import evaluator_version
+    from evaltui.engine.disk.versions import evaluator_version
     from evaltui.plan import DatasetConfig
     from evaltui.scoring import dataset_version
     from evaltui.scoring.summary import RunSummary

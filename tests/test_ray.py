@@ -30,8 +30,8 @@ from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type,
 from workfiles import checkpoint_entries, read_strict_json
 
 from evaltui.cli import main
-from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
 from evaltui.plan import Plan, load_plan
 from evaltui.sim import ModelProfile, SimConfig, answers_correctly
 
@@ -223,7 +223,7 @@ def test_an_actor_that_keeps_dying_fails_its_samples_and_a_re_run_does_them(tmp_
     """Every new actor SIGKILLed before it answers: after MAX_DEATHS in a row the model's units
     fail (type `worker`, with why) rather than the run waiting or re-sending for ever; the next run
     sends them again and keeps the ones answered."""
-    from evaltui.engine.ray_model import MAX_DEATHS
+    from evaltui.engine.ray.model import MAX_DEATHS
 
     rows = arithmetic(120)
     sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(latency=0.03)}))
@@ -396,7 +396,7 @@ def test_a_ray_instance_started_for_the_run_holds_no_api_key(tmp_path: Path) -> 
     secret = "sk-RAYHIDDEN-0123456789abcdef"
     script = """
 import os, sys
-from evaltui.engine.ray_connect import connect, disconnect
+from evaltui.engine.ray.connect import connect, disconnect
 connect(None, hide=["EVALTUI_TEST_KEY"])
 import ray
 
@@ -453,7 +453,7 @@ def test_a_model_runs_on_as_many_actors_as_its_datasets_have_shards() -> None:
     })
     if ray is None:
         pytest.skip("Ray is not installed (pip install -e '.[ray]')")
-    from evaltui.engine.ray_model import actors_for
+    from evaltui.engine.ray.model import actors_for
 
     assert [actors_for(plan, m) for m in plan.models] == [3, 1, 1]
 

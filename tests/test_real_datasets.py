@@ -9,7 +9,7 @@ from conftest import REPO, SHARED_DATASETS, requires_shared
 from planmaker import chat, lightllm, of_type, run_plan, write_plan
 
 from evaltui.datasets import load_records, render_sample
-from evaltui.engine import events as ev
+from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig, answers_correctly
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from planmaker import arithmetic, gsm_dataset, lightllm, of_type, run_plan, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.workdir import WorkDir
-from evaltui.engine.workdir_guard import mark
+from evaltui.engine.disk.guard import mark
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.stream import events as ev
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
 
@@ -176,7 +176,7 @@ def test_a_reader_that_leaves_early_does_not_stop_the_run(tmp_path: Path, sim_fa
 def test_a_dataset_that_cannot_be_loaded_fails_alone_and_the_next_ones_run(tmp_path: Path, sim_factory) -> None:
     import anyio
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
 
     _, sim, data = setup(tmp_path, sim_factory, default=ModelProfile(latency=0.01))
@@ -220,7 +220,7 @@ def test_an_edited_data_file_starts_the_pair_over(tmp_path: Path, sim_factory) -
 def test_a_record_that_no_longer_fits_the_template_fails_alone(tmp_path: Path, sim_factory) -> None:
     import anyio
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
 
     rows, sim, data = setup(tmp_path, sim_factory)
@@ -277,7 +277,7 @@ def test_leftovers_of_a_killed_run_are_cleared(tmp_path: Path, sim_factory) -> N
 def test_a_full_disk_stops_the_run_with_a_message_and_keeps_the_work(tmp_path: Path, sim_factory, monkeypatch) -> None:
     import errno
 
-    from evaltui.engine import checkpoint as checkpoint_module
+    from evaltui.engine.disk import checkpoint as checkpoint_module
 
     _, sim, data = setup(tmp_path, sim_factory, default=ModelProfile(latency=0.005))
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=2)], datasets=[gsm_dataset("d", data)])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.workdir import WorkDir
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.stream import events as ev
 from evaltui.sim import Faults, SimConfig
 
 
@@ -19,7 +19,7 @@ def setup(tmp_path: Path, sim_factory, n: int = 20):  # type: ignore[no-untyped-
 
 
 def test_a_fixed_judge_scores_earlier_results_again_without_inferring(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    from evaltui.engine.versions import JUDGE_REVISIONS
+    from evaltui.engine.disk.versions import JUDGE_REVISIONS
 
     _, sim, data = setup(tmp_path, sim_factory)
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])

@@ -34,8 +34,8 @@ def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_f
 
     import anyio
 
-    from evaltui.engine import ending
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run import ending
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
 
     _, sim, data = setup(tmp_path, sim_factory)
@@ -80,7 +80,7 @@ def test_a_model_whose_server_is_down_stops_early_with_the_reason_and_a_rerun_re
 
     from planmaker import of_type
 
-    from evaltui.engine import events as ev
+    from evaltui.engine.stream import events as ev
 
     rows = arithmetic(200)
     data = write_jsonl(tmp_path / "d.jsonl", rows)
@@ -110,7 +110,7 @@ def test_a_model_whose_server_is_down_stops_early_with_the_reason_and_a_rerun_re
 def test_a_wrong_url_path_stops_the_model_with_a_hint(tmp_path: Path, sim_factory) -> None:
     from planmaker import chat, of_type
 
-    from evaltui.engine import events as ev
+    from evaltui.engine.stream import events as ev
 
     _, sim, data = setup(tmp_path, sim_factory, n=40)
     wrong = chat("m", sim.url, max_workers=2, url=f"{sim.url}/m")  # the base URL without its /v1

@@ -9,7 +9,7 @@ from typing import Any
 
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 
-from evaltui.engine.samplelog import latest_records
+from evaltui.engine.disk.samplelog import latest_records
 from evaltui.sim import Faults, ModelProfile, SimConfig
 
 

@@ -15,10 +15,10 @@ import pytest
 from conftest import failures_of
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.runner import Runner
-from evaltui.engine.state import Failure, RunState
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus, SampleError
+from evaltui.engine.stream.state import Failure, RunState
 from evaltui.plan import load_plan
 from evaltui.sim import Faults, ModelProfile, SimConfig
 

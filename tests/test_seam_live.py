@@ -20,9 +20,9 @@ import pytest
 from conftest import failures_of
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.events import PairStatus
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus
 from evaltui.plan import load_plan
 from evaltui.sim import Faults, ModelProfile, SimConfig
 
@@ -205,7 +205,7 @@ class BlockedScoring:
     run freely. `finished` is set once that first scoring's thread has returned or raised."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch):
-        import evaltui.engine.watch as watch
+        import evaltui.engine.run.scorer as watch
         import evaltui.scoring as scoring
 
         self.release = threading.Event()
@@ -298,7 +298,7 @@ def test_a_scoring_abandoned_by_a_retry_never_overwrites_the_new_result(tmp_path
 
 
 def test_planning_runs_in_a_worker_thread_while_the_loop_keeps_ticking(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    import evaltui.engine.resume as resume
+    import evaltui.engine.run.resume as resume
 
     rows = arithmetic(60)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))
@@ -424,7 +424,7 @@ def test_a_retry_after_the_checkpoints_were_deleted_resends_only_the_failed_samp
 def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path: Path, sim_factory, monkeypatch) -> None:
     import errno
 
-    import evaltui.engine.ending as ending
+    import evaltui.engine.run.ending as ending
 
     def disk_full(*_: Any, **__: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -443,7 +443,7 @@ def test_a_full_disk_at_the_merge_leaves_the_shard_pending_not_running(tmp_path:
 
 
 def test_a_retry_joining_a_run_that_fails_to_start_does_not_wait_forever(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    import evaltui.engine.runner as runner_module
+    import evaltui.engine.run.runner as runner_module
     from evaltui.datasets import DatasetError
 
     counting = threading.Event()
@@ -501,7 +501,7 @@ def test_a_retry_joining_the_run_stops_early_when_the_server_is_down_now(tmp_pat
 
 
 def test_an_abandoned_scoring_keeps_its_eval_workers_slot_until_its_thread_ends(tmp_path: Path, sim_factory, monkeypatch) -> None:
-    import evaltui.engine.watch as watch
+    import evaltui.engine.run.scorer as watch
 
     rows = arithmetic(20)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))

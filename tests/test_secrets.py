@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from planmaker import arithmetic, chat, gsm_dataset, write_jsonl, write_plan
 
-from evaltui.engine.workdir import WorkDir
+from evaltui.engine.disk.workdir import WorkDir
 from evaltui.plan import ABBR_RE, PlanError, load_plan
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
@@ -214,7 +214,7 @@ def test_no_part_of_the_key_survives_where_a_long_error_page_is_cut_short(tmp_pa
     straddles the cut must be masked before it, not leave its first characters on disk."""
     from planmaker import of_type, run_plan
 
-    from evaltui.engine import events as ev
+    from evaltui.engine.stream import events as ev
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoPage)
     threading.Thread(target=server.serve_forever, daemon=True).start()

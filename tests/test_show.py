@@ -110,8 +110,8 @@ def _shown(root: Path, capsys: pytest.CaptureFixture[str], *args: str) -> list[s
 def test_units_the_log_lacks_are_read_from_the_checkpoints(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
     """Samples 0-2 run with the log off (or by a version that wrote none), 3-5 with it on: every
     one is shown, exported and in the details screen's records, the first three without attempts."""
-    from evaltui.engine.details import read_pair_details
-    from evaltui.engine.events import PairStatus
+    from evaltui.engine.disk.details import read_pair_details
+    from evaltui.engine.stream.events import PairStatus
 
     rows = arithmetic(6)
     sim = sim_factory(SimConfig(answer_key=key_for(rows)))

@@ -9,10 +9,10 @@ from typing import get_args
 
 import pytest
 
-from evaltui.engine import events as ev
-from evaltui.engine.delta import NOTHING, Changes, Delta
-from evaltui.engine.events import PairStatus, SampleError
-from evaltui.engine.state import Failure, RunState
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.delta import NOTHING, Changes, Delta
+from evaltui.engine.stream.events import PairStatus, SampleError
+from evaltui.engine.stream.state import Failure, RunState
 
 ERR = SampleError("http", 500, "boom", 3)
 MD = frozenset({("m", "d")})

@@ -22,9 +22,9 @@ import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 
 from evaltui.cli import main
-from evaltui.engine.checkpoint import scan_checkpoint
-from evaltui.engine.workdir import WorkDir
-from evaltui.engine.workdir_guard import mark
+from evaltui.engine.disk.checkpoint import scan_checkpoint
+from evaltui.engine.disk.guard import mark
+from evaltui.engine.disk.workdir import WorkDir
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig
 
 pytestmark = pytest.mark.reliability

@@ -12,7 +12,7 @@ from test_ui_app import footer_keys
 from ui_demo_script import TITLE, demo_app, demo_failures, demo_running
 from ui_script import Clock, feed
 
-from evaltui.engine import events as ev
+from evaltui.engine.stream import events as ev
 from evaltui.ui.app import EvalApp
 
 FRESH = ev.Notice("--fresh: the earlier work is set aside in /home/user/evaltui/outputs/demo/superseded/20261203-114111")

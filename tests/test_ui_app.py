@@ -12,9 +12,9 @@ import pytest
 from planmaker import arithmetic, gsm_dataset, lightllm, of_type, write_jsonl, write_plan
 from textual.pilot import Pilot
 
-from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
-from evaltui.engine.state import RunState
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.state import RunState
 from evaltui.plan import load_plan
 from evaltui.sim import ModelProfile, SimConfig
 from evaltui.sim.config import Faults
@@ -334,7 +334,7 @@ def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_f
     # watch-scorer takes inference for gone and skips the datasets it was waiting for — "d"
     # running (in one or two shards), "e" still queued. They ended "done" or "skipped" with no
     # key to score them; now both end "skipped", and `r` / `R` score them.
-    from evaltui.engine.workdir import WorkDir
+    from evaltui.engine.disk.workdir import WorkDir
 
     sim = sim_factory(SimConfig(default=ModelProfile(latency=0.05)))  # 2 × 30 samples, 2 at a time: ~1.5 s
     plan = write_plan(

@@ -10,7 +10,7 @@ from typing import Any
 from planmaker import arithmetic, gsm_dataset, key_for, write_jsonl, write_plan
 from test_ui_app import until, until_run_ends
 
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
 from evaltui.plan import load_plan
 from evaltui.sim import ModelProfile, SimConfig
 from evaltui.ui.app import EvalApp

@@ -17,8 +17,8 @@ from test_ui_app import until
 from ui_demo_script import demo_app, demo_running
 from ui_script import Clock, feed
 
-from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.sim import ModelProfile, SimConfig
 from evaltui.ui.app import EvalApp

@@ -9,7 +9,7 @@ from typing import Any
 
 from ui_script import Clock, feed, planned, scripted_app
 
-from evaltui.engine import events as ev
+from evaltui.engine.stream import events as ev
 
 
 def feed_failures(app: Any, err: ev.SampleError, n: int) -> None:
@@ -77,7 +77,7 @@ def two_models_app(tmp_path: Path, names: list[str]) -> Any:
     """An idle app (start=False, a scripted clock) over a plan of models alpha and beta on `names`."""
     from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
     from evaltui.ui.app import EvalApp
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ui_script import Clock, feed, planned, scripted_app
 
-from evaltui.engine import events as ev
+from evaltui.engine.stream import events as ev
 
 
 def test_a_notice_with_markup_like_text_is_shown_as_it_is(tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_a_retry_ending_frees_only_its_own_datasets(tmp_path: Path) -> None:
 def test_the_final_leaderboard_shows_every_row_at_80x24(tmp_path: Path) -> None:
     from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
-    from evaltui.engine.runner import Runner
+    from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
     from evaltui.scoring.leaderboard import build_leaderboard
     from evaltui.ui.app import EvalApp

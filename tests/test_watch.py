@@ -11,10 +11,10 @@ import anyio
 import pytest
 from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.heartbeat import HeartbeatThread
-from evaltui.engine.watch import WatchScorer
-from evaltui.engine.workdir import StatusWriter, WorkDir, parse_iso
+from evaltui.engine.disk.workdir import StatusWriter, WorkDir, parse_iso
+from evaltui.engine.run.heartbeat import HeartbeatThread
+from evaltui.engine.run.scorer import WatchScorer
+from evaltui.engine.stream import events as ev
 from evaltui.fsutil import atomic_write_json, atomic_write_text
 from evaltui.plan import load_plan
 

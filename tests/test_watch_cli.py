@@ -20,9 +20,9 @@ from test_ui_app import footer_keys, move_to, until
 from watchkit import REPO, fixture_copy, start_writer, tree, watch_plan
 
 from evaltui.cli import main
-from evaltui.engine.events import PairStatus
-from evaltui.engine.follow import Follower, open_view
-from evaltui.engine.runner import Runner
+from evaltui.engine.follow.follower import Follower, open_view
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream.events import PairStatus
 from evaltui.headless import run_headless
 from evaltui.plan import load_plan
 from evaltui.sim import SimConfig
@@ -289,7 +289,7 @@ def test_watch_reads_a_reducers_metrics_and_shows_every_pass_at_k_row(tmp_path: 
     pass@1/pass@3/pass@5): watch reads them as the run wrote them, scored, with every row filled."""
     from watchkit import follow_to_end, of
 
-    from evaltui.engine import events as ev
+    from evaltui.engine.stream import events as ev
 
     rows = arithmetic(6)
     sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=0.5)}))

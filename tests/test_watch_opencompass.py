@@ -10,9 +10,9 @@ from pathlib import Path
 
 from watchkit import fixture_copy, follow_to_end, of, tree
 
-from evaltui.engine import events as ev
-from evaltui.engine.events import PairStatus
-from evaltui.engine.follow import Follower, open_view
+from evaltui.engine.follow.follower import Follower, open_view
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus
 
 
 def test_a_finished_opencompass_run_its_split_datasets_and_its_summary(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_killed_opencompass_run_goes_stale(tmp_path: Path) -> None:
 def test_a_shard_that_ends_while_its_reading_is_put_off_is_counted_whole(tmp_path: Path, monkeypatch) -> None:
     """A big tmp_ file is read again only now and then (READ_SHARE); the look that sees the shard
     end must read its final predictions all the same, or its count stays short for good."""
-    import evaltui.engine.opencompass as oc
+    import evaltui.engine.follow.opencompass as oc
 
     root = fixture_copy("running", tmp_path, fresh=True)
     follower = Follower(open_view(root))

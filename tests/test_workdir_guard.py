@@ -27,7 +27,7 @@ from planmaker import (
 )
 
 from evaltui.cli import main
-from evaltui.engine.workdir_guard import MARKER, refusal
+from evaltui.engine.disk.guard import MARKER, refusal
 from evaltui.sim import ModelProfile, SimConfig
 
 pytestmark = pytest.mark.reliability
@@ -305,8 +305,8 @@ def test_an_empty_work_dir_option_is_refused_naming_it(tmp_path: Path, capsys) -
 
 
 def test_the_lock_is_released_when_marking_the_work_dir_fails(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    import evaltui.engine.runner as runner_module
-    from evaltui.engine.workdir import WorkDir
+    import evaltui.engine.run.runner as runner_module
+    from evaltui.engine.disk.workdir import WorkDir
 
     def full_disk(root: Path) -> None:
         raise OSError(28, "No space left on device")
@@ -321,7 +321,7 @@ def test_start_up_clears_only_temporaries_with_evaltuis_own_names(tmp_path: Path
     """mkstemp's temporaries are `.<a file evaltui writes there>.<exactly 8 random>.tmp`; a user's
     `.user.backup.tmp` (6 letters where the random ones go) or `.notes.abcdefgh.tmp` (a name
     evaltui never writes) is theirs."""
-    from evaltui.engine.workdir import WorkDir
+    from evaltui.engine.disk.workdir import WorkDir
 
     wd = WorkDir(tmp_path / "wd")
     ours = [
@@ -364,7 +364,7 @@ def test_a_work_dir_a_run_was_killed_in_while_starting_is_taken_again(tmp_path: 
 
 def test_the_marker_is_written_before_the_lock(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """So that no moment of a start leaves a lone lock file behind a kill."""
-    from evaltui.engine.workdir import WorkDir
+    from evaltui.engine.disk.workdir import WorkDir
 
     seen: list[list[str]] = []
     real_lock = WorkDir.lock

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.runner import Runner
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.scoring.leaderboard import build_leaderboard
 from evaltui.ui.app import EvalApp

@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
 
-from evaltui.engine import events as ev
-from evaltui.engine.follow import Follower, open_view
+from evaltui.engine.follow.follower import Follower, open_view
+from evaltui.engine.stream import events as ev
 
 FIXTURES = Path(__file__).parent / "fixtures" / "opencompass"
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from evaltui.engine.records import NotAWorkDir, WorkDirView
+from evaltui.engine.disk.records import NotAWorkDir, WorkDirView
 
 
 def _abbrs(value: str) -> list[str]:

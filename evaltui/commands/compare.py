@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 from evaltui.cliargs import OneLineParser
 from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
-from evaltui.engine.records import PairView, WorkDirView, iter_result_details
-from evaltui.engine.versions import dataset_fingerprint
+from evaltui.engine.disk.records import PairView, WorkDirView, iter_result_details
+from evaltui.engine.disk.versions import dataset_fingerprint
 from evaltui.scoring.score import sample_right
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evaltui import __version__
-from evaltui.engine.records import PairView, WorkDirView
+from evaltui.engine.disk.records import PairView, WorkDirView
 from evaltui.fsutil import atomic_writer, json_bytes
 from evaltui.scoring.summary import RunSummary
 

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 from evaltui.cliargs import OneLineParser
 from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
 from evaltui.commands.export import EXPORT_FORMATS, export, output_problem
-from evaltui.engine.records import PairView, WorkDirView
+from evaltui.engine.disk.records import PairView, WorkDirView
 
 
 def build_parser() -> OneLineParser:

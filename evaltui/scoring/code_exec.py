@@ -33,7 +33,7 @@ def judge_code(prediction: str, record: Any, *, timeout: float, memory_mb: int, 
 
 
 class CodeRunner(Protocol):
-    """What runs a dataset's programs: `run_code_samples` here, or Ray tasks (engine/ray_code.py)."""
+    """What runs a dataset's programs: `run_code_samples` here, or Ray tasks (engine/ray/code.py)."""
 
     def __call__(
         self, jobs: Sequence[tuple[str, Any]], *, timeout: float, memory_mb: int, workers: int, tmp_root: str | None = None

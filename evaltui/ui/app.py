@@ -18,9 +18,9 @@ from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.screen import Screen
 
-from evaltui.engine import events as ev
-from evaltui.engine.source import RunSource
-from evaltui.engine.state import RunState
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.source import RunSource
+from evaltui.engine.stream.state import RunState
 from evaltui.ui.commands import EvalCommands
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.modals import ConfirmQuit, HelpScreen

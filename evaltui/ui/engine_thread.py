@@ -1,6 +1,6 @@
 """The engine on a thread and event loop of its own, driven from the app through a blocking portal.
 
-The engine is the run's source (engine/source.py): a Runner, or the Follower of `evaltui watch`.
+The engine is the run's source (engine/stream/source.py): a Runner, or the Follower of `evaltui watch`.
 
 Textual owns the main thread's loop; the engine keeps its own so a busy repaint never delays a
 request and a busy engine never freezes a key press. Commands cross over as portal calls that
@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from evaltui.engine.source import RunSource
+from evaltui.engine.stream.source import RunSource
 
 
 class EngineThread:

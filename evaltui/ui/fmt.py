@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from rich.text import Text
 
-from evaltui.engine.events import PairStatus
+from evaltui.engine.stream.events import PairStatus
 
 Palette = Mapping[str, str]
 

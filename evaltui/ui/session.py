@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaltui.engine.source import RunSource
+from evaltui.engine.stream.source import RunSource
 from evaltui.ui.app import EvalApp
 from evaltui.ui.themes import ThemeSet
 

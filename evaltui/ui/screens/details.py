@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
-from evaltui.engine.details import PairDetails
+from evaltui.engine.disk.details import PairDetails
 from evaltui.ui import fmt
 
 

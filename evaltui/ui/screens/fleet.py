@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from evaltui.engine.state import RunState
+from evaltui.engine.stream.state import RunState
 from evaltui.plan import ModelConfig
 from evaltui.ui import fmt
 

@@ -4,7 +4,7 @@ act on a model×dataset (retry it, retry every failed one, open its details).
 Data flow, one way each: the engine (on its own thread) reports events to `sink`, which only
 appends to a deque. Every tick `fold_pending` drains the deque, folds each event into this
 screen's own RunState, merges the deltas it returns and repaints, inside one `batch_update`,
-only what they name. What an event means is the fold's to say (engine/state.py); this screen
+only what they name. What an event means is the fold's to say (engine/stream/state.py); this screen
 only follows the deltas, and keeps to itself which retries it asked for.
 """
 
@@ -23,10 +23,10 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
-from evaltui.engine import events as ev
-from evaltui.engine.delta import Changes, Delta
-from evaltui.engine.source import RunSource
-from evaltui.engine.state import Clock, RunState
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.delta import Changes, Delta
+from evaltui.engine.stream.source import RunSource
+from evaltui.engine.stream.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt
 from evaltui.ui.engine_thread import EngineThread

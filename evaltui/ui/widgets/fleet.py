@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from evaltui.engine.events import PairStatus
-from evaltui.engine.state import RunState
+from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.state import RunState
 from evaltui.ui import fmt
 
 _INFERRING = (PairStatus.PENDING, PairStatus.RUNNING)

@@ -15,8 +15,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
-from evaltui.engine import events as ev
-from evaltui.engine.state import PairState, RunState
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.state import PairState, RunState
 from evaltui.scoring.leaderboard import MISSING
 from evaltui.ui import fmt
 

@@ -1,0 +1,1 @@
+"""The follower (`evaltui watch`): a work dir another process writes, read into the same events."""

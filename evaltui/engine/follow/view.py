@@ -1,0 +1,169 @@
+"""A work dir as `evaltui watch` reads it: what each kind of work dir says, in one vocabulary.
+
+The follower (follow.py) turns what a view reads into the engine's events; a view knows where a
+kind of work dir keeps things and how to read them: evaltui's own (evaltui_view.py) and
+OpenCompass's (opencompass.py). Views only ever read: stat, list, open for reading.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from evaltui.engine.stream.events import Metrics, PairStatus, SampleError
+
+if TYPE_CHECKING:
+    from evaltui.engine.disk.details import PairDetails
+    from evaltui.plan import ModelConfig
+    from evaltui.scoring.leaderboard import Leaderboard
+
+StatKey = tuple[int, int, int]  # inode, size, mtime (ns): what tells that a file changed
+
+
+def stat_key(path: Path) -> StatKey | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class ShardStatus(NamedTuple):
+    """One shard's status file; counts the writer did not give are None."""
+
+    status: PairStatus  # pending | running | done | fail
+    total: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    error: str = ""
+
+
+class Score(NamedTuple):
+    metric: str  # the main one
+    value: float | None
+    error: str = ""
+    extra: Metrics = ()  # the other metrics (a reducer's pass@k of several k)
+
+
+class Outcome(NamedTuple):
+    """One sample ended: answered (error None) or failed for good."""
+
+    sample: int  # its index
+    error: SampleError | None = None
+    epoch: int = 0  # of a dataset run for several epochs
+
+
+class Tally(Protocol):
+    """The samples of one shard as they end."""
+
+    def read(self, *, settle: bool = False) -> list[Outcome] | None:
+        """The samples that ended since the last call (all of them the first time); None when the
+        files were replaced or cut, and the count must start over. `settle`: the shard has ended,
+        so its files no longer grow: read them now, put no reading off."""
+        ...
+
+
+class PairSpec(NamedTuple):
+    model: str
+    dataset: str
+    shards: int
+
+
+class View(Protocol):
+    root: Path
+    kind: str  # "evaltui" | "OpenCompass": said to the user
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def heartbeat_timeout(self) -> float: ...
+
+    @property
+    def log_interval(self) -> float:
+        """Seconds between the progress lines of `evaltui watch --no-ui`."""
+        ...
+
+    @property
+    def max_workers(self) -> dict[str, int]: ...
+
+    @property
+    def models(self) -> dict[str, ModelConfig]:
+        """Each model's settings, when the work dir says (an evaltui plan snapshot)."""
+        ...
+
+    @property
+    def expects(self) -> str:
+        """What would give it pairs to follow, said when it has none."""
+        ...
+
+    @property
+    def epochs(self) -> dict[str, int]:
+        """Each dataset's epochs, when the work dir says (an evaltui plan snapshot)."""
+        ...
+
+    @property
+    def problem(self) -> str:
+        """Why the files that define the pairs cannot be read, if they cannot."""
+        ...
+
+    def refresh(self) -> bool:
+        """Look again at what defines the pairs (a plan, folder listings); True when they changed."""
+        ...
+
+    def pairs(self) -> list[PairSpec]: ...
+
+    def status_key(self, model: str, dataset: str, shard: int, shards: int) -> object:
+        """Changes whenever what `read_status` would say may have changed (cheap: stats only)."""
+        ...
+
+    def read_status(self, model: str, dataset: str, shard: int, shards: int) -> ShardStatus | None:
+        """None when there is no status, or it is torn or not a status at all."""
+        ...
+
+    def tally(self, model: str, dataset: str, shard: int, shards: int) -> Tally: ...
+
+    def predictions_file(self, model: str, dataset: str) -> Path: ...
+
+    def result_file(self, model: str, dataset: str) -> Path: ...
+
+    def score(self, model: str, dataset: str) -> Score | None: ...
+
+    def holder(self) -> int | None:
+        """The pid of the process running in the work dir, 0 for none, None when it cannot be told."""
+        ...
+
+    def heartbeat_key(self) -> object: ...
+
+    def heartbeat_at(self) -> float | None: ...
+
+    def activity_at(self) -> float | None:
+        """The last time the files show the run doing something (its heartbeat, or the newest file
+        written): how a run is told alive where no lock says (`holder` None)."""
+        ...
+
+    def began_at(self) -> float | None:
+        """When the run last began (wall clock), if the files say."""
+        ...
+
+    def ended_at(self) -> float | None:
+        """When the run last wrote there (wall clock), if the files say: where its time ends."""
+        ...
+
+    def ended(self) -> bool:
+        """The files say the run ended (its last words, or the last file it writes, came last)."""
+        ...
+
+    def summary_files(self) -> dict[str, str]:
+        """The newest leaderboard files, by extension."""
+        ...
+
+    def leaderboard(
+        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+    ) -> Leaderboard:
+        """The leaderboard of these scores (main metrics by pair; `extra`: the others, by (model, dataset, metric))."""
+        ...
+
+    def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails: ...

@@ -1,0 +1,187 @@
+"""How a model's shards and datasets end: final statuses, the final predictions, DatasetInferred.
+
+A shard ends `done` or `fail` against the dataset's failure budget; the last shard of a
+dataset merges the checkpoints into the final predictions file before its `done` is written,
+so a watcher that sees every shard done finds them. A run that stops leaves every shard that
+had not ended `pending`, never `running`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from collections.abc import Callable
+
+import anyio
+
+from evaltui.engine.disk.checkpoint import merge_checkpoints
+from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.run.runs import DatasetRun, ShardRun
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus
+from evaltui.plan import DatasetConfig
+
+
+def failure_budget(ds: DatasetConfig, total: int) -> int:
+    """How many samples (units, with epochs) may fail for good and the dataset still count as done.
+
+    A count is itself; a fraction is rounded down with a little slack, so that 29 failures of
+    100 are within fail_on_error = 0.29 (whose float product is 28.999999999999996);
+    score_on_error lets every one fail."""
+    if ds.score_on_error:
+        return total
+    if isinstance(ds.fail_on_error, int):
+        return ds.fail_on_error
+    return math.floor(ds.fail_on_error * total + 1e-9)
+
+
+def stops_early(ds: DatasetConfig) -> bool:
+    """Whether a dataset ends as failed as soon as its failures exceed the budget: when the plan
+    sets fail_on_error. Without one, it runs to the end, so that its failure says how many
+    failed and which fail_on_error would score the rest."""
+    return "fail_on_error" in ds.model_fields_set and not ds.score_on_error
+
+
+def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0, *, epochs: int = 1, earlier: int = 0) -> str:
+    """Why a dataset failed, with the fail_on_error that would score the rest: samples a server
+    refuses for good (a prompt too long) fail again on every re-run. `failed`: this run's
+    failures; `earlier`: units that failed in an earlier run and were not sent again before it
+    stopped (they still stand failed, so they are counted); `unsent`: how many were not sent
+    because it stopped early. With epochs the counts are (sample, epoch) units, and say so."""
+    what = f"{total} samples" if epochs == 1 else f"{total} units ({total // epochs} samples × {epochs} epochs)"
+    standing = failed + earlier
+    text = f"{standing} of the dataset's {what} failed (fail_on_error = {ds.fail_on_error!r}"
+    if earlier:
+        text += f"; {earlier} of them failed in an earlier run and were not sent again before the stop"
+    text += ")"
+    if unsent:
+        return text + f"; stopped early, {unsent} not sent: a re-run sends them first, then tries the failed ones again"
+    if standing < total:
+        text += f"; fail_on_error = {math.ceil(standing / total * 10_000) / 10_000:g} would score the others"
+    return text
+
+
+class PairEnding:
+    """Ends one model's shards and datasets; `on_inferred(model, dataset)` wakes the watcher."""
+
+    def __init__(self, model: str, workdir: WorkDir, statuses: StatusWriter, emit: ev.Sink, on_inferred: Callable[[str, str], None]):
+        self.model = model
+        self.workdir = workdir
+        self.statuses = statuses
+        self.emit = emit
+        self.on_inferred = on_inferred
+
+    def write_status(self, run: DatasetRun, shard: ShardRun, status: str, error: str = "") -> None:
+        """The shard's status file, with its counts as they stand."""
+        self.statuses.write(
+            self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
+            error=error, version=run.version, epochs=run.epochs, samples=run.samples,
+        )
+
+    async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
+        """Close a shard whose samples are all finished: its final status, and the final
+        predictions when it is the pair's last. Shielded: a Ctrl-C as the checkpoints are being
+        merged (a thread that cannot be stopped anyway) takes effect once the shard says how it ended."""
+        with anyio.CancelScope(shield=True):
+            await self._finish_shard_now(run, shard)
+
+    async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
+        m, d = self.model, run.cfg.abbr
+        n = len(run.shards)
+        shard.close()
+        # fail_on_error is a budget for the whole dataset, so the outcome does not depend on
+        # `shards`: a shard fails when the dataset's failures so far exceed it, and the last
+        # shard to end therefore fails exactly when the dataset's total does.
+        failed = sum(s.failed for s in run.shards)
+        ok = failed <= failure_budget(run.cfg, run.total)
+        status = PairStatus.DONE if ok else PairStatus.FAIL
+        earlier = len(run.failed_before) - run.retried  # failed before, not sent again before a stop
+        error = "" if ok else over_budget(run.cfg, failed, run.total, run.unsent, epochs=run.epochs, earlier=earlier)
+        shard.outstanding = -1  # finished
+        all_final = all(s.outstanding == -1 for s in run.shards)
+        final_status = PairStatus.FAIL
+        if all_final:
+            others_done = all(s.status == PairStatus.DONE for s in run.shards if s is not shard)
+            final_status = PairStatus.DONE if status == PairStatus.DONE and others_done else PairStatus.FAIL
+            if final_status == PairStatus.DONE:
+                # Predictions before the last `done`: a watcher that sees all shards done finds them.
+                await self._write_predictions(run)
+            elif error:
+                self._restate_failed_shards(run, shard, error)
+        self.write_status(run, shard, status, error)
+        # Only once its status file says so: should the merge or the write fail (a full disk),
+        # close_interrupted still finds the shard unfinished and says `pending`, not `running`.
+        shard.status = status
+        self.emit(ev.ShardStatusChanged(m, d, shard.shard, n, status, shard.total, shard.completed, shard.failed, error))
+        if all_final:
+            path = str(self.workdir.predictions_file(m, d)) if final_status == PairStatus.DONE else ""
+            self._end_dataset(run, final_status, path, error)
+
+    def _restate_failed_shards(self, run: DatasetRun, last: ShardRun, error: str) -> None:
+        """The shards that failed before `last` (an early stop ends them as their units come
+        back, each with the failures counted by then) say the dataset's final count too."""
+        m, d, n = self.model, run.cfg.abbr, len(run.shards)
+        for s in run.shards:
+            if s is not last and s.status == PairStatus.FAIL:
+                self.write_status(run, s, "fail", error)
+                self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
+
+    async def stop_early(self, run: DatasetRun) -> None:
+        """The dataset's failures exceed its budget (stops_early): none of its samples is handed
+        out any more; the ones in flight are awaited, their shards end `fail` as they come back."""
+        run.todo, run.stopped_early = iter(()), True
+        unsent = 0
+        for s in run.shards:
+            if s.outstanding > 0:
+                unsent += s.outstanding - s.in_flight
+                s.outstanding = s.in_flight
+        run.unsent, run.remaining = unsent, sum(max(0, s.outstanding) for s in run.shards)
+        for s in run.shards:
+            if s.outstanding == 0:
+                await self.finish_shard(run, s)
+
+    def end_failed(self, run: DatasetRun, shards: list[ShardRun], error: str) -> None:
+        """End the dataset as failed: `fail` (with why) for these shards, DatasetInferred, the
+        watcher woken; none of its samples is handed out any more."""
+        m, d, n = self.model, run.cfg.abbr, len(run.shards)
+        run.started, run.todo, run.remaining = True, iter(()), 0
+        run.loaded.set()
+        for s in shards:
+            s.close()
+            s.status, s.outstanding = PairStatus.FAIL, -1
+            self.write_status(run, s, "fail", error)
+            self.emit(ev.ShardStatusChanged(m, d, s.shard, n, PairStatus.FAIL, s.total, s.completed, s.failed, error))
+        self._end_dataset(run, PairStatus.FAIL, "", error)
+
+    def _end_dataset(self, run: DatasetRun, status: PairStatus, path: str, error: str) -> None:
+        """DatasetInferred (its predictions, if any, are written) and the watcher woken."""
+        m, d = self.model, run.cfg.abbr
+        run.todo = iter(())  # lets go of the data file at once
+        run.ended = True
+        completed = sum(s.completed for s in run.shards)
+        failed = sum(s.failed for s in run.shards)
+        self.emit(ev.DatasetInferred(m, d, status, completed, failed, path, error))
+        self.on_inferred(m, d)
+
+    async def _write_predictions(self, run: DatasetRun) -> None:
+        """Merge the checkpoints into the final file, in a thread: it reads every line."""
+        m, d = self.model, run.cfg.abbr
+        paths = self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
+        out = self.workdir.predictions_file(m, d)
+        await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection))
+
+    def close_interrupted(self, runs: list[DatasetRun]) -> None:
+        """On cancellation: close checkpoints and say in the status files that work is left.
+
+        Every shard that has not ended (`done`/`fail`) is said `pending`, so no status file is
+        left `running` by a run that stopped."""
+        for run in runs:
+            if not run.started:
+                continue
+            for s in run.shards:
+                if s.status is None:
+                    s.close()
+                    # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
+                    with contextlib.suppress(OSError):
+                        self.write_status(run, s, "pending", "interrupted; run again to resume")

@@ -1,0 +1,141 @@
+"""Resume planning: what each pair keeps from earlier runs, and what is left for this one.
+
+Work done under other settings (a changed data file, prompt or model) is set aside, never
+deleted; a pair an earlier run finished as this plan wants it is announced and not run again;
+any other pair resumes from its checkpoints, whatever shard layout wrote them. Planning reads
+every checkpoint line and hashes the data file, so the session runs it in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evaltui.datasets import file_fingerprint
+from evaltui.engine.disk.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.disk.versions import evaluator_version, pair_version
+from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.run.runs import DatasetRun, ShardRun, UnitFlags, shard_indices
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.unit.tries import SampleTokens
+from evaltui.fsutil import read_json
+from evaltui.plan import DatasetConfig, ModelConfig, Plan, samples_spec
+
+
+def plan_pairs(
+    plan: Plan,
+    model: ModelConfig,
+    wd: WorkDir,
+    statuses: StatusWriter,
+    totals: dict[str, int],
+    datasets: list[DatasetConfig],
+    emit: ev.Sink,
+) -> list[DatasetRun]:
+    """Decide per dataset what is left from earlier runs; write `pending` statuses.
+
+    Its events (DatasetPlanned, notices) go to `emit`, which the caller replays on the loop.
+    The runs returned are handed to the model's pool (`WorkerPool.add_runs`).
+    """
+    m = model.abbr
+    runs = []
+    for ds in datasets:
+        total = totals[ds.abbr]
+        epochs = plan.epochs(ds)
+        version = _drop_stale_work(plan, model, wd, ds, emit)
+        if _kept_whole(m, wd, ds, total if ds.sample_ids is None else len(ds.sample_ids), epochs, emit):
+            continue
+        if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
+            # Checkpoints deleted after the merge (as OpenCompass users do): the final file
+            # holds the same samples, so it becomes the checkpoint to resume from.
+            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), wd.checkpoint_file(m, ds.abbr, 0, 1))
+        # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
+        wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
+        wd.result_file(m, ds.abbr).unlink(missing_ok=True)
+        indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
+        chosen = None if ds.sample_ids is None else set(ds.sample_ids)
+        answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
+        for path in wd.checkpoint_files(m, ds.abbr):
+            for index, epoch, ok, _ in scan_checkpoint(path):
+                if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
+                    key = index * epochs + epoch
+                    if ok:
+                        answered[key], failures[key] = 1, 0
+                    elif not answered[key]:
+                        failures[key] = 1
+        done, failed = UnitFlags(total * epochs, answered), UnitFlags(total * epochs, failures)  # failed: none since answered
+        n = ds.shards
+        samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
+        shards = []
+        for k, part in enumerate(shard_indices(indices, n)):
+            cp = Checkpoint(wd.checkpoint_file(m, ds.abbr, k, n), version)
+            shard = ShardRun(k, part, cp, completed=done.count_in(part, epochs), epochs=epochs)
+            if plan.run.sample_log:
+                shard.log = Checkpoint(wd.sample_log_file(m, ds.abbr, k, n), version)
+            shards.append(shard)
+            statuses.write(
+                m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs, samples=samples
+            )
+        units = len(indices) * epochs
+        run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
+        run.selection, run.samples = ds.sample_ids, samples
+        run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
+        runs.append(run)
+        emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
+    return runs
+
+
+def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> str:
+    """Forget what earlier runs did under other settings; the pair's version for this run."""
+    m = model.abbr
+    data = file_fingerprint(plan, ds)
+    version = pair_version(model, ds, data or "")
+    current = {wd.status_file(m, ds.abbr, k, ds.shards) for k in range(ds.shards)}
+    statuses = [read_json(p) for p in wd.status_files(m, ds.abbr)]
+    seen = {s.get("version") for s in statuses if isinstance(s, dict)}
+    seen |= {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
+    # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
+    # dataset fails when it is loaded, and the next run carries on.
+    if data is not None and seen - {version, ""}:
+        folder = wd.set_aside_pair(m, ds.abbr)
+        # A status without a version was not written by evaltui (OpenCompass writes that layout).
+        why = ("was written by another tool (no evaltui version in its status files)" if None in seen
+               else "the data file, the dataset's prompts or the model's settings changed since the last run")
+        emit(ev.Notice(f"{m}/{ds.abbr}: {why}; starting it over (the earlier work is in {folder})", "warning"))
+    for stale in set(wd.status_files(m, ds.abbr)) - current:
+        stale.unlink()  # another shard layout: its samples are read back from its checkpoints
+    result = wd.read_result(m, ds.abbr)
+    if result is not None and result.get("scored_with") != evaluator_version(ds):
+        wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
+    return version
+
+
+def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int, emit: ev.Sink) -> bool:
+    """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
+    n = ds.shards
+    statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
+    if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
+        return False
+    samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
+    if any(s.get("epochs", 1) != epochs or s.get("samples", "") != samples for s in statuses):  # other epochs, another selection
+        return False
+    if sum(s.get("total", -1) for s in statuses) != total * epochs:  # another limit
+        return False
+    if any(s.get("failed", 0) for s in statuses):
+        # Samples that fail_on_error let pass are still tried again on every re-run (SPEC §5):
+        # the pair resumes from its checkpoints, where only they are left to do.
+        return False
+    completed = sum(s.get("completed", 0) for s in statuses)
+    result = wd.read_result(m, ds.abbr)
+    if result is None or "error" in result:
+        emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.DONE))
+        return True
+    from evaltui.scoring import Reduction  # only when an earlier score is kept
+
+    metric, *others = Reduction.of(ds.evaluator, epochs).metrics
+    extra = tuple((name, _number(result.get(name))) for name in others)
+    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, _number(result.get(metric)), extra))
+    return True
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,129 @@
+"""One model×dataset's work in this run and its shards: what resume planning makes, the worker
+pool works through and the ending closes.
+
+The unit of work is a (sample, epoch): a dataset of N samples run for K epochs has N × K of
+them, and every count here (total, completed, failed, remaining) counts those. A unit's key is
+`index * epochs + epoch` (the index itself for one epoch); which units earlier runs answered or
+failed is a byte per key (UnitFlags), not a set of Python ints (~90 bytes each: 90 MB of a
+resume's peak at 200,000 samples × 5 epochs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from evaltui.engine.disk.checkpoint import Checkpoint
+from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.unit.tries import SampleTokens
+from evaltui.plan import DatasetConfig
+
+
+class UnitFlags:
+    """A set of unit keys (0 ≤ key < size) as a byte each (1: in it), made from the bytes
+    (`flags`, which hot loops index directly): `in`, `len`, and iteration in key order."""
+
+    __slots__ = ("flags", "count")
+
+    def __init__(self, size: int, flags: bytearray | None = None):
+        self.flags = bytearray(size) if flags is None else flags
+        self.count = 0 if flags is None else flags.count(1)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, int) and 0 <= key < len(self.flags) and self.flags[key] == 1
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[int]:
+        flags, at = self.flags, -1
+        for _ in range(self.count):
+            at = flags.find(1, at + 1)
+            yield at
+
+    def count_in(self, indices: Iterable[int], epochs: int) -> int:
+        """How many units of these samples are in the set."""
+        flags = self.flags
+        if isinstance(indices, range) and indices.step == 1:
+            return flags.count(1, indices.start * epochs, indices.stop * epochs)
+        return sum(flags.count(1, i * epochs, (i + 1) * epochs) for i in indices)
+
+    def whole_samples(self, epochs: int, others: UnitFlags | None = None) -> UnitFlags:
+        """The samples (keyed by index) each of whose epochs is in this set or in `others`."""
+        flags = self.flags
+        if others is not None and others.count:  # the two ORed at once: a byte is 0 or 1
+            joined = int.from_bytes(flags, "little") | int.from_bytes(others.flags, "little")
+            flags = bytearray(joined.to_bytes(len(flags), "little"))
+        if epochs > 1:
+            whole = b"\x01" * epochs
+            flags = bytearray(flags[k : k + epochs] == whole for k in range(0, len(flags), epochs))
+        return UnitFlags(len(flags), flags if flags is not self.flags else bytearray(flags))
+
+
+def shard_ranges(total: int, shards: int) -> list[range]:
+    return [range(k * total // shards, (k + 1) * total // shards) for k in range(shards)]
+
+
+def shard_indices(indices: Sequence[int], shards: int) -> list[Sequence[int]]:
+    """The samples run (all of them, or a selection) split into `shards` runs of consecutive ones."""
+    return [indices[r.start : r.stop] for r in shard_ranges(len(indices), shards)]
+
+
+Job = tuple["ShardRun", int, int, "dict[str, Any] | str"]  # (shard, index, epoch, record or why it is unreadable)
+
+
+@dataclass(eq=False)
+class ShardRun:
+    shard: int
+    indices: Sequence[int]  # the samples of this shard (a range, but for a selection of them)
+    checkpoint: Checkpoint
+    completed: int = 0
+    failed: int = 0
+    outstanding: int = 0  # units of this shard not yet finished in this run
+    last_write: float = 0.0
+    status: PairStatus | None = None  # DONE | FAIL once finished
+    epochs: int = 1
+    in_flight: int = 0  # units handed to a worker and not yet counted as finished
+    log: Checkpoint | None = None  # its per-sample log (samplelog.py), unless sample_log = false
+
+    def open(self, defer: Callable[[Callable[[], None]], object]) -> None:
+        """Its files, for appending: the log first, whose line of a unit goes out before the
+        checkpoint's (a kill between them leaves a record of a request, never a unit done without one)."""
+        if self.log is not None:
+            self.log.open(defer=defer)
+        self.checkpoint.open(defer=defer)
+
+    def close(self) -> None:
+        self.checkpoint.close()
+        if self.log is not None:
+            self.log.close()
+
+    @property
+    def total(self) -> int:
+        return len(self.indices) * self.epochs
+
+
+@dataclass(eq=False)
+class DatasetRun:
+    cfg: DatasetConfig
+    total: int  # units: samples (selected) × epochs
+    version: str
+    shards: list[ShardRun]
+    done: UnitFlags  # keys of the units finished successfully in earlier runs
+    failed_before: UnitFlags  # keys of units that failed in an earlier run, none since answered
+    retried: int = 0  # of those, the units this run has finished (answered or failed again)
+    records: int = 0  # the dataset's samples (its data file's records, up to limit)
+    epochs: int = 1
+    selection: Sequence[int] | None = None  # the indices run (sample_ids, --samples); None: all of them
+    samples: str = ""  # the selection as written in status and result files (`3,17,40-60`); "": all
+    tokens: SampleTokens | None = None  # token_limit's count per sample, when the dataset has one
+    todo: Iterator[Job] | None = None
+    remaining: int = 0  # units not finished in this run (queued + in flight)
+    unsent: int = 0  # units left unsent by an early stop (too many failures)
+    stopped_early: bool = False
+    started: bool = False
+    loaded: anyio.Event = field(default_factory=anyio.Event)
+    ended: bool = False  # DatasetInferred is out: its predictions (if any) are written

@@ -1,0 +1,231 @@
+"""A session: one stretch of inference and scoring, which a retry can join while it runs.
+
+The runner starts one per `run()` (and per `retry()` once a run has ended). It owns what lives
+as long as the work does — one HTTP client per model (made when a model first has work), the
+heartbeat thread, the watch-scorer, the `max_num_workers` limiter — and takes more work at any
+time until its last task ends: a retried pair is planned again (in a worker thread: planning
+reads every checkpoint line and hashes the data), its model's pool gets the pair's failed
+samples back, and the watcher gets the pair back.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+
+import anyio
+from anyio.abc import TaskGroup
+
+from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.run.executor import Executor, LocalExecutor
+from evaltui.engine.run.heartbeat import HeartbeatThread
+from evaltui.engine.run.pool import WorkerPool
+from evaltui.engine.run.resume import plan_pairs
+from evaltui.engine.run.runs import DatasetRun
+from evaltui.engine.run.scorer import ScoreGate, WatchScorer
+from evaltui.engine.stream import events as ev
+from evaltui.plan import DatasetConfig, Plan
+
+Pair = tuple[str, str]
+
+
+class Session:
+    def __init__(
+        self,
+        plan: Plan,
+        workdir: WorkDir,
+        statuses: StatusWriter,
+        emit: ev.Sink,
+        *,
+        code_workers: int,
+        gate: ScoreGate,
+        executor: Executor | None = None,
+    ):
+        """`executor`: where units are answered and code_exec runs (by default here: LocalExecutor)."""
+        self.plan = plan
+        self.workdir = workdir
+        self.statuses = statuses
+        self.emit = emit
+        self.executor = executor or LocalExecutor()
+        self.urls: dict[str, list[str]] = {}
+        self.totals: dict[str, int] = {}
+        self.watcher = WatchScorer(plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code)
+        self.exit_code = 1
+        self.ended = anyio.Event()  # set by the runner once RunFinished is out
+        self._opened = anyio.Event()
+        self._work: TaskGroup | None = None  # while it takes work
+        self._stack: AsyncExitStack | None = None
+        self._pools: dict[str, WorkerPool] = {}
+        self._running: set[str] = set()  # models whose pool runs or waits for the limiter
+        self._planning: set[Pair] = set()
+        self._clients = anyio.Lock()
+        self._limiter = anyio.CapacityLimiter(plan.run.max_num_workers)
+
+    async def run(self, pairs: list[Pair], *, retry: bool) -> None:
+        """Infer and score `pairs` (a retry: only their failed samples), and whatever joins."""
+        try:
+            async with AsyncExitStack() as stack:
+                self._stack = stack
+                self._check_open_files({m for m, _ in pairs})
+                with HeartbeatThread(self.workdir, self.plan.run.heartbeat_interval):
+                    async with anyio.create_task_group() as outer:
+                        outer.start_soon(self._report_heartbeats)
+                        async with anyio.create_task_group() as work:
+                            self._work = work
+                            self._opened.set()
+                            work.start_soon(self._add, pairs, retry)
+                        self._work = None  # no await since its last task ended: nothing slips in
+                        outer.cancel_scope.cancel()
+        finally:
+            self.close_intake()
+
+    def close_intake(self) -> None:
+        """The session takes no more work (it ended, or never began: its start failed); a
+        retry waiting in `join` goes on to run in a session of its own."""
+        self._work = None
+        self._opened.set()
+
+    async def join(self, pairs: list[Pair]) -> bool:
+        """Add a retry of `pairs` to this live session; False once it no longer takes work."""
+        await self._opened.wait()
+        if self._work is None:
+            return False
+        self._work.start_soon(self._add, pairs, True)
+        return True
+
+    # ------------------------------------------------------------------ adding work
+    async def _add(self, pairs: list[Pair], retry: bool) -> None:
+        if retry:
+            pairs = self._retryable(pairs)
+            if not pairs:
+                return
+            self.emit(ev.RetryStarted(tuple(pairs)))
+            for pair in pairs:
+                self.watcher.forget(pair)  # before its files go: a scoring in flight must not write
+        self._planning.update(pairs)
+        planned: list[tuple[WorkerPool, list[DatasetRun], list[Pair]]] = []
+        try:
+            for model in dict.fromkeys(m for m, _ in pairs):
+                pool = await self._pool(model)
+                datasets = [d for d in self.plan.datasets if (model, d.abbr) in pairs]
+                events: list[ev.Event] = []
+                runs, pending = await anyio.to_thread.run_sync(self._plan, pool, datasets, retry, events.append)
+                for e in events:
+                    self.emit(e)
+                planned.append((pool, runs, pending))
+        finally:
+            self._planning.difference_update(pairs)
+        for pool, runs, pending in planned:
+            pool.add_runs(runs, first=retry)
+            self.watcher.add(pending)
+            if runs:
+                self._start(pool)
+        assert self._work is not None  # this task is one of its tasks
+        if self.watcher.pending and not self.watcher.running:
+            self.watcher.running = True
+            self._work.start_soon(self.watcher.run)
+        self._maybe_finished()
+
+    def _maybe_finished(self) -> None:
+        """Tell the watcher inference is over once no pool runs and no pair is being planned
+        (a retry being planned brings more)."""
+        if not self._running and not self._planning:
+            self.watcher.inference_finished()
+
+    def _retryable(self, pairs: list[Pair]) -> list[Pair]:
+        """The pairs not being planned or inferred right now (those are already on their way)."""
+        busy = [p for p in pairs if p in self._planning or (p[0] in self._pools and self._pools[p[0]].busy(p[1]))]
+        if busy:
+            names = ", ".join(f"{m}/{d}" for m, d in busy)
+            self.emit(ev.Notice(f"not retried, still running: {names}", "warning"))
+        return [p for p in pairs if p not in busy]
+
+    def _plan(self, pool: WorkerPool, datasets: list[DatasetConfig], retry: bool, emit: ev.Sink) -> tuple[list[DatasetRun], list[Pair]]:
+        """In a worker thread: what is left of each pair, and which of them await scoring."""
+        m, wd = pool.model.abbr, self.workdir
+        if retry:
+            for d in datasets:
+                # Scored again. The final predictions stay: they may be the only copy of the answers
+                # (checkpoints deleted after the merge); planning resumes the pair from them, and a
+                # pair with failures (even those fail_on_error tolerated) is never kept whole.
+                wd.result_file(m, d.abbr).unlink(missing_ok=True)
+        runs = plan_pairs(self.plan, pool.model, wd, self.statuses, self.totals, datasets, emit)
+        return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]
+
+    async def _pool(self, model: str) -> WorkerPool:
+        """The model's pool, with what answers its units (an HTTP client here, or Ray actors), made
+        the first time the model has work."""
+        async with self._clients:
+            pool = self._pools.get(model)
+            if pool is None:
+                assert self._stack is not None
+                cfg = next(m for m in self.plan.models if m.abbr == model)
+                urls = self.urls.get(model) or list(cfg.urls)
+                answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
+                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
+                self._pools[model] = pool
+            return pool
+
+    def _start(self, pool: WorkerPool) -> None:
+        m = pool.model.abbr
+        if m in self._running:
+            return  # its pool takes the new runs itself (or runs again when it ends)
+        self._running.add(m)
+        self.watcher.inference_restarted()
+        assert self._work is not None
+        self._work.start_soon(self._infer, pool)
+
+    async def _infer(self, pool: WorkerPool) -> None:
+        try:
+            async with self._limiter:
+                while pool.has_work():
+                    await pool.run()
+        finally:
+            self._running.discard(pool.model.abbr)
+            self._maybe_finished()
+
+    # ------------------------------------------------------------------ around the work
+    async def _report_heartbeats(self) -> None:
+        last = None
+        while True:
+            try:
+                age = self.workdir.heartbeat_age()
+            except OSError:
+                age = None
+            if age is not None:
+                at = time.time() - age
+                if last is None or abs(at - last) > 1e-3:
+                    last = at
+                    self.emit(ev.Heartbeat(at))
+            await anyio.sleep(min(1.0, self.plan.run.heartbeat_interval))
+
+    def _check_open_files(self, models: set[str]) -> None:
+        """One socket per request in flight (the largest models may run together), plus
+        checkpoints, status writes and scoring."""
+        widths = [m.max_workers for m in self.plan.models if m.abbr in models]
+        widest = sorted(widths, reverse=True)[: self.plan.run.max_num_workers]
+        needed = sum(widest) + sum(d.shards for d in self.plan.datasets) + 256
+        limit = ensure_open_files(needed)
+        if limit is not None and limit < needed:
+            self.emit(ev.Notice(
+                f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
+                "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)", "warning"))
+
+
+def ensure_open_files(needed: int) -> int | None:
+    """Raise the soft open-files limit towards `needed`; the limit now in force (None: no limit)."""
+    try:
+        import resource
+    except ImportError:  # not on Unix
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    if soft >= needed:
+        return soft
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target

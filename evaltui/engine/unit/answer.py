@@ -1,0 +1,131 @@
+"""Where one model's units are answered: its backend, the per-unit code, its load and its replicas' events.
+
+The worker pool (infer.py) schedules a model's (sample, epoch) units and keeps the work dir; for
+each unit it asks an `Answerer` for the checkpoint entry and the per-sample log line. Locally
+that is a `ModelAnswerer` on the pool's own loop. On Ray (`executor = "ray"`) it is a stand-in
+(ray_model.py) that sends the unit to an actor, which runs a `ModelAnswerer` of its own: the
+same `answer` — templates, tries, limits, traces — runs on either side, so a plan gives the
+same entries wherever it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskStatus
+
+from evaltui.backends import Backend
+from evaltui.backends.replicas import EJECTED, Replica
+from evaltui.datasets import DatasetError, render_sample
+from evaltui.engine.disk import samplelog
+from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import SampleError
+from evaltui.engine.unit.tries import SampleInference, SampleTokens, failed_entry
+from evaltui.plan import DatasetConfig, ModelConfig
+from evaltui.redaction import redact
+
+#: A unit's checkpoint entry and its per-sample log line (None when the log is off).
+Answered = tuple[dict[str, Any], "dict[str, Any] | None"]
+
+
+class Answerer(Protocol):
+    """What the worker pool needs of whatever answers its model's units."""
+
+    @property
+    def urls(self) -> Sequence[str]:
+        """Where the model's requests go (for messages)."""
+
+    async def answer(
+        self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool
+    ) -> Answered:
+        """One unit's entry (an error when its record or templates fail) and, when `traced`, its
+        log line; `record` is a string when the record could not be read (why). The unit is
+        settled with `tokens` (token_limit's count) before this returns."""
+
+    def load(self, requests: int) -> ev.ModelLoad:
+        """The model's load now (`requests`: the units the pool has counted)."""
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """What runs beside the pool's workers while it runs (started before the first unit is
+        asked for, at each pass of the pool; cancelled when the pool ends)."""
+
+    def silent(self) -> bool:
+        """Whether every replica was tried in this pass of the pool and none answered (the pool
+        stops a model that found no server only then)."""
+
+
+class ModelAnswerer:
+    """A model's units answered here, through `backend`; its events (retries, replicas) go to `emit`."""
+
+    def __init__(self, model: ModelConfig, backend: Backend, emit: ev.Sink):
+        self.model = model
+        self.backend = backend
+        self.urls = backend.urls
+        self.emit = emit
+        self.secrets = backend.secrets  # masked in failure messages: servers echo requests
+        self._inference = SampleInference(backend)
+        router = backend.router
+        self._several = len(router.replicas) > 1
+        self._per_replica = self._several or model.concurrency == "adaptive"  # what ModelLoad reports
+        router.on_change = self._replica_changed
+        router.on_down = self._replicas_down
+
+    async def answer(
+        self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool
+    ) -> Answered:
+        clock, started = time.monotonic(), time.time() if traced else 0.0
+        answer = None
+        try:
+            if isinstance(record, str):
+                raise DatasetError(record)
+            sample = render_sample(cfg, index, record)
+        except Exception as e:  # the file changed since it was checked: this sample fails, not the run
+            kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
+            if isinstance(e, DatasetError):
+                kind, message = "dataset", f"record {index}: {e}"
+            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
+        else:
+            on_retry = partial(self._retrying, cfg.abbr, shard, index, epoch)
+            answer = await self._inference.answer(cfg, sample, epoch, on_retry, tokens, traced=traced)
+            entry = answer.entry
+        if tokens is not None:
+            tokens.finished(index)
+        if not traced:
+            return entry, None
+        trace, tries, system = (answer.trace, answer.tries, sample.system) if answer is not None else (None, 1, "")
+        return entry, samplelog.record(entry, trace, system, tries, started, time.monotonic() - clock)
+
+    def _retrying(self, dataset: str, shard: int, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
+        self.emit(ev.SampleRetried(self.model.abbr, dataset, shard, index, number, SampleError.from_dict(why), epoch))
+
+    def load(self, requests: int) -> ev.ModelLoad:
+        backend, router, cfg = self.backend, self.backend.router, self.model
+        replicas: tuple[ev.ReplicaLoad, ...] = ()
+        if self._per_replica:
+            replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
+        limit = router.limit(cfg.max_workers) if self._per_replica else cfg.max_workers
+        # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
+        return ev.ModelLoad(cfg.abbr, router.in_flight, cfg.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used)
+
+    async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Several replicas: the probes of ejected ones."""
+        self.backend.router.mark()  # `silent` counts from the start of this pass
+        if self._several:
+            self.backend.router.restart()  # a model that gave up waiting may wait again
+        task_status.started()
+        if self._several:
+            await self.backend.router.run_probes()
+
+    def silent(self) -> bool:
+        return self.backend.router.silent()
+
+    def _replica_changed(self, r: Replica) -> None:
+        back_off = r.back_off if r.state == EJECTED else 0.0
+        self.emit(ev.ReplicaStateChanged(self.model.abbr, r.url, r.state, redact(r.reason, self.secrets), back_off, r.failed_probes))
+
+    def _replicas_down(self, reason: str) -> None:
+        self.emit(ev.ReplicasDown(self.model.abbr, self.model.down_timeout, redact(reason, self.secrets)))
