@@ -210,7 +210,7 @@ def watch_main(argv: list[str]) -> int:
 
 def _run_interactive(runner: RunSource, theme: str | None) -> int:
     """The Textual session; textual is imported here and only here."""
-    from evaltui.ui.session import run_app
+    from evaltui.ui.launch import run_app
     from evaltui.ui.themes import load_themes
 
     themes = load_themes()

@@ -162,7 +162,7 @@ def test_the_done_column_is_as_wide_as_the_largest_total(tmp_path: Path) -> None
         async with app.run_test(size=size) as pilot:
             feed(app, demo_running(clock) + big)
             await pilot.pause()
-            return app.progress.shown_line("sim-strong", "big")
+            return app.run_screen.progress.shown_line("sim-strong", "big")
 
     for size in ((200, 30), (80, 24)):
         line = asyncio.run(scenario(size))

@@ -36,7 +36,7 @@ async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> 
 
 async def until_run_ends(pilot: Pilot[Any], app: EvalApp, settle: float = 0.3) -> None:
     """Until the run reported its end and the engine let go; then `settle` s for the panes."""
-    await until(pilot, lambda: app.state.finished is not None and not app.engine.busy, "the run to end")
+    await until(pilot, lambda: app.run_screen.state.finished is not None and not app.engine.busy, "the run to end")
     if settle:
         await pilot.pause(settle)
 
@@ -67,7 +67,7 @@ def test_failed_dataset_shown_then_retried_with_r(tmp_path: Path, sim_factory: A
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 50)) as pilot:
             await until_run_ends(pilot, app)
-            long = app.state.pairs[("m", "long")]
+            long = app.run_screen.state.pairs[("m", "long")]
             assert long.status == ev.PairStatus.FAIL and long.failed == 6
             table = app.query_one(ProgressTable)
             assert "fail" in str(table.get_cell("m\tlong", "status"))
@@ -76,7 +76,7 @@ def test_failed_dataset_shown_then_retried_with_r(tmp_path: Path, sim_factory: A
 
             move_to(app, ("m", "short"))
             await pilot.pause()
-            assert app.state.pairs[("m", "short")].status == ev.PairStatus.SCORED
+            assert app.run_screen.state.pairs[("m", "short")].status == ev.PairStatus.SCORED
             assert "r" not in footer_keys(app)
             await pilot.press("r")
             await pilot.pause(0.3)
@@ -88,7 +88,7 @@ def test_failed_dataset_shown_then_retried_with_r(tmp_path: Path, sim_factory: A
             sim.config.faults = Faults()  # the server is fixed
             before = len(events)
             await pilot.press("r")
-            await until(pilot, lambda: app.state.pairs[("m", "long")].status == ev.PairStatus.SCORED and not app.engine.busy, "the retry to score")
+            await until(pilot, lambda: app.run_screen.state.pairs[("m", "long")].status == ev.PairStatus.SCORED and not app.engine.busy, "the retry to score")
             await pilot.pause(0.3)
             rerun = sorted(e.sample_index for e in of_type(events[before:], ev.SampleFinished))
             assert rerun == [0, 4, 8, 12, 16, 20]  # only the failed samples went out again
@@ -150,7 +150,7 @@ def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> Non
 
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(80, 24)) as pilot:
-            await until(pilot, lambda: app.state.totals()[0] >= 20, "some samples to finish")
+            await until(pilot, lambda: app.run_screen.state.totals()[0] >= 20, "some samples to finish")
             await pilot.press("q")
             await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
             await pilot.press("n")  # changed my mind: the run goes on
@@ -164,7 +164,7 @@ def test_quit_mid_run_asks_keeps_work_and_a_rerun_resumes(tmp_path: Path) -> Non
 
     app = asyncio.run(scenario())
     assert app.exit_code == 130 and app.return_value == 130
-    done_before = app.state.totals()[0]
+    done_before = app.run_screen.state.totals()[0]
     assert 20 <= done_before < N
 
     from planmaker import run_plan
@@ -200,14 +200,14 @@ def test_r_while_the_run_goes_on_joins_it(tmp_path: Path, sim_factory: Any) -> N
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(120, 30)) as pilot:
-            await until(pilot, lambda: app.state.pairs.get(("m", "long")) is not None and app.state.pairs[("m", "long")].status == ev.PairStatus.FAIL, "long to fail")
+            await until(pilot, lambda: app.run_screen.state.pairs.get(("m", "long")) is not None and app.run_screen.state.pairs[("m", "long")].status == ev.PairStatus.FAIL, "long to fail")
             move_to(app, ("m", "long"))
             await pilot.pause()
             sim.config.faults = Faults()
             await pilot.press("r")
             await until_run_ends(pilot, app, settle=0.0)
-            assert app.state.pairs[("m", "long")].status == ev.PairStatus.SCORED
-            assert app.state.pairs[("m", "big")].status == ev.PairStatus.SCORED
+            assert app.run_screen.state.pairs[("m", "long")].status == ev.PairStatus.SCORED
+            assert app.run_screen.state.pairs[("m", "big")].status == ev.PairStatus.SCORED
             assert app.exit_code == 0
 
     asyncio.run(scenario())
@@ -238,14 +238,14 @@ def test_R_retries_every_failed_dataset_and_only_their_failed_samples(tmp_path: 
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 50)) as pilot:
             await until_run_ends(pilot, app)
-            assert sorted(app.state.failed_pairs()) == [("m", "one"), ("m", "two")]
+            assert sorted(app.run_screen.state.failed_pairs()) == [("m", "one"), ("m", "two")]
             assert "R" in footer_keys(app)
             sim.config.faults = Faults()  # the server is fixed
             before = len(events)
             await pilot.press("R")
             await until(
                 pilot,
-                lambda: all(app.state.pairs[("m", d)].status == ev.PairStatus.SCORED for d in ("one", "two")) and not app.engine.busy,
+                lambda: all(app.run_screen.state.pairs[("m", d)].status == ev.PairStatus.SCORED for d in ("one", "two")) and not app.engine.busy,
                 "both retries to score",
             )
             await pilot.pause(0.3)
@@ -305,21 +305,21 @@ def test_r_again_on_a_dataset_whose_retry_failed_while_the_run_goes_on(tmp_path:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(120, 30)) as pilot:
             def a_done() -> bool:
-                pairs = app.state.pairs
+                pairs = app.run_screen.state.pairs
                 return all(k in pairs for k in (long, ("a", "big"))) and pairs[long].status == ev.PairStatus.FAIL and pairs[("a", "big")].status == ev.PairStatus.SCORED
 
             await until(pilot, a_done, "model a to be done, its long dataset failed")
             move_to(app, long)
             await pilot.pause()
             await pilot.press("r")  # the server still refuses those prompts: it fails again
-            await until(pilot, lambda: len(of_type(events, ev.RetryStarted)) == 1 and app.state.pairs[long].status == ev.PairStatus.FAIL, "the retry to fail")
+            await until(pilot, lambda: len(of_type(events, ev.RetryStarted)) == 1 and app.run_screen.state.pairs[long].status == ev.PairStatus.FAIL, "the retry to fail")
             await pilot.pause(0.3)
-            assert app.state.pairs[big].status == ev.PairStatus.RUNNING, "the test needs the run to go on"
+            assert app.run_screen.state.pairs[big].status == ev.PairStatus.RUNNING, "the test needs the run to go on"
             assert "r" in footer_keys(app), "r must be offered again on the failed dataset"
             sim.config.faults = Faults()  # the server is fixed
             await pilot.press("r")
-            await until(pilot, lambda: app.state.pairs[long].status == ev.PairStatus.SCORED, "the second retry to score")
-            assert app.state.pairs[big].status == ev.PairStatus.RUNNING and not of_type(events, ev.RunFinished)  # one run, joined twice
+            await until(pilot, lambda: app.run_screen.state.pairs[long].status == ev.PairStatus.SCORED, "the second retry to score")
+            assert app.run_screen.state.pairs[big].status == ev.PairStatus.RUNNING and not of_type(events, ev.RunFinished)  # one run, joined twice
             await pilot.press("q")
             await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
             await pilot.press("y")
@@ -356,10 +356,10 @@ def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_f
             await until_run_ends(pilot, app)
             assert of_type(events, ev.WatchSkipped) and "heartbeat stale" in of_type(events, ev.WatchSkipped)[0].reason
             for d in ("d", "e"):
-                assert app.state.pairs[("m", d)].status == ev.PairStatus.SKIPPED, d
-                assert app.state.pairs[("m", d)].completed == 30  # its inference went on and finished
+                assert app.run_screen.state.pairs[("m", d)].status == ev.PairStatus.SKIPPED, d
+                assert app.run_screen.state.pairs[("m", d)].completed == 30  # its inference went on and finished
             late = RunState()  # a late subscriber's state says the same
-            for e in app.state.replay():
+            for e in app.run_screen.state.replay():
                 late.apply(e)
             assert late.pairs[("m", "d")].status == ev.PairStatus.SKIPPED
             move_to(app, ("m", "d"))
@@ -370,10 +370,10 @@ def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_f
             await pilot.press("r")
             await pilot.pause()
             assert "scoring m/d" in [n.message for n in app._notifications]
-            await until(pilot, lambda: app.state.pairs[("m", "d")].status == ev.PairStatus.SCORED, "d to be scored")
+            await until(pilot, lambda: app.run_screen.state.pairs[("m", "d")].status == ev.PairStatus.SCORED, "d to be scored")
             await pilot.press("R")
-            await until(pilot, lambda: app.state.pairs[("m", "e")].status == ev.PairStatus.SCORED, "e to be scored")
-            assert app.state.pairs[("m", "d")].score is not None and app.state.pairs[("m", "e")].score is not None
+            await until(pilot, lambda: app.run_screen.state.pairs[("m", "e")].status == ev.PairStatus.SCORED, "e to be scored")
+            assert app.run_screen.state.pairs[("m", "d")].score is not None and app.run_screen.state.pairs[("m", "e")].score is not None
             assert sim.stats.requests_total == requests  # their answers were kept: only scored
 
     asyncio.run(scenario())

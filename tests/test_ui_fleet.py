@@ -32,7 +32,7 @@ def test_enter_on_a_model_shows_its_replicas_and_the_strip_how_many_are_up(tmp_p
 
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: "m" in app.state.replicas and app.state.replicas["m"][f"{dying.url}/m/generate"].state != "up", "the ejection")
+            await until(pilot, lambda: "m" in app.run_screen.state.replicas and app.run_screen.state.replicas["m"][f"{dying.url}/m/generate"].state != "up", "the ejection")
             await until_run_ends(pilot, app, settle=1.2)  # the strip repaints once a second
             strip = app.run_screen.strip.render().plain
             assert "1/2 up" in strip and "m 0/" in strip

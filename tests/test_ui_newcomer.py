@@ -52,8 +52,8 @@ def test_one_sign_for_no_score_on_screen_as_in_the_headless_table(tmp_path: Path
         async with app.run_test(size=(100, 30)) as pilot:
             feed(app, demo_running(clock))
             await pilot.pause()
-            board = [app.board.render_line(y).text.split() for y in range(1 + app.board.row_count)]  # its rows in or out of sight
-            return board, app.progress.shown_line("sim-weak", "code")
+            board = [app.run_screen.board.render_line(y).text.split() for y in range(1 + app.run_screen.board.row_count)]  # its rows in or out of sight
+            return board, app.run_screen.progress.shown_line("sim-weak", "code")
 
     board, row = asyncio.run(scenario())
     assert [cells[0] for cells in board[1:]] == ["word-problems", "multiple-choice", "completions", "code", "Average"], board
@@ -74,15 +74,15 @@ def test_the_quit_question_open_as_the_run_ends_leaves_as_q_would_then(tmp_path:
 
     async def scenario() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
-            await until(pilot, lambda: app.state.live, "the run to start")
+            await until(pilot, lambda: app.run_screen.state.live, "the run to start")
             await pilot.press("q")
             await until(pilot, lambda: isinstance(app.screen, ConfirmQuit), "the quit question")
             sim.config.default = ModelProfile(latency=0.0)  # the rest of the run goes by while the question is open
             await until(pilot, lambda: app._exit, "the session to leave once the run ended")  # the question not answered
 
     asyncio.run(scenario())
-    finished = app.state.finished
-    assert finished is not None and not finished.interrupted and app.state.totals()[0] == N  # the run was not cut short
+    finished = app.run_screen.state.finished
+    assert finished is not None and not finished.interrupted and app.run_screen.state.totals()[0] == N  # the run was not cut short
     assert app.exit_code == 0 and app.return_value == 0
 
 
@@ -121,7 +121,7 @@ def test_the_strip_counts_what_the_rows_count_in_the_same_frame(tmp_path: Path) 
             clock.now += 0.2  # the next tick, within the second
             feed(app, [ev.SampleFinished("sim-strong", "word-problems", 0, i) for i in range(120, 150)])
             await pilot.pause()
-            return screen_lines(app)[0], app.progress.shown_line("sim-strong", "word-problems")
+            return screen_lines(app)[0], app.run_screen.progress.shown_line("sim-strong", "word-problems")
 
     strip, row = asyncio.run(scenario())
     assert " 150/200 " in row, row

@@ -111,16 +111,16 @@ def test_at_80x24_the_pane_moved_to_with_tab_grows_and_stays_on_screen(tmp_path:
             footer_top = app.screen.query_one(Footer).region.y
             for phase in ("running", "finished"):
                 if phase == "finished":  # the leaderboard gets more room then: still all on screen
-                    app.set_focus(app.progress)
+                    app.set_focus(app.run_screen.progress)
                     feed(app, [ev.DatasetScored(m, d, "accuracy", 50.0) for m in ("alpha", "beta") for d in names] + [ev.RunFinished(1, False)])
                     await pilot.pause()
-                for pane in (app.failures, app.board, app.progress):
+                for pane in (app.run_screen.failures, app.run_screen.board, app.run_screen.progress):
                     before = pane.outer_size.height
                     app.set_focus(pane)
                     await pilot.pause()
-                    if pane is not app.progress:
+                    if pane is not app.run_screen.progress:
                         assert pane.outer_size.height > before, f"{phase}, {pane.id} did not grow"
-                    for shown in (app.progress, app.board, app.failures):
+                    for shown in (app.run_screen.progress, app.run_screen.board, app.run_screen.failures):
                         where = f"{phase}, {pane.id} focused: {shown.id} at {shown.region}, the footer at row {footer_top}"
                         assert shown.region.bottom <= footer_top and shown.region.height >= 3, where
 

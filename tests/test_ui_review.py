@@ -94,16 +94,16 @@ def test_resizing_keeps_the_highlighted_dataset(tmp_path: Path) -> None:
             table = app.query_one(ProgressTable)
             table.move_cursor(row=table.get_row_index("beta\tgsm"))
             await pilot.pause()
-            assert app.highlighted() == ("beta", "gsm")
+            assert app.run_screen.highlighted() == ("beta", "gsm")
             width = table._bar_width
             await pilot.resize_terminal(100, 40)
             await pilot.pause(0.3)
             assert table._bar_width != width  # the rows were rebuilt at the new width
-            assert app.highlighted() == ("beta", "gsm")
-            assert not app.action_applies("retry")  # `r` would not retry alpha/gsm, the first (failed) row
+            assert app.run_screen.highlighted() == ("beta", "gsm")
+            assert not app.run_screen.action_applies("retry")  # `r` would not retry alpha/gsm, the first (failed) row
             app.fold_pending()
             await pilot.pause()
-            assert app.highlighted() == ("beta", "gsm")
+            assert app.run_screen.highlighted() == ("beta", "gsm")
 
     asyncio.run(scenario())
 
@@ -240,15 +240,15 @@ def test_a_retry_ending_frees_only_its_own_datasets(tmp_path: Path) -> None:
             for pair in (("alpha", "gsm"), ("beta", "gsm")):
                 table.move_cursor(row=table.get_row_index("\t".join(pair)))
                 await pilot.pause()
-                assert app.action_applies("retry")
+                assert app.run_screen.action_applies("retry")
                 await pilot.press("r")
                 await pilot.pause()
-            assert len(jobs) == 2 and not app.action_applies("retry_all")  # both being retried
+            assert len(jobs) == 2 and not app.run_screen.action_applies("retry_all")  # both being retried
             jobs[0].set_result(1)  # alpha/gsm's retry ended; beta/gsm's still runs
             app.fold_pending()
             await pilot.pause()
-            assert app._retryable() == [("alpha", "gsm")]  # still failed: offered again
-            assert not app.action_applies("retry")  # the cursor is on beta/gsm: not twice at once
+            assert app.run_screen.retryable() == [("alpha", "gsm")]  # still failed: offered again
+            assert not app.run_screen.action_applies("retry")  # the cursor is on beta/gsm: not twice at once
             jobs[1].set_result(1)
 
     asyncio.run(scenario())

@@ -73,11 +73,11 @@ def test_r_applies_only_to_a_failed_dataset(tmp_path: Path) -> None:
             await pilot.pause()
             assert "fail" in str(table.get_cell("alpha\tgsm", "status"))
             assert {"r", "R", "enter"} <= footer_keys(app)
-            assert app.action_applies("retry")
+            assert app.run_screen.action_applies("retry")
             table.move_cursor(row=table.get_row_index("beta\tgsm"))
             await pilot.pause()
             assert "r" not in footer_keys(app) and "R" in footer_keys(app)
-            assert not app.action_applies("retry")
+            assert not app.run_screen.action_applies("retry")
 
     asyncio.run(scenario())
 

@@ -48,15 +48,15 @@ def test_the_view_follows_a_run_in_another_process_then_shows_its_leaderboard(tm
                 shown: set[str] = set()
 
                 def moving() -> bool:
-                    pair = app.state.pairs.get(("m", "d0"))
+                    pair = app.run_screen.state.pairs.get(("m", "d0"))
                     if pair is not None and pair.status == PairStatus.RUNNING:
                         shown.add(table.shown_line("m", "d0").split("/60")[0].split()[-1])
                     return len({s for s in shown if s not in ("0", "60")}) >= 2
 
                 await until(pilot, moving, "d0's progress to move on screen")
-                await until(pilot, lambda: app.state.finished is not None, "the run to end")
+                await until(pilot, lambda: app.run_screen.state.finished is not None, "the run to end")
                 await pilot.pause(0.3)
-                board = app.board
+                board = app.run_screen.board
                 assert [str(board.get_cell(key, "m")).strip() for key in ("d0", "d1", "Average")] == ["100.00", "100.00", "100.00"]
                 assert "scored" in table.shown_line("m", "d1")
                 assert app.title.startswith("watch · ")
@@ -86,7 +86,7 @@ def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_
     async def scenario() -> None:
         app = EvalApp(Follower(open_view(runner.workdir.root), interval=0.1), theme="evaltui-dark")
         async with app.run_test(size=(80, 24), notifications=True) as pilot:
-            await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
+            await until(pilot, lambda: app.run_screen.state.finished is not None, "the followed run's end")
             move_to(app, ("m", "long"))
             app.clear_notifications()
             await pilot.pause(0.3)
@@ -99,7 +99,7 @@ def test_r_in_watch_mode_says_how_to_retry_in_one_line_once(tmp_path: Path, sim_
             assert said == ["retry: `evaltui PLAN.toml` resumes the run, rerunning what failed"], said  # it has ended
             lines = screen_lines(app)
             assert lines[:-1] == quiet[:-1] and "retry: `evaltui PLAN.toml` resumes the run" in lines[-1]
-            assert app.state.pairs[("m", "long")].status == PairStatus.FAIL  # nothing was retried
+            assert app.run_screen.state.pairs[("m", "long")].status == PairStatus.FAIL  # nothing was retried
             await pilot.press("q")
             await pilot.pause(0.3)
 
@@ -126,8 +126,8 @@ def test_a_killed_runs_unfinished_dataset_reads_stopped_and_r_says_how_to_resume
     async def scenario() -> None:
         app = EvalApp(Follower(open_view(wd.root), interval=0.1), theme="evaltui-dark")
         async with app.run_test(size=(80, 24), notifications=True) as pilot:
-            await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
-            assert app.state.pairs[("m", "d")].status == PairStatus.STOPPED
+            await until(pilot, lambda: app.run_screen.state.finished is not None, "the followed run's end")
+            assert app.run_screen.state.pairs[("m", "d")].status == PairStatus.STOPPED
             assert "stopped" in app.query_one(ProgressTable).shown_line("m", "d")
             assert screen_lines(app)[0].strip().startswith("■ stopped: heartbeat ")
             move_to(app, ("m", "d"))
@@ -163,7 +163,7 @@ def test_the_title_follows_the_plan_and_is_cut_visibly_at_80_columns(tmp_path: P
             assert app.title == "watch · evaltui out"
             code, _, _ = await asyncio.to_thread(run_plan, plan)
             assert code == 0
-            await until(pilot, lambda: app.state.finished is not None and app.state.title == title, "the run's end")
+            await until(pilot, lambda: app.run_screen.state.finished is not None and app.run_screen.state.title == title, "the run's end")
             await pilot.pause(0.3)
             assert app.title == f"watch · {title}"
             border = next(line for line in screen_lines(app) if line.startswith("╭─ progress"))
@@ -188,7 +188,7 @@ def test_watching_the_load_it_cannot_know_is_not_shown_as_zero(tmp_path: Path, s
     async def scenario() -> None:
         app = EvalApp(Follower(open_view(runner.workdir.root), interval=0.1), theme="evaltui-dark")
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: app.state.finished is not None, "the followed run's end")
+            await until(pilot, lambda: app.run_screen.state.finished is not None, "the followed run's end")
             await pilot.pause(1.2)  # the strip repaints once a second
             strip = app.run_screen.strip.render().plain
             assert "retries –" in strip and "in flight m –/16" in strip, strip

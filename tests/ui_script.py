@@ -90,5 +90,5 @@ def finished() -> list[ev.Event]:
 
 def feed(app: EvalApp, events: list[ev.Event]) -> None:
     for e in events:
-        app.sink(e)
+        app.run_screen.sink(e)
     app.fold_pending()

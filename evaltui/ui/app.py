@@ -14,21 +14,18 @@ from concurrent.futures import Future
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.color import Color
 from textual.screen import Screen
 
-from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.source import RunSource
-from evaltui.engine.stream.state import RunState
-from evaltui.ui.commands import EvalCommands
+from evaltui.ui import keys
 from evaltui.ui.engine_thread import EngineThread
+from evaltui.ui.palette import KeyCommands
 from evaltui.ui.screens.modals import ConfirmQuit, HelpScreen
 from evaltui.ui.screens.run import RunScreen
 from evaltui.ui.themes import BAR_EMPTY, DEFAULT_THEME, ThemeSet, load_themes, remember_theme, remembered_theme
 from evaltui.ui.toast import toast
-from evaltui.ui.widgets.panes import FailuresLog, LeaderboardTable
-from evaltui.ui.widgets.progress import ProgressTable
 
 TICK = 0.2  # seconds between repaints of counters and bars: smooth, and cheap for the engine
 EXIT_INTERRUPTED = 130
@@ -38,16 +35,12 @@ _PALETTE_NAMES = ("foreground", "foreground-muted", "primary", "secondary", "suc
 class EvalApp(App[int]):
     CSS_PATH = "app.tcss"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    COMMANDS = App.COMMANDS | {EvalCommands}
+    COMMANDS = App.COMMANDS | {KeyCommands}
     # the run screen as the base screen of a mode: unlike get_default_screen's, it is mounted with
     # its panes before the app's on_mount, so the first tick (or a test's) finds them ready
     DEFAULT_MODE = "run"
     # the keys that mean the same on every screen; those about a model×dataset are the run screen's
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "next_theme", "Theme", id="next-theme"),
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keys.bindings(keys.APP)
 
     def __init__(
         self,
@@ -87,36 +80,6 @@ class EvalApp(App[int]):
         """The plan's title; watching, after a short mark of it (at 80 columns every one counts)."""
         return ("watch · " if self.runner.watching else "") + (title or "evaltui")
 
-    # the run screen's, by the names the session has always had them
-    @property
-    def state(self) -> RunState:
-        return self.run_screen.state
-
-    @property
-    def sink(self) -> ev.Sink:
-        return self.run_screen.sink
-
-    @property
-    def progress(self) -> ProgressTable:
-        return self.run_screen.progress
-
-    @property
-    def board(self) -> LeaderboardTable:
-        return self.run_screen.board
-
-    @property
-    def failures(self) -> FailuresLog:
-        return self.run_screen.failures
-
-    def highlighted(self) -> tuple[str, str] | None:
-        return self.run_screen.highlighted()
-
-    def action_applies(self, action: str) -> bool:
-        return self.run_screen.action_applies(action)
-
-    def _retryable(self) -> list[tuple[str, str]]:
-        return self.run_screen.retryable()
-
     # ------------------------------------------------------------------ set-up
     def _pick_theme(self, asked: str | None) -> str:
         for name in (asked, remembered_theme(), DEFAULT_THEME):
@@ -128,8 +91,10 @@ class EvalApp(App[int]):
         return {BAR_EMPTY: "$panel-lighten-2"}
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
-        """Textual's own, less its Quit: ours (EvalCommands) says what quitting keeps."""
-        return (c for c in super().get_system_commands(screen) if c.title != "Quit")
+        """Of Textual's own, only its theme picker (every theme): its Quit is ours (which says
+        what quitting keeps), its Keys panel our help, and Maximize and Screenshot are not this
+        session's."""
+        return (c for c in super().get_system_commands(screen) if c.title == "Theme")
 
     def on_mount(self) -> None:
         self.animation_level = "none"  # nothing here needs motion; it only costs repaints over SSH
@@ -180,8 +145,9 @@ class EvalApp(App[int]):
         """Repaint the run screen from what the engine reported, take the results of the jobs
         that ended, and leave once quitting (or `exit_when_done`) and nothing runs any more."""
         changes = self.run_screen.fold_pending(self._palette, all_rows=all_rows)
-        if self.runner.watching and self.state.title and self._title(self.state.title) != self.title:  # a run began in the watched dir: its plan's
-            self.title = self._title(self.state.title)
+        title = self.run_screen.state.title
+        if self.runner.watching and title and self._title(title) != self.title:  # a run began in the watched dir: its plan's
+            self.title = self._title(title)
             self.run_screen.show_title(self.title)
         if changes.live is False:
             self._jobs_at_finish = len(self.engine.jobs)
@@ -239,12 +205,12 @@ class EvalApp(App[int]):
 
     def _nothing_to_interrupt(self) -> bool:
         """_work_over's answer from what the last tick folded."""
-        ended = self.state.finished is not None and not self.state.live and len(self.engine.jobs) == self._jobs_at_finish
+        ended = self.run_screen.state.finished is not None and not self.run_screen.state.live and len(self.engine.jobs) == self._jobs_at_finish
         return not self.engine.busy or ended
 
     def _leave(self) -> None:
-        finished = self.state.finished
-        if finished is not None and not self.state.live:
+        finished = self.run_screen.state.finished
+        if finished is not None and not self.run_screen.state.live:
             self.exit_code = finished.exit_code
         self.exit(self.exit_code)
 

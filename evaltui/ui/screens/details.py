@@ -10,17 +10,16 @@ from collections.abc import Callable
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from evaltui.engine.disk.details import PairDetails
-from evaltui.ui import fmt
+from evaltui.ui import fmt, keys
 
 
 class DetailsScreen(Screen[None]):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="details.back")]
+    BINDINGS = keys.bindings(keys.DETAILS)
 
     def __init__(self, model: str, dataset: str, load: Callable[[], PairDetails]):
         super().__init__()

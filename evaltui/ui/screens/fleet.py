@@ -10,20 +10,19 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from evaltui.engine.stream.state import RunState
 from evaltui.plan import ModelConfig
-from evaltui.ui import fmt
+from evaltui.ui import fmt, keys
 
 COLUMNS = ("replica", "state", "in flight", "limit", "req/s", "errors", "why")
 _STATE_COLOUR = {"up": "success", "ejected": "error", "probing": "warning"}
 
 
 class FleetScreen(Screen[None]):
-    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet.back")]
+    BINDINGS = keys.bindings(keys.FLEET)
 
     def __init__(self, model: ModelConfig, state: RunState, palette: fmt.Palette, *, load_known: bool = True) -> None:
         super().__init__()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from evaltui.ui import keys
 
 
 class ConfirmQuit(ModalScreen[bool]):
@@ -18,10 +19,7 @@ class ConfirmQuit(ModalScreen[bool]):
 
     _answered = False
 
-    BINDINGS = [
-        Binding("y,q", "answer(True)", "Quit", id="quit.yes"),  # q again: the user meant it
-        Binding("n,escape", "answer(False)", "Keep running", id="quit.no"),
-    ]
+    BINDINGS = keys.bindings(keys.QUIT)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -46,30 +44,24 @@ class ConfirmQuit(ModalScreen[bool]):
         self.action_answer(True)
 
 
-HELP = """\
-Keys
- ↑ ↓ PgUp PgDn  move in the focused pane   Tab     next pane (it grows)
- enter          details: failed samples, predictions next to their gold
- r              retry the highlighted failed (or skipped) dataset
- R              retry every failed or skipped dataset (watching a run:
-                r and R say how that run is retried)
- t              next theme (remembered)    ctrl+p  command palette
- q              quit; while work runs it asks (finished work is kept,
-                a re-run resumes); q again while stopping: leave now
- ?              this help                  escape  close a screen
+PANES = """\
 Panes
  strip        heartbeat age (red when stale), samples, requests per
-              second, retries, requests in flight vs max_workers
+              second (and their last minutes, where there is room),
+              retries, requests in flight vs max_workers
  progress     per model × dataset (and shard): bar, done/total, failed,
               status, req/s, ETA, score; "↓ 3 more": rows out of sight
- failures     one line per failed sample, newest last (once one fails)
- leaderboard  datasets × models, best first; the Average fills in"""
+ leaderboard  datasets × models, best first; the Average fills in
+ scores       each dataset's scores as bars (where there is room)
+ failures     one line per failed sample, newest last (once one fails)"""
+
+HELP = "\n".join(["Keys", *keys.help_lines(), PANES])
 
 
 class HelpScreen(ModalScreen[None]):
     """The keys and panes, in 20 rows: it fits 80×24 whole, and scrolls (with a scrollbar) in less."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close", id="help.close")]
+    BINDINGS = keys.bindings(keys.HELP)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help") as frame:

@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -28,7 +28,7 @@ from evaltui.engine.stream.delta import Changes, Delta
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import Clock, RunState
 from evaltui.scoring.leaderboard import Leaderboard
-from evaltui.ui import fmt
+from evaltui.ui import fmt, keys
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.details import DetailsScreen
 from evaltui.ui.screens.fleet import FleetScreen
@@ -53,11 +53,7 @@ def _which(pairs: Sequence[Pair]) -> str:
 
 
 class RunScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "retry", "Retry", id="retry"),
-        Binding("R", "retry_all", "Retry all", id="retry-all"),
-        Binding("enter", "details", "Details", id="details"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keys.bindings(keys.RUN)
 
     def __init__(self, runner: RunSource, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
         super().__init__()
@@ -242,6 +238,8 @@ class RunScreen(Screen[None]):
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "why_not":
+            return len(self.app.screen_stack) == 1
         if action in _PAIR_ACTIONS:
             if len(self.app.screen_stack) > 1:
                 return False  # behind a details or help screen these keys mean nothing
@@ -263,6 +261,22 @@ class RunScreen(Screen[None]):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "progress":
             self.action_details()
+
+    def action_why_not(self, action: str) -> None:
+        """`r` or `R` where it does not apply: say why, rather than nothing."""
+        toast(self.app, self._why_not(action), timeout=4)
+
+    def _why_not(self, action: str) -> str:
+        if action == "retry_all":
+            return "the failed datasets are being retried" if self._retrying else "nothing failed: nothing to retry"
+        pair = self.highlighted()
+        if pair is None:
+            return "highlight a failed dataset to retry it"
+        if pair in self._retrying:
+            return f"{pair[0]}/{pair[1]}: its retry is under way"
+        state = self.state.pairs.get(pair)
+        status = state.status.value if state is not None else "not started"
+        return f"{pair[0]}/{pair[1]} is {status}: nothing to retry"
 
     def action_retry(self) -> None:
         pair = self.highlighted()

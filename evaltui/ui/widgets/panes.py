@@ -9,14 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
 
 from evaltui.engine.stream.state import Failure, RunState
 from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
-from evaltui.ui import fmt
+from evaltui.ui import fmt, keys
 from evaltui.ui.widgets.fleet import model_load, strip_models
 from evaltui.ui.widgets.progress import repaint_row
 
@@ -145,7 +144,7 @@ class LeaderboardTable(DataTable[Text]):
     only when its columns change: the ranking, a label, the width a column needs.
     """
 
-    BINDINGS = [Binding("enter", "screen.details", "Details", id="leaderboard.details")]
+    BINDINGS = keys.table_bindings()
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="none", zebra_stripes=True, **kw)  # type: ignore[arg-type]

@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.state import PairState, RunState
 from evaltui.scoring.leaderboard import MISSING
-from evaltui.ui import fmt
+from evaltui.ui import fmt, keys
 
 COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
 # Fixed widths where the content grows while running (an auto width is measured only once). The
@@ -93,9 +92,9 @@ def repaint_row(table: DataTable[Any], row: RowKey) -> None:
 class ProgressTable(DataTable[Text]):
     """Rows grouped under a heading row per model; the bar is as wide as the pane allows."""
 
-    # enter on a row opens its details (the app handles RowSelected); shown in the footer here
-    # because the focused table's own enter binding hides the app's
-    BINDINGS = [Binding("enter", "select_cursor", "Details", id="progress.details")]
+    # enter opens the highlighted row's details: bound here too, as the focused table's own
+    # (hidden) enter would hide the screen's from the footer
+    BINDINGS = keys.table_bindings()
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
