@@ -172,6 +172,11 @@ def _check_header(name: str, value: str) -> list[str]:
         return [f"headers.{shown}: not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)"]
     if name.lower() == "authorization":
         return [f"headers.{name}: do not put secrets in the plan; name the key's environment variable in api_key_env"]
+    if name.lower() in _FRAMING_HEADERS:
+        return [
+            f"headers.{name}: set by the HTTP client for each request (the connection, the body's length and "
+            "framing, the host): a value from the plan would make the server misread the request; remove it"
+        ]
     if _BAD_VALUE_RE.search(value):
         return [f"headers.{name}: header values must be one line, without CR, LF or other control characters"]
     return []
@@ -229,6 +234,11 @@ _SECRET_PARAM_RE = re.compile(
 # LF in a value would end the header early and let the rest inject headers of its own.
 _TOKEN_RE = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _BAD_VALUE_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Hop-by-hop (RFC 9110 §7.6.1) and framing headers: the client owns them. `Content-Length = "0"`
+# made a server read an empty body; a `Host` or `Transfer-Encoding` of the plan's would be as wrong.
+_FRAMING_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade"}
+)
 
 
 def _check_ca_file(path: str) -> list[str]:
