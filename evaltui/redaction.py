@@ -43,11 +43,30 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
 
 def _forms(secret: str) -> set[str]:
     """The ways a secret comes back: as sent and trimmed, Python- and JSON-escaped, URL-encoded
-    (with upper- or lower-case hex, `+` or `%20` for a space)."""
-    forms = {secret, secret.strip(), repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
-    for encoded in (quote(secret, safe=""), quote_plus(secret, safe=""), quote(secret)):
-        forms |= {encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)}
+    (with upper- or lower-case hex, `+` or `%20` for a space) — and, for a key with characters
+    beyond ASCII, as a server that read its UTF-8 bytes as Latin-1 or Windows-1252 shows them
+    (`ключ` as `ÐºÐ»Ñ\x8eÑ\x87`: HTTP headers are Latin-1 to most servers), or as Python's bytes
+    repr (`\\xd0\\xba`). Each also with its whitespace runs as one space, as a failure message is
+    put on one line before it is masked (U+0085 and U+00A0 are whitespace to Python)."""
+    texts = {secret}
+    if not secret.isascii():
+        raw = secret.encode("utf-8", "surrogatepass")
+        texts |= {raw.decode("latin-1"), _windows_1252(raw), repr(raw)[2:-1]}
+    forms: set[str] = set()
+    for text in texts:
+        forms |= {text, text.strip(), repr(text)[1:-1], json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+        for encoded in (quote(text, safe=""), quote_plus(text, safe=""), quote(text)):
+            forms |= {encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)}
+    forms |= {" ".join(f.split()) for f in forms}
     return {f for f in forms if f}
+
+
+def _windows_1252(raw: bytes) -> str:
+    """`raw` read as a browser reads Windows-1252: the five bytes it leaves undefined as Latin-1."""
+    return "".join(bytes([b]).decode("cp1252", "strict") if b not in _CP1252_HOLES else chr(b) for b in raw)
+
+
+_CP1252_HOLES = frozenset({0x81, 0x8D, 0x8F, 0x90, 0x9D})
 
 
 class _Redactor:

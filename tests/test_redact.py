@@ -61,3 +61,25 @@ def test_text_without_the_key_is_unchanged() -> None:
 def test_a_key_shorter_than_eight_characters_is_masked_whole_but_not_inside_other_words() -> None:
     assert redact("the key abc12 was refused; abc12!", ("abc12",)) == f"the key {MASK} was refused; {MASK}!"
     assert redact("status 500, token 1", ("1",)) == f"status 500, token {MASK}"
+
+
+WIDE_KEY = "sk-ключ-доступа-" + "".join(random.Random(5).choices(string.ascii_letters, k=12))
+_RAW = WIDE_KEY.encode()
+WIDE_FORMS = {
+    "as sent": WIDE_KEY,
+    "utf-8 read as latin-1 (http.server, most servers' headers)": _RAW.decode("latin-1"),
+    "utf-8 read as windows-1252": "".join(bytes([b]).decode("cp1252", "replace") if b not in (0x81, 0x8D, 0x8F, 0x90, 0x9D) else chr(b) for b in _RAW),
+    "latin-1 read, JSON-escaped": json.dumps(_RAW.decode("latin-1"))[1:-1],
+    "latin-1 read, Python repr": repr(_RAW.decode("latin-1"))[1:-1],
+    "bytes repr": repr(_RAW)[2:-1],
+    "latin-1 read, put on one line": " ".join(_RAW.decode("latin-1").split()),
+}
+
+
+@pytest.mark.parametrize("form", WIDE_FORMS)
+def test_a_key_beyond_ascii_is_masked_whole_in_every_form_a_server_echoes(form: str) -> None:
+    """A key with Cyrillic in it was masked only in its ASCII part (`Bearer sk-ÐºÐ»ÑÑ…[redacted]`):
+    the server had read its UTF-8 bytes as Latin-1. No character of it stays, in any such form."""
+    echoed = WIDE_FORMS[form]
+    out = redact(f"Incorrect API key provided: Bearer {echoed} (check it)", (WIDE_KEY,))
+    assert out == f"Incorrect API key provided: Bearer {MASK} (check it)", out

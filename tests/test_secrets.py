@@ -191,6 +191,32 @@ def test_a_credential_in_a_custom_header_reaches_no_file(tmp_path: Path, sim_fac
     assert leaks == []
 
 
+def test_a_key_beyond_ascii_reaches_no_file_in_any_form_the_server_echoes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, echo_server: str) -> None:
+    """A key with Cyrillic in it goes out as UTF-8; the echo server (http.server, as most servers
+    read headers) reads it as Latin-1 and repeats it. It was masked only in its ASCII part
+    (`Bearer sk-ÐºÐ»ÑÑ…[redacted]` in run.log, failures.jsonl, the sample log and the checkpoint):
+    no 8 characters of the key, as sent or as the server read it, may stay anywhere."""
+    from planmaker import run_plan
+
+    wide = "sk-ключ-доступа-" + "".join(random.Random(13).choices(string.ascii_letters, k=16))
+    monkeypatch.setenv(KEY_VAR, wide)
+    data = write_jsonl(tmp_path / "d.jsonl", arithmetic(3))
+    models = [{**chat("deny", echo_server, api_key_env=KEY_VAR, retry=0), "url": f"{echo_server}/deny/v1"}]
+    plan = write_plan(tmp_path, models=models, datasets=[gsm_dataset("math", data)])
+    code, events, _ = run_plan(plan)
+    assert code == 1
+    wd = WorkDir(tmp_path / "out")
+    failures = (wd.logs_dir / "failures.jsonl").read_text(encoding="utf-8")
+    assert "Incorrect API key provided: Bearer [redacted]" in failures  # recorded, so a leak would show
+    raw = wide.encode()
+    forms = (wide, raw.decode("latin-1"), json.dumps(raw.decode("latin-1"))[1:-1], " ".join(raw.decode("latin-1").split()))
+    pieces = {form[i : i + 8] for form in forms for i in range(len(form) - 7)}
+    texts = {str(p.relative_to(wd.root)): p.read_bytes().decode("utf-8", "replace") for p in every_file(wd.root)}
+    texts["events"] = "\n".join(map(repr, events)) + "\n".join(map(str, events))
+    leaks = sorted({name for name, text in texts.items() for piece in pieces if piece in text})
+    assert leaks == []
+
+
 class _EchoPage(_Quiet):
     """A proxy's error page (not JSON) that repeats the Authorization header after some text; the
     text grows by one character per request, so over the run the key straddles every cut point
