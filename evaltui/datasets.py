@@ -13,16 +13,20 @@ import hashlib
 import io
 import itertools
 import json
-import re
-import string
 import sys
 import zlib
 from collections.abc import Container, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
+from evaltui.fsutil import Unreadable, open_regular
+from evaltui.templates import MAX_PROMPT_CHARS, Sample, fill_problem, quick_fields, render_sample, template_fields, templates_of
+
+__all__ = [  # the templates' names, long imported from here
+    "DatasetError", "Sample", "check_dataset", "count_records", "file_fingerprint", "iter_records", "load_records",
+    "open_records", "render_sample", "template_fields", "templates_of",
+]
 
 if TYPE_CHECKING:  # only read here: the plan is above the datasets (it checks them)
     from evaltui.plan import DatasetConfig, Plan
@@ -32,19 +36,32 @@ class DatasetError(Exception):
     """A data file that cannot be read as records; the message names the place."""
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    index: int
-    prompt: str
-    system: str
-    target: str
-    choices: tuple[str, ...]
+#: The longest record (a .jsonl line, a .csv row's line) read: 16 Mi characters. A 2 GB sparse
+#: file (one line of NULs) was read whole, 4.2 GB in memory, before it was refused.
+MAX_RECORD_CHARS = 16 << 20
+#: The largest .json file read (it is parsed whole); the line-per-record formats have no bound
+#: but their records'.
+MAX_JSON_BYTES = 256 << 20
+_ANY_SIZE = 1 << 62
 
 
 def _open_text(path: Path) -> io.TextIOBase:
+    """The file as text, once it is known to be a regular file (a FIFO would hang the reader)."""
+    raw = open_regular(path, MAX_JSON_BYTES if path.name.endswith(".json") else _ANY_SIZE)
     if path.name.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")  # -sig: a leading BOM is not data
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")  # -sig: a leading BOM is not data
+
+
+def _lines(f: io.TextIOBase, name: str) -> Iterator[str]:
+    """The file's lines, none read past MAX_RECORD_CHARS."""
+    read = f.readline
+    lineno = 0
+    while line := read(MAX_RECORD_CHARS + 1):
+        lineno += 1
+        if len(line) > MAX_RECORD_CHARS:
+            raise DatasetError(f"{name} line {lineno}: longer than {MAX_RECORD_CHARS:,} characters, the most a record may be (is it a data file?)")
+        yield line
 
 
 def iter_records(path: Path, columns: list[str] | None = None, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
@@ -62,6 +79,8 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
             yield from _csv_records(path, columns)
         else:
             raise DatasetError(f"{name}: unsupported file type")
+    except Unreadable as e:
+        raise DatasetError(f"{name}: cannot read: it {e.problem}") from None
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error, RecursionError) as e:
         raise DatasetError(f"{name}: cannot read: {e}") from None
 
@@ -70,7 +89,7 @@ def _jsonl_records(path: Path, skip: Container[int]) -> Iterator[dict[str, Any] 
     name = path.name
     index = -1
     with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
+        for lineno, line in enumerate(_lines(f, name), 1):
             if not line.strip():
                 continue
             index += 1
@@ -104,7 +123,7 @@ def _json_records(path: Path) -> Iterator[dict[str, Any]]:
 def _csv_records(path: Path, columns: list[str] | None) -> Iterator[dict[str, Any]]:
     name = path.name
     with _open_text(path) as f:
-        reader = csv.reader(f)
+        reader = csv.reader(_lines(f, name))
         header = list(columns) if columns else next(reader, None)
         if header is None:
             return
@@ -141,7 +160,7 @@ def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
         return _FINGERPRINTS[key[:3]]
     digest = hashlib.sha256()
     try:
-        with open(plan.dataset_path(ds), "rb") as f:
+        with open_regular(plan.dataset_path(ds), _ANY_SIZE) as f:
             while chunk := f.read(1 << 20):
                 digest.update(chunk)
     except OSError:
@@ -189,28 +208,6 @@ def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     return records
 
 
-def templates_of(ds: DatasetConfig) -> dict[str, str]:
-    """The dataset's templates by the plan field that holds each (`choices[1]` for the second choice)."""
-    t = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
-    t.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
-    return t
-
-
-def template_fields(template: str) -> set[str]:
-    """The record fields a str.format template reads; ValueError for a malformed template."""
-    fields: set[str] = set()
-    for _, name, spec, _ in string.Formatter().parse(template):
-        if name is None:
-            continue
-        root = re.split(r"[.\[]", name, maxsplit=1)[0]
-        if root == "" or root.isdigit():
-            raise ValueError(f"'{{{name}}}' must name a record field, e.g. '{{question}}' (write '{{{{' for a literal brace)")
-        fields.add(root)
-        if spec:
-            fields |= template_fields(spec)
-    return fields
-
-
 def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     """Problems with a dataset's data: unreadable file, no records, or a record a template can't fill.
 
@@ -242,7 +239,8 @@ def _check_records(
 ) -> tuple[int, list[str]]:
     """(how many records, up to `limit` if set; the first problem of each template): a template
     that failed once is not tried again. `checks` is consumed."""
-    quick = _quick_fields(checks, needs)
+    quick = quick_fields(checks, needs)
+    room = MAX_PROMPT_CHARS - max(map(len, checks.values()), default=0)
     problems: list[str] = []
     count = 0
     for index, rec in enumerate(records):
@@ -250,57 +248,20 @@ def _check_records(
             break
         assert rec is not None  # nothing skipped
         count += 1
-        if quick is not None:  # the usual record: every field there, every value a string
-            for f in quick:
-                if type(rec.get(f)) is not str:
+        if quick is not None:  # the usual record: every field there, every value a string, none too long
+            size = 0
+            for f, n in quick.items():
+                value = rec.get(f)
+                if type(value) is not str:
                     break
+                size += n * len(value)
             else:
-                continue
-        failed = [(name, p) for name, tpl in checks.items() if (p := _fill_problem(index, rec, tpl, needs[name]))]
+                if size <= room:
+                    continue
+        failed = [(name, p) for name, tpl in checks.items() if (p := fill_problem(index, rec, tpl, needs[name]))]
         for name, problem in failed:
             problems.append(f"{name}: {problem}")
             del checks[name]  # one report per template is enough
         if failed:
-            quick = _quick_fields(checks, needs)
+            quick = quick_fields(checks, needs)
     return count, problems
-
-
-def _fill_problem(index: int, rec: dict[str, Any], template: str, fields: set[str]) -> str | None:
-    """Why the record cannot fill the template (which reads `fields`), or None when it can."""
-    if not fields <= rec.keys():
-        missing = sorted(fields - rec.keys())
-        have = ", ".join(sorted(rec)) or "none"
-        return f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
-    try:
-        template.format_map(rec)
-    except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
-        return f"record {index} cannot fill this template: {type(e).__name__}: {e}"
-    return None
-
-
-def _quick_fields(checks: dict[str, str], needs: dict[str, set[str]]) -> tuple[str, ...] | None:
-    """The fields whose presence as strings proves a record fills every template — when each
-    template's fields are bare names (`{question}`: a string cannot fail to render there);
-    None when some template needs rendering to be sure."""
-    if not all(_plain_fields(tpl) for tpl in checks.values()):
-        return None
-    return tuple(sorted(set().union(*(needs[name] for name in checks))))
-
-
-def _plain_fields(template: str) -> bool:
-    """Whether every replacement field is a bare name: no attribute, index, conversion or spec."""
-    return all(
-        spec == "" and conversion is None and name.isidentifier()
-        for _, name, spec, conversion in string.Formatter().parse(template)
-        if name is not None
-    )
-
-
-def render_sample(ds: DatasetConfig, index: int, record: dict[str, Any]) -> Sample:
-    return Sample(
-        index=index,
-        prompt=ds.prompt.format_map(record),
-        system=ds.system.format_map(record) if ds.system else "",
-        target=ds.target.format_map(record),
-        choices=tuple(c.format_map(record) for c in ds.choices),
-    )

@@ -1,14 +1,21 @@
-"""Atomic file writes.
+"""Atomic file writes, and bounded reads.
 
 Every JSON or text file that another reader (the watch-scorer, a second run, the user's
 `cat`) may look at is written to a temporary name in the same folder and renamed into place,
 so a reader sees either the old file or the new one, never half of one.
+
+And every file evaltui reads that a user (or an accident) may have replaced — the plan, a work
+dir's status files, checkpoints, results, heartbeat, sample logs — is opened only when it is a
+regular file, and only up to a size that fits its kind (`open_regular`, `read_regular`): a FIFO
+would hang the reader, `/dev/zero` or a huge file would fill memory, a folder would be a
+traceback. What is wrong is said in words (`Unreadable`), for one line naming the file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -111,3 +118,58 @@ def read_json(path: str | os.PathLike[str]) -> Any | None:
             return fastjson.loads(f.read())
     except (FileNotFoundError, ValueError):
         return None
+
+
+class Unreadable(OSError):
+    """A file that cannot be read as the file it should be: not a regular file (a folder, a FIFO,
+    a device), or larger than its kind's bound. `problem` says which, without the path."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike[str], limit: int) -> BinaryIO:
+    """`path` open for reading, once it is known to be a regular file of at most `limit` bytes
+    (symlinks followed, checked on the open file, so nothing can swap it in between); Unreadable
+    otherwise. Opened non-blocking, so a FIFO is refused rather than waited on.
+    FileNotFoundError (and other OSErrors) as `open` raises them."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable(path, f"is {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise Unreadable(path, too_large(st.st_size, limit))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (see open_regular); a file that grew
+    past its bound while it was read is Unreadable too."""
+    with open_regular(path, limit) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise Unreadable(path, too_large(len(data), limit))
+    return data
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"is {size:,} bytes, larger than the {limit:,} such a file may be"

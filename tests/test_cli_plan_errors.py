@@ -286,6 +286,86 @@ def test_plan_path_that_is_a_folder(tmp_path: Path, capsys: pytest.CaptureFixtur
     check(*run_cli(capsys, str(folder)), "cannot read")
 
 
+def _bounded_command(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`evaltui PATH --no-ui` in a process of its own, with 1 GiB of address space and 30 s: on the
+    main before the fix a FIFO hung and /dev/zero was read until memory ran out."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    return subprocess.run(
+        [sys.executable, "-m", "evaltui", str(path), "--no-ui"],
+        capture_output=True, text=True, timeout=30, cwd=cwd, env=env, stdin=subprocess.DEVNULL, preexec_fn=limit,
+    )
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge", "folder"])
+def test_a_plan_path_that_is_no_regular_file_or_is_huge_is_one_line_at_once(tmp_path: Path, kind: str) -> None:
+    """A FIFO hung, `/dev/zero` grew to 23.5 GB before the kernel killed it: only a regular file
+    of at most 64 MiB is read as a plan; anything else is one line naming it, exit 2."""
+    said = {"fifo": "is a FIFO (named pipe), not a regular file", "dev-zero": "is a device, not a regular file",
+            "huge": "is 104,857,600 bytes, larger than the 67,108,864 such a file may be", "folder": "is a folder, not a regular file"}[kind]
+    path = tmp_path / PLAN_NAME
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path = Path("/dev/zero")
+    elif kind == "huge":
+        with open(path, "wb") as f:
+            f.truncate(100 << 20)  # sparse: 100 MiB of NULs that take no room
+    else:
+        path.mkdir()
+    proc = _bounded_command(path, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"{path}: cannot read plan file: it {said}\n"
+    assert proc.stdout == "" and not (tmp_path / "out").exists()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("case", ["2-GB-sparse-line", "width-bomb"])
+def test_a_dataset_that_would_fill_memory_is_one_line_at_once(tmp_path: Path, case: str) -> None:
+    """A 2 GB sparse data file (one line of NULs) was refused after 24 s at 4.2 GB; a prompt
+    `{question:>999999999}` was accepted and built 1 GB prompts. In 1 GiB of address space: one
+    line naming the field, exit 2."""
+    write_data(tmp_path)
+    data = base_plan()
+    if case == "2-GB-sparse-line":
+        with open(tmp_path / "data" / "math.jsonl", "ab") as f:
+            f.truncate(2 << 30)
+        said = "datasets[0].path: math.jsonl line 5: longer than 16,777,216 characters, the most a record may be"
+    else:
+        data["datasets"][0]["prompt"] = "{question:>999999999}"
+        said = "datasets[0].prompt: invalid template: '{question:>999999999}' asks for a width of 999,999,999 characters"
+    plan = tmp_path / PLAN_NAME
+    plan.write_text(tomli_w.dumps(data), encoding="utf-8")
+    proc = _bounded_command(plan, tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and said in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith(f"{PLAN_NAME}: ")
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", f"{PLAN_NAME}: invalid TOML: arrays or tables nested more than 32 deep"),
+        (
+            '[[models]]\nabbr = "m"\ngeneration_kwargs = { stop = ' + "[" * 200 + "]" * 200 + " }\n",
+            f"{PLAN_NAME}: models[0].generation_kwargs…: arrays or tables nested more than 32 deep",
+        ),
+    ],
+    ids=["5000-deep-array", "200-deep-in-generation_kwargs"],
+)
+def test_tables_or_arrays_nested_too_deep_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, said: str) -> None:
+    """A 5,000-deep TOML array was a RecursionError traceback."""
+    (tmp_path / PLAN_NAME).write_text(text, encoding="utf-8")
+    code, err = run_cli(capsys, str(tmp_path / PLAN_NAME))
+    assert code == 2 and err == said + "\n"
+
+
 @pytest.mark.parametrize(
     ("content", "fragments"),
     [

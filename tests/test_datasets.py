@@ -361,3 +361,81 @@ def test_a_csv_header_that_names_the_given_columns_is_not_a_record(tmp_path: Pat
     path = tmp_path / "mmlu.csv"
     path.write_text("question,A,B,answer\nWhat?,x,y,A\n", encoding="utf-8")
     assert list(iter_records(path, ["question", "A", "B", "answer"])) == [{"question": "What?", "A": "x", "B": "y", "answer": "A"}]
+
+
+# ------------------------------------------------------------------------- bounds (issue 23)
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_dataset_path_that_is_a_folder_or_a_fifo_is_said_as_such(tmp_path: Path, kind: str) -> None:
+    """Both were 'file not found'; a FIFO would hang whatever read it."""
+    import os
+
+    path = tmp_path / "d.jsonl"
+    os.mkfifo(path) if kind == "fifo" else path.mkdir()
+    plan_path = tmp_path / "plan.toml"
+    dataset = {"abbr": "d", "path": "d.jsonl", "prompt": "{question}", "target": "{answer}"}
+    plan_path.write_text(tomli_w.dumps({"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": [dataset]}))
+    from evaltui.plan import PlanError
+
+    with pytest.raises(PlanError) as e:
+        load_plan(plan_path)
+    shown = {"folder": "a folder", "fifo": "a FIFO (named pipe)"}[kind]
+    assert e.value.problems == [f"plan.toml: datasets[0].path: {path} is {shown}, not a data file"]
+    with pytest.raises(DatasetError, match=rf"d.jsonl: cannot read: it is {shown.replace('(', '.').replace(')', '.')}, not a regular file"):
+        list(iter_records(path))  # and a reader never waits on it
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_record_longer_than_the_bound_is_refused_naming_its_line_without_reading_it_whole(tmp_path: Path, suffix: str) -> None:
+    """A sparse file of one 2 GB line of NULs was read whole (4.2 GB) before it was refused: a line
+    is read no further than MAX_RECORD_CHARS. (Here 40 MiB: the point is where reading stops.)"""
+    from evaltui.datasets import MAX_RECORD_CHARS
+
+    path = tmp_path / f"d{suffix}"
+    with open(path, "wb") as f:
+        f.write(b'{"question": "a", "answer": "1"}\n' if suffix == ".jsonl" else b"question,answer\na,1\n")
+        f.truncate(40 << 20)  # the rest: NULs, no newline
+    with pytest.raises(DatasetError) as e:
+        list(iter_records(path))
+    line = 2 if suffix == ".jsonl" else 3
+    assert str(e.value) == f"d{suffix} line {line}: longer than {MAX_RECORD_CHARS:,} characters, the most a record may be (is it a data file?)"
+
+
+@pytest.mark.reliability
+def test_a_format_spec_that_would_pad_a_prompt_to_a_gigabyte_is_refused(tmp_path: Path) -> None:
+    """`{question:>999999999}` was accepted and built 1 GB prompts; a spec's width and precision
+    are bounded when the plan loads, and when they come from the record, as it is filled."""
+    (tmp_path / "d.jsonl").write_text('{"question": "a", "answer": "1", "w": 5}\n{"question": "b", "answer": "2", "w": 999999999}\n')
+    from evaltui.plan import PlanError
+
+    with pytest.raises(PlanError) as e:
+        plan_for(tmp_path, path="d.jsonl", prompt="{question:>999999999}")
+    assert e.value.problems == [
+        "plan.toml: datasets[0].prompt: invalid template: '{question:>999999999}' asks for a width of 999,999,999 characters; a format spec may ask for at most 10,000"
+    ]
+    with pytest.raises(PlanError, match=r"datasets\[0\].target: invalid template: '\{answer:.100000\}' asks for a precision of 100,000 characters"):
+        plan_for(tmp_path, path="d.jsonl", target="{answer:.100000}")
+    plan, ds = plan_for(tmp_path, path="d.jsonl", prompt="{question:>{w}}")
+    assert check_dataset(plan, ds) == [
+        "prompt: the format spec '>999999999' (filled from the record) asks for a width of 999,999,999 characters; a format spec may ask for at most 10,000"
+    ]
+    assert render_sample(ds, 0, {"question": "a", "answer": "1", "w": 5}).prompt == "    a"
+
+
+@pytest.mark.reliability
+def test_a_prompt_longer_than_the_bound_is_refused_naming_its_record(tmp_path: Path) -> None:
+    """A record within its own bound can still render past the prompt's (a field named twice)."""
+    from evaltui.templates import MAX_PROMPT_CHARS, TemplateError
+
+    big = "x" * (MAX_PROMPT_CHARS // 2 + 1)
+    (tmp_path / "d.jsonl").write_text(json.dumps({"question": "a", "answer": "1"}) + "\n" + json.dumps({"question": big, "answer": "2"}) + "\n")
+    plan, ds = plan_for(tmp_path, path="d.jsonl", prompt="{question}\n\n{question}")
+    said = f"record 1 renders to {2 * len(big) + 2:,} characters, more than the {MAX_PROMPT_CHARS:,} a prompt may be"
+    assert check_dataset(plan, ds) == [f"prompt: {said}"]
+    with pytest.raises(TemplateError, match=said):
+        render_sample(ds, 1, {"question": big, "answer": "2"})
+    plan, ds = plan_for(tmp_path, path="d.jsonl", prompt="{question}")
+    assert check_dataset(plan, ds) == []  # once fits

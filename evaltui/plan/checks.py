@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
@@ -272,13 +273,28 @@ def _check_data_file(path: Path, columns: list[str]) -> list[str]:
     problems: list[str] = []
     if not str(path).endswith(DATA_SUFFIXES):
         problems.append(f"path: unsupported file type {path.name!r} (use {', '.join(DATA_SUFFIXES)})")
-    elif not path.is_file():
-        problems.append(f"path: file not found: {path}")
+    else:
+        problems += _not_a_data_file(path)
     if columns and not str(path).endswith(".csv"):
         problems.append("columns: only used for .csv files without a header row")
     if len(set(columns)) != len(columns):
         problems.append("columns: names must be unique")
     return problems
+
+
+def _not_a_data_file(path: Path) -> list[str]:
+    """A path that names no file, or something that is not one (a folder or a FIFO once said
+    "file not found"; a FIFO would hang the reader)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return [f"path: file not found: {path}"]
+    except OSError as e:
+        return [f"path: cannot read {path}: {e.strerror or e}"]
+    if stat.S_ISREG(mode):
+        return []
+    kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or a socket"
+    return [f"path: {path} is {kind}, not a data file"]
 
 
 def _check_templates(ds: DatasetConfig) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evaltui.datasets import check_dataset, count_records
+from evaltui.fsutil import Unreadable, read_regular
 from evaltui.plan.checks import check_semantics
 from evaltui.plan.errors import PlanError, pydantic_problems, toml_error
 from evaltui.plan.schema import DatasetConfig, Plan
@@ -121,20 +122,55 @@ def _ascii_digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
+#: The largest plan file read: a plan of 10,000 datasets is ~3 MB, one that lists millions of
+#: sample_ids tens; /dev/zero named as the plan grew to 23.5 GB before the kernel killed it.
+PLAN_BYTES = 64 << 20
+#: Tables and arrays nested deeper than this are refused: no plan needs more than a few levels,
+#: and a 5,000-deep array was a RecursionError traceback (the TOML parser recurses, and so do
+#: pydantic, the plan snapshot's writer and the JSON of a request).
+MAX_NESTING = 32
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        raw_bytes = path.read_bytes()
+        raw_bytes = read_regular(path, PLAN_BYTES)
     except FileNotFoundError:
         raise PlanError([f"{path}: plan file not found"]) from None
+    except Unreadable as e:
+        raise PlanError([f"{path}: cannot read plan file: it {e.problem}"]) from None
     except OSError as e:
         raise PlanError([f"{path}: cannot read plan file: {e.strerror or e}"]) from None
     try:
         raw: dict[str, Any] = tomllib.loads(raw_bytes.decode("utf-8"))
-        return raw
     except UnicodeDecodeError as e:
         raise PlanError([f"{path.name}: not UTF-8 text ({e.reason} at byte {e.start})"]) from None
     except tomllib.TOMLDecodeError as e:
         raise PlanError([f"{path.name}: {toml_error(e)}"]) from None
+    except RecursionError:
+        raise PlanError([f"{path.name}: invalid TOML: arrays or tables nested more than {MAX_NESTING} deep"]) from None
+    deep = _too_deep(raw)
+    if deep is not None:
+        raise PlanError([f"{path.name}: {deep}: arrays or tables nested more than {MAX_NESTING} deep"])
+    return raw
+
+
+def _too_deep(raw: dict[str, Any]) -> str | None:
+    """The path of the first value nested more than MAX_NESTING deep, None when none is;
+    walked without recursion."""
+    stack: list[tuple[Any, str, int]] = [(raw, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return f"{where}…"
+        named = depth < _NAMED_LEVELS  # the field is named by its first levels; the rest is a run of brackets
+        if isinstance(value, dict):
+            stack += [(v, (f"{where}.{k}" if where else str(k)) if named else where, depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]" if named else where, depth + 1) for i, v in enumerate(value)]
+    return None
+
+
+_NAMED_LEVELS = 3
 
 
 def select(plan: Plan, models: list[str] | None, datasets: list[str] | None, samples: list[int] | None = None) -> Plan:

@@ -1,0 +1,165 @@
+"""A dataset's templates (`str.format` over a record): the fields they read, a sample rendered from
+them, and the bounds that keep one record from building a gigabyte prompt.
+
+`{question:>999999999}` was accepted and built 1 GB prompts: a format spec's width and precision
+are bounded (MAX_FORMAT_WIDTH) — checked when the plan loads for a spec written in the template,
+and as it is filled for one that takes a width from the record (`{q:>{w}}`) — and so is the
+rendered prompt (MAX_PROMPT_CHARS): a longer one is more than any model's context, so it fails its
+record, said with the record's index, instead of being sent.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # only read here: the plan is above the datasets (it checks them)
+    from evaltui.plan import DatasetConfig
+
+#: The width or precision a format spec may ask for: padding a prompt to align it needs a few
+#: dozen characters, a float's digits a few more.
+MAX_FORMAT_WIDTH = 10_000
+#: The longest prompt (and system message, target, choice) a record may render to: 16 Mi
+#: characters, some 4 million tokens, beyond every model's context.
+MAX_PROMPT_CHARS = 16 << 20
+
+
+class TemplateError(ValueError):
+    """A template that cannot be filled within the bounds; the message says which bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    index: int
+    prompt: str
+    system: str
+    target: str
+    choices: tuple[str, ...]
+
+
+def templates_of(ds: DatasetConfig) -> dict[str, str]:
+    """The dataset's templates by the plan field that holds each (`choices[1]` for the second choice)."""
+    t = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
+    t.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
+    return t
+
+
+def template_fields(template: str) -> set[str]:
+    """The record fields a str.format template reads; ValueError for a malformed template, or
+    one whose format spec asks for a width or precision above MAX_FORMAT_WIDTH."""
+    fields: set[str] = set()
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        root = re.split(r"[.\[]", name, maxsplit=1)[0]
+        if root == "" or root.isdigit():
+            raise ValueError(f"'{{{name}}}' must name a record field, e.g. '{{question}}' (write '{{{{' for a literal brace)")
+        fields.add(root)
+        if spec:
+            if "{" not in spec:
+                check_spec(spec, f"'{{{name}:{spec}}}'" if len(spec) < 40 else f"'{{{name}:{spec[:40]}…'")
+            fields |= template_fields(spec)
+    return fields
+
+
+# [[fill]align][sign][z][#][0][width][grouping][.precision][type]: the numbers that size the output.
+_SPEC = re.compile(r"^(?:.?[<>=^])?[+\- ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d*))?")
+
+
+def check_spec(spec: str, shown: str) -> None:
+    """TemplateError when `spec` (a format spec as filled in) would pad or print past
+    MAX_FORMAT_WIDTH; `shown` names it in the message."""
+    m = _SPEC.match(spec)
+    if m is None:
+        return
+    for part in ("width", "precision"):
+        digits = m.group(part)
+        if digits and (len(digits) > 9 or int(digits) > MAX_FORMAT_WIDTH):
+            size = f"{int(digits):,}" if len(digits) <= 9 else f"{len(digits)}-digit"  # int() refuses 4,300 digits
+            raise TemplateError(f"{shown} asks for a {part} of {size} characters; a format spec may ask for at most {MAX_FORMAT_WIDTH:,}")
+
+
+class _BoundedFormatter(string.Formatter):
+    """str.format for a template whose spec takes a value from the record (`{q:>{w}}`): each
+    spec is checked as it is filled, before any padding is built."""
+
+    def format_field(self, value: Any, format_spec: str) -> Any:
+        check_spec(format_spec, f"the format spec {format_spec!r} (filled from the record)")
+        return super().format_field(value, format_spec)
+
+
+_BOUNDED = _BoundedFormatter()
+
+
+@lru_cache(maxsize=1024)
+def _filler(template: str) -> Callable[[Mapping[str, Any]], str]:
+    """How `template` is filled: the C `format_map` when every spec in it is written out (those
+    were checked with the plan), the bounded formatter when a spec names a field."""
+    nested = any(spec and "{" in spec for _, name, spec, _ in string.Formatter().parse(template) if name is not None)
+    if nested:
+        return lambda record: _BOUNDED.vformat(template, (), record)
+    return template.format_map
+
+
+def fill(template: str, record: Mapping[str, Any], index: int) -> str:
+    """`template` filled from `record` (the `index`-th), at most MAX_PROMPT_CHARS long."""
+    text = _filler(template)(record)
+    if len(text) > MAX_PROMPT_CHARS:
+        raise TemplateError(f"record {index} renders to {len(text):,} characters, more than the {MAX_PROMPT_CHARS:,} a prompt may be")
+    return text
+
+
+def render_sample(ds: DatasetConfig, index: int, record: dict[str, Any]) -> Sample:
+    return Sample(
+        index=index,
+        prompt=fill(ds.prompt, record, index),
+        system=fill(ds.system, record, index) if ds.system else "",
+        target=fill(ds.target, record, index),
+        choices=tuple(fill(c, record, index) for c in ds.choices),
+    )
+
+
+def fill_problem(index: int, rec: dict[str, Any], template: str, fields: set[str]) -> str | None:
+    """Why the record cannot fill the template (which reads `fields`), or None when it can."""
+    if not fields <= rec.keys():
+        missing = sorted(fields - rec.keys())
+        have = ", ".join(sorted(rec)) or "none"
+        return f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
+    try:
+        fill(template, rec, index)
+    except TemplateError as e:
+        return str(e)
+    except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:
+        return f"record {index} cannot fill this template: {type(e).__name__}: {e}"
+    return None
+
+
+def quick_fields(checks: dict[str, str], needs: dict[str, set[str]]) -> dict[str, int] | None:
+    """The fields whose presence as strings proves a record fills every template — when each
+    template's fields are bare names (`{question}`: a string cannot fail to render there) —
+    with the most times one template names each; None when some template needs rendering to be
+    sure."""
+    if not all(_plain_fields(tpl) for tpl in checks.values()):
+        return None
+    counts: dict[str, int] = {}
+    for tpl in checks.values():
+        named: dict[str, int] = {}
+        for _, name, _, _ in string.Formatter().parse(tpl):
+            if name is not None:
+                named[name] = named.get(name, 0) + 1
+        for name, n in named.items():
+            counts[name] = max(counts.get(name, 0), n)
+    return dict(sorted(counts.items()))
+
+
+def _plain_fields(template: str) -> bool:
+    """Whether every replacement field is a bare name: no attribute, index, conversion or spec."""
+    return all(
+        spec == "" and conversion is None and name.isidentifier()
+        for _, name, spec, conversion in string.Formatter().parse(template)
+        if name is not None
+    )
