@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.engine.stream.state import Failure, RunState
+from evaltui.engine.stream.pair import Failure
+from evaltui.engine.stream.state import RunState
 from evaltui.sim import SimConfig, SimThread
 
 REPO = Path(__file__).resolve().parents[1]

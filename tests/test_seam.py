@@ -18,7 +18,8 @@ from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, write
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus, SampleError
-from evaltui.engine.stream.state import Failure, RunState
+from evaltui.engine.stream.pair import Failure
+from evaltui.engine.stream.state import RunState
 from evaltui.plan import load_plan
 from evaltui.sim import Faults, ModelProfile, SimConfig
 

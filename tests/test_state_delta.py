@@ -12,7 +12,8 @@ import pytest
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import NOTHING, Changes, Delta
 from evaltui.engine.stream.events import PairStatus, SampleError
-from evaltui.engine.stream.state import Failure, RunState
+from evaltui.engine.stream.pair import Failure
+from evaltui.engine.stream.state import RunState
 
 ERR = SampleError("http", 500, "boom", 3)
 MD = frozenset({("m", "d")})

@@ -16,7 +16,7 @@ from evaltui.engine.disk.records import iter_result_details, sample_extent
 from evaltui.engine.disk.samplelog import records_of
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream.events import PairStatus, SampleError
-from evaltui.engine.stream.state import Failure
+from evaltui.engine.stream.pair import Failure
 from evaltui.plan import Plan
 from evaltui.scoring.score import epoch_answers, epoch_verdict
 

@@ -15,47 +15,14 @@ import itertools
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import NOTHING, Delta
 from evaltui.engine.stream.events import PairStatus
-
-Clock = Callable[[], float]
+from evaltui.engine.stream.pair import RATE_MIN_SPAN, Clock, Failure, PairState, ReplicaView
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
-
-# No rate over less than this many seconds: a renderer that folds events in batches (the app,
-# five times a second) sees a start up to a batch late, and a burst of answers in no time at all.
-RATE_MIN_SPAN = 1.0
-
-
-class Failure(NamedTuple):
-    model: str
-    dataset: str
-    sample_index: int
-    error: ev.SampleError
-    shard: int = 0
-    epoch: int = 0
-
-
-@dataclass
-class ReplicaView:
-    """One replica of a model as the front ends show it: its latest load, its state and why,
-    and its rate of attempts between two loads at least a second apart."""
-
-    url: str
-    state: str = "up"
-    reason: str = ""  # why it is out, when it is
-    in_flight: int = 0
-    limit: int = 0
-    requests: int = 0
-    errors: int = 0
-    rate: float | None = None  # attempts per second, None before two loads
-    _base_at: float | None = field(default=None, repr=False)
-    _base: int = field(default=0, repr=False)
-
 
 # What the events about the whole run change, the same every time
 _FLEET = Delta(fleet=True)
@@ -63,55 +30,6 @@ _EVERY_PAIR = Delta(every_pair=True, statuses=True)
 _PLANNED = Delta(every_pair=True, statuses=True, failures_reset=True)
 _RUN_STARTED = Delta(every_pair=True, statuses=True, scores=True, live=True)
 _RUN_FINISHED = Delta(every_pair=True, statuses=True, scores=True, live=False)
-
-
-@dataclass
-class PairState:
-    model: str
-    dataset: str
-    total: int = 0
-    shards: int = 1
-    completed: int = 0
-    failed: int = 0
-    status: PairStatus = PairStatus.PENDING
-    shard_status: dict[int, PairStatus] = field(default_factory=dict)
-    shard_events: dict[int, ev.ShardStatusChanged] = field(default_factory=dict, repr=False)  # the last of each shard
-    score: float | None = None
-    metric: str = ""
-    extra: ev.Metrics = ()  # the other metrics, once scored
-    error: str = ""
-    started_at: float | None = None
-    finished_at: float | None = None
-    done_this_run: int = 0  # samples finished since started_at, for throughput and ETA
-    sample_retries: int = 0  # whole-sample tries after the first (retry_on_error), in this run
-    clock: Clock = field(default=time.monotonic, repr=False, compare=False)
-    # the deltas of the events that come by the thousand, shared: only this pair's counters moved
-    counted: Delta = field(init=False, repr=False, compare=False)
-    failed_one: Delta = field(init=False, repr=False, compare=False)  # and a failure was kept
-
-    def __post_init__(self) -> None:
-        self.counted = Delta(frozenset({(self.model, self.dataset)}))
-        self.failed_one = Delta(self.counted.pairs, failures=1)
-
-    @property
-    def remaining(self) -> int:
-        return max(0, self.total - self.completed - self.failed)
-
-    def throughput(self, now: float | None = None) -> float | None:
-        """Samples per second since this pair started in this run; None before the first one, and
-        in its first second."""
-        if self.started_at is None or not self.done_this_run:
-            return None
-        end = self.finished_at or (self.clock() if now is None else now)
-        span = end - self.started_at
-        return self.done_this_run / span if span >= RATE_MIN_SPAN else None
-
-    def eta(self, now: float | None = None) -> float | None:
-        """Seconds left at the current rate, while it runs."""
-        rate = self.throughput(now)
-        if rate is None or self.status != PairStatus.RUNNING:
-            return None
-        return self.remaining / rate
 
 
 class RunState:

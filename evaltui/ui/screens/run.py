@@ -25,8 +25,9 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import Changes, Delta
+from evaltui.engine.stream.pair import Clock
 from evaltui.engine.stream.source import RunSource
-from evaltui.engine.stream.state import Clock, RunState
+from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import Leaderboard
 from evaltui.ui import fmt, keys
 from evaltui.ui.engine_thread import EngineThread

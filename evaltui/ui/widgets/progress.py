@@ -15,7 +15,8 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from evaltui.engine.stream import events as ev
-from evaltui.engine.stream.state import PairState, RunState
+from evaltui.engine.stream.pair import PairState
+from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import MISSING
 from evaltui.ui import fmt, keys
 
