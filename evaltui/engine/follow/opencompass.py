@@ -8,10 +8,8 @@ What is read (all of it only read, never locked: OpenCompass's own `.locks/` are
   A pair without one is `running` while a `tmp_` file exists, `done` once its predictions do.
 - `predictions/<model>/<dataset>[_<i>].json` (final) and `tmp_<dataset>[_<i>].json` (rewritten
   whole as samples finish) or `tmp_<dataset>[_<i>].jsonl` (one line a sample): samples counted
-  by their keys or lines. `<dataset>_<i>` are the parts of a dataset split by the partitioner
-  (`_0` exists, the bare name does not). A whole file is read again only when it changed, and
-  no more often than keeps its reading under a twentieth of the time — except as its shard
-  ends: then its final file is read at once, or its count could stay short for good.
+  by their keys or lines (opencompass_tally.py). `<dataset>_<i>` are the parts of a dataset
+  split by the partitioner (`_0` exists, the bare name does not).
 - `results/<model>/<dataset>.json`: the score is the summary's metric for the dataset, else the
   first number in the file; `{"error": …}` is a scoring error.
 - `summary/summary_<timestamp>.csv`: the leaderboard's rows (dataset, version, metric, mode)
@@ -30,18 +28,16 @@ import csv
 import io
 import os
 import re
-import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaltui import fastjson
 from evaltui.engine.disk.details import PairDetails, PredictionSample
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.follow.evaltui_view import last_beat, newest_summary
-from evaltui.engine.follow.tail import AppendedLines
-from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, stat_key
+from evaltui.engine.follow.opencompass_tally import PredictionCount
+from evaltui.engine.follow.view import PairSpec, Score, ShardStatus, stat_key
 from evaltui.engine.stream.events import PairStatus
 from evaltui.fsutil import read_json
 
@@ -52,10 +48,8 @@ if TYPE_CHECKING:
 HEARTBEAT_TIMEOUT = 60.0  # OpenCompass's default for its eval-watch task
 FOLDERS = ("infer_status", "predictions", "results")
 MARKERS = (*FOLDERS, "summary", "configs")  # what makes a folder an OpenCompass work dir
-READ_SHARE = 20  # a whole file is read again at most once every 20 times its last reading took
 _STATUSES = {s.value: s for s in (PairStatus.PENDING, PairStatus.RUNNING, PairStatus.DONE, PairStatus.FAIL)}
 _PART = re.compile(r"^(.+)_(\d+)$")
-_KEY_LINE = re.compile(rb'^    "(\d+)": \{', re.MULTILINE)  # a sample's key as json.dump(..., indent=4) writes it
 
 
 def is_opencompass_dir(root: Path) -> bool:
@@ -94,65 +88,6 @@ def _int_or_none(value: Any) -> int | None:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-class PredictionCount:
-    """A shard's samples from its prediction files: the final one, else the `tmp_` one."""
-
-    def __init__(self, final: Path, tmp_json: Path, tmp_lines: Path):
-        self.final, self.tmp_json = final, tmp_json
-        self._lines = AppendedLines(tmp_lines)
-        self._seen: set[int] = set()
-        self._keys: dict[Path, object] = {}
-        self._next_read = 0.0
-
-    def read(self, *, settle: bool = False) -> list[Outcome]:
-        """Samples not counted before (the files only grow: a final file holds all a tmp_ had).
-        `settle`: the shard has ended; its file is read now however recently the last was."""
-        keys = self._whole_file_keys(settle)
-        fallback = len(self._seen)  # a line without an index is the next sample
-        for lines in self._lines.pieces() or ():
-            for line in lines:
-                keys.append(_line_key(line, fallback))
-                fallback += 1
-        new = [k for k in dict.fromkeys(keys) if k not in self._seen]
-        self._seen.update(new)
-        return [Outcome(k) for k in new]
-
-    def _whole_file_keys(self, settle: bool) -> list[int]:
-        path = self.final if self.final.exists() else self.tmp_json
-        key = stat_key(path)
-        if key is None or key == self._keys.get(path) or (time.monotonic() < self._next_read and not settle):
-            return []
-        started = time.monotonic()
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return []
-        found = [int(k) for k in _KEY_LINE.findall(data)]
-        if not found:  # not indented as OpenCompass dumps it: parse it (a torn one says nothing)
-            try:
-                parsed = fastjson.loads(data)
-            except ValueError:
-                return []
-            found = [int(k) for k in parsed if str(k).isdigit()] if isinstance(parsed, dict) else []
-        self._keys[path] = key
-        self._next_read = time.monotonic() + READ_SHARE * (time.monotonic() - started)
-        return found
-
-
-def _line_key(line: bytes, fallback: int) -> int:
-    """A tmp_*.jsonl line's sample index: its `index`, or the key of a one-key object."""
-    try:
-        entry = fastjson.loads(line)
-    except ValueError:
-        return fallback
-    if isinstance(entry, dict):
-        if isinstance(entry.get("index"), int):
-            return int(entry["index"])
-        if len(entry) == 1 and str(next(iter(entry))).isdigit():
-            return int(next(iter(entry)))
-    return fallback
 
 
 class OpenCompassView:
