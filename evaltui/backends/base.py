@@ -26,8 +26,9 @@ from yarl import URL
 from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
-from evaltui.backends.pacing import TokenBudget, estimate_tokens
+from evaltui.backends.pacing import TokenBucket, TokenBudget, estimate_tokens
 from evaltui.backends.replicas import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown, Router
+from evaltui.backends.replies import EVENT_STREAM, TEXT_CHARS, Unparseable, is_event_stream, reply_json, server_message, unparseable
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.redaction import redact
 
@@ -62,46 +63,6 @@ class BackendError(Exception):
         return f"{self.kind}{code}: {self.message}"
 
 
-class Unparseable(Exception):
-    """The reply came back but is not what the protocol promises; retried like a 5xx."""
-
-
-class TokenBucket:
-    """`rate` requests per second shared by every caller: one token every 1/rate s, no burst.
-
-    Each caller reserves its slot before it sleeps, and reservation has no await in it, so any
-    number of concurrent callers together never exceed the rate. The clock and sleep are
-    injectable so tests can check the schedule without waiting for it.
-    """
-
-    def __init__(
-        self,
-        rate: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    ):
-        self.rate = rate
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self._clock = clock
-        self._sleep = sleep
-        self._next: float | None = None  # when the next token is free
-        self._held_until = 0.0  # a server's Retry-After: no caller goes before then
-
-    def hold(self, seconds: float) -> None:
-        """A 429 with Retry-After speaks for the server, not for one request: every caller waits."""
-        self._held_until = max(self._held_until, self._clock() + seconds)
-
-    async def acquire(self, *, held: bool = True) -> None:
-        """`held=False` for the request that already slept out the Retry-After it was given."""
-        now = self._clock()
-        at = max(now, self._held_until) if held else now
-        if self.interval != 0.0:
-            at = at if self._next is None else max(self._next, at)
-            self._next = at + self.interval
-        if at > now:
-            await self._sleep(at - now)
-
-
 @dataclass
 class Backoff:
     """Exponential backoff with jitter: attempt k waits base·2^(k-1) · U(0.5, 1], at most `cap`."""
@@ -131,59 +92,6 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-#: Characters of a server's text kept in a failure message: its JSON error message, or its raw text.
-MESSAGE_CHARS, TEXT_CHARS, SNIPPET_CHARS = 1000, 500, 200
-
-
-def server_message(reply: Reply) -> str:
-    """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the
-    text — on one line, shortened (the secrets in it are masked when the failure leaves `_post`)."""
-    try:
-        data = fastjson.loads(reply.body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return one_line(str(err["message"]), MESSAGE_CHARS)
-        for key in ("message", "detail", "error"):
-            if isinstance(data.get(key), str) and data[key]:
-                return one_line(data[key], MESSAGE_CHARS)
-    text = one_line(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), TEXT_CHARS)
-    return text or reply.reason or f"HTTP {reply.status}"
-
-
-EVENT_STREAM = (
-    "the server sent an event stream (text/event-stream), not one JSON reply: evaltui asks for whole replies; "
-    "turn streaming off in the server (or the proxy in front of it)"
-)
-
-
-def reply_json(body: bytes) -> Any:
-    """The reply's JSON. A body that is not valid UTF-8 (a server that cut a character in two) is
-    read with each bad byte as U+FFFD: the answer loses a character, not the whole sample."""
-    try:
-        return fastjson.loads(body)
-    except ValueError:
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
-            return fastjson.loads(body.decode("utf-8", "replace"))
-        raise
-
-
-def is_event_stream(reply: Reply) -> bool:
-    return reply.headers.get("content-type", "").startswith("text/event-stream") or reply.body.startswith(b"data:")
-
-
-def unparseable(reply: Reply, error: Exception) -> str:
-    """What came instead of the protocol's JSON, shortened; an HTML page said as such."""
-    snippet = one_line(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), SNIPPET_CHARS)
-    if "html" in reply.headers.get("content-type", "") or snippet.startswith("<"):
-        return f"the server answered with an HTML page, not JSON (is the model's url its API?): {snippet!r}"
-    return f"unparseable reply ({one_line(str(error), SNIPPET_CHARS)}): {snippet!r}"
 
 
 class _Retry(Exception):
@@ -438,18 +346,8 @@ def max_new_tokens(kwargs: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 1024
 
 
-def count_tokens(value: Any) -> int:
-    """A token count from a reply: a non-negative integer, else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def epoch_seed(kwargs: dict[str, Any], epoch: int) -> int:
     """The seed of epoch ≥ 1: generation_kwargs' own `seed` (0 if none) plus the epoch, so each
     epoch samples differently and a re-run of the same epoch samples alike."""
     base = kwargs.get("seed", 0)
     return (base if isinstance(base, int) and not isinstance(base, bool) else 0) + epoch
-
-
-def ppl_from_logprobs(logprobs: list[float]) -> float:
-    """Mean negative log-likelihood, OpenCompass's ce_loss: -sum(lp)/len(lp); 0.0 for no tokens."""
-    return -sum(logprobs) / len(logprobs) if logprobs else 0.0

@@ -6,7 +6,8 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Unparseable, count_tokens, epoch_seed, ppl_from_logprobs
+from evaltui.backends.base import Backend, BackendError, epoch_seed
+from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
 
 # LightLLM-style keys that are not OpenAI sampling parameters.

@@ -1,4 +1,5 @@
-"""Token pacing (`tokens_per_minute`): a budget charged before a request is sent, settled after.
+"""Pacing: the request rate (`rate_per_worker`, `requests_per_minute`: `TokenBucket`, at the end)
+and the token budget (`tokens_per_minute`: `TokenBudget`), charged before a request is sent, settled after.
 
 A request's tokens are known only once the server has counted them, so it is charged an
 estimate (its prompt's and `max_new_tokens`) when it goes, and the reply's `usage` settles the
@@ -103,3 +104,39 @@ class TokenBudget:
         """Tokens are spent from the moment they go: credit from an idle stretch is not kept."""
         self._paid = max(self._paid, self._clock())
         self._held += cost
+
+
+class TokenBucket:
+    """`rate` requests per second shared by every caller: one token every 1/rate s, no burst.
+
+    Each caller reserves its slot before it sleeps, and reservation has no await in it, so any
+    number of concurrent callers together never exceed the rate. The clock and sleep are
+    injectable so tests can check the schedule without waiting for it.
+    """
+
+    def __init__(
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ):
+        self.rate = rate
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self._clock = clock
+        self._sleep = sleep
+        self._next: float | None = None  # when the next token is free
+        self._held_until = 0.0  # a server's Retry-After: no caller goes before then
+
+    def hold(self, seconds: float) -> None:
+        """A 429 with Retry-After speaks for the server, not for one request: every caller waits."""
+        self._held_until = max(self._held_until, self._clock() + seconds)
+
+    async def acquire(self, *, held: bool = True) -> None:
+        """`held=False` for the request that already slept out the Retry-After it was given."""
+        now = self._clock()
+        at = max(now, self._held_until) if held else now
+        if self.interval != 0.0:
+            at = at if self._next is None else max(self._next, at)
+            self._next = at + self.interval
+        if at > now:
+            await self._sleep(at - now)

@@ -1,0 +1,83 @@
+"""Reading a server's reply: its JSON, its own words about an error, what came instead of the
+protocol's JSON, and the numbers a protocol reads from it (token counts, log-probabilities).
+
+Every piece of a server's text is put on one line and cut short here, where it is read; the
+backend masks the secrets in it once, as the failure leaves `Backend._post`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltui import fastjson
+from evaltui.backends.client import Reply, one_line
+
+
+class Unparseable(Exception):
+    """The reply came back but is not what the protocol promises; retried like a 5xx."""
+
+
+
+#: Characters of a server's text kept in a failure message: its JSON error message, or its raw text.
+MESSAGE_CHARS, TEXT_CHARS, SNIPPET_CHARS = 1000, 500, 200
+
+
+def server_message(reply: Reply) -> str:
+    """The server's own words about an error: OpenAI's error.message, LightLLM's message, or the
+    text — on one line, shortened (the secrets in it are masked when the failure leaves `_post`)."""
+    try:
+        data = fastjson.loads(reply.body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return one_line(str(err["message"]), MESSAGE_CHARS)
+        for key in ("message", "detail", "error"):
+            if isinstance(data.get(key), str) and data[key]:
+                return one_line(data[key], MESSAGE_CHARS)
+    text = one_line(reply.body[: 4 * TEXT_CHARS + 4096].decode("utf-8", "replace"), TEXT_CHARS)
+    return text or reply.reason or f"HTTP {reply.status}"
+
+
+EVENT_STREAM = (
+    "the server sent an event stream (text/event-stream), not one JSON reply: evaltui asks for whole replies; "
+    "turn streaming off in the server (or the proxy in front of it)"
+)
+
+
+def reply_json(body: bytes) -> Any:
+    """The reply's JSON. A body that is not valid UTF-8 (a server that cut a character in two) is
+    read with each bad byte as U+FFFD: the answer loses a character, not the whole sample."""
+    try:
+        return fastjson.loads(body)
+    except ValueError:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            return fastjson.loads(body.decode("utf-8", "replace"))
+        raise
+
+
+def is_event_stream(reply: Reply) -> bool:
+    return reply.headers.get("content-type", "").startswith("text/event-stream") or reply.body.startswith(b"data:")
+
+
+def unparseable(reply: Reply, error: Exception) -> str:
+    """What came instead of the protocol's JSON, shortened; an HTML page said as such."""
+    snippet = one_line(reply.body[: 4 * SNIPPET_CHARS + 4096].decode("utf-8", "replace"), SNIPPET_CHARS)
+    if "html" in reply.headers.get("content-type", "") or snippet.startswith("<"):
+        return f"the server answered with an HTML page, not JSON (is the model's url its API?): {snippet!r}"
+    return f"unparseable reply ({one_line(str(error), SNIPPET_CHARS)}): {snippet!r}"
+
+
+
+def count_tokens(value: Any) -> int:
+    """A token count from a reply: a non-negative integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+
+def ppl_from_logprobs(logprobs: list[float]) -> float:
+    """Mean negative log-likelihood, OpenCompass's ce_loss: -sum(lp)/len(lp); 0.0 for no tokens."""
+    return -sum(logprobs) / len(logprobs) if logprobs else 0.0
