@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from evaltui.scoring.sandbox import PASSED, run_program
+from evaltui.scoring.code.sandbox import PASSED, run_program
 
 PROGRAM = "def inc(x):\n    return x + 1\nassert inc(1) == 2\n"
 

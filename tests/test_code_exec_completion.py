@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evaltui.scoring.completion import build_program, clean_completion, unfence
+from evaltui.scoring.code.completion import build_program, clean_completion, unfence
 
 RECORD = {
     "prompt": 'from typing import List\n\n\ndef add(a: int, b: int) -> int:\n    """Add two numbers."""\n',

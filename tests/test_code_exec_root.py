@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import evaltui.scoring.sandbox as sandbox
+import evaltui.scoring.code.sandbox as sandbox
 
 pytestmark = [pytest.mark.reliability, pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0, reason="root on Linux only")]
 
@@ -23,14 +23,16 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def sandbox_loader() -> str:
-    """Python that imports evaltui.scoring.sandbox from this checkout without the packages'
+    """Python that imports evaltui.scoring.code.sandbox from this checkout without the packages'
     __init__ files (which need evaltui's dependencies): only the standard library is needed."""
-    package = os.path.dirname(os.path.dirname(sandbox.__file__))
+    code = os.path.dirname(sandbox.__file__)
+    scoring = os.path.dirname(code)
+    package = os.path.dirname(scoring)
     return (
         "import sys, types\n"
-        f"for name, path in (('evaltui', {package!r}), ('evaltui.scoring', {os.path.dirname(sandbox.__file__)!r})):\n"
+        f"for name, path in (('evaltui', {package!r}), ('evaltui.scoring', {scoring!r}), ('evaltui.scoring.code', {code!r})):\n"
         "    sys.modules[name] = types.ModuleType(name); sys.modules[name].__path__ = [path]\n"
-        "import evaltui.scoring.sandbox as mod\n"
+        "import evaltui.scoring.code.sandbox as mod\n"
     )
 
 

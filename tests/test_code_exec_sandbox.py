@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-import evaltui.scoring.sandbox as sandbox
+import evaltui.scoring.code.sandbox as sandbox
 from evaltui.scoring import score
-from evaltui.scoring.sandbox import (
+from evaltui.scoring.code.sandbox import (
     MEMORY_LIMIT,
     OUTPUT_LIMIT,
     PASSED,
@@ -195,7 +195,7 @@ def test_the_program_dies_with_the_process_that_runs_it(tmp_path):
     sandboxes = tmp_path / "sandboxes"
     program = "import os, time\nopen('started', 'w').close()\ntime.sleep(100)\n"
     runner = subprocess.Popen(
-        [sys.executable, "-c", f"from evaltui.scoring.sandbox import run_program; run_program({program!r}, timeout=60, tmp_root={str(sandboxes)!r})"]
+        [sys.executable, "-c", f"from evaltui.scoring.code.sandbox import run_program; run_program({program!r}, timeout=60, tmp_root={str(sandboxes)!r})"]
     )
     deadline = time.monotonic() + 30
     while not list(sandboxes.glob("evaltui-exec-*/started")):
@@ -359,7 +359,7 @@ def test_the_program_cannot_read_evaltuis_environment_from_proc():
         "os.environ['EVALTUI_TEST_SECRET'] = 'hunter2'\n"
         "from evaltui.redaction import undumpable\n"
         "undumpable()\n"
-        "from evaltui.scoring.sandbox import run_program\n"
+        "from evaltui.scoring.code.sandbox import run_program\n"
         f"print(run_program({program!r}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True, timeout=60)
@@ -432,7 +432,7 @@ FORKED_MEMORY = (
 def test_memory_mb_holds_the_whole_sandbox_not_each_process(tmp_path, monkeypatch, cgroup):
     """Each child stays under RLIMIT_AS; together they are over memory_mb: the sample ends as
     `memory limit`, by the kernel (a memory cgroup) or the watchdog summing the tree's memory."""
-    import evaltui.scoring.sandbox_watch as watch
+    import evaltui.scoring.code.sandbox_watch as watch
 
     if not cgroup:
         monkeypatch.setattr(watch.MemoryCgroup, "_unavailable", True)
@@ -489,7 +489,7 @@ def test_a_program_cannot_reach_a_unix_socket_at_a_path():
 @pytest.mark.reliability
 def test_the_programs_folder_is_held_to_its_limit(tmp_path):
     """Each file stops at 16 MiB (RLIMIT_FSIZE); six of 15 MiB would fill 90 MiB of the work dir's disk."""
-    from evaltui.scoring.sandbox import FOLDER_FULL
+    from evaltui.scoring.code.sandbox import FOLDER_FULL
 
     fill = "for n in range(6):\n    with open(f'fill{n}', 'wb') as f:\n        f.write(bytes(15 * 2**20))\nimport time\ntime.sleep(5)\n"
     assert run_program(fill, timeout=20, tmp_root=str(tmp_path)) == FOLDER_FULL

@@ -25,8 +25,8 @@ import pytest
 from test_code_exec_root import SYSTEM_PYTHON, sandbox_loader
 from test_code_exec_sandbox import FORKED_MEMORY
 
-from evaltui.scoring.sandbox import MEMORY_LIMIT, PASSED
-from evaltui.scoring.sandbox_child import CLONE_NEWUSER, EXTRA_PROCESSES
+from evaltui.scoring.code.sandbox import MEMORY_LIMIT, PASSED
+from evaltui.scoring.code.sandbox_child import CLONE_NEWUSER, EXTRA_PROCESSES
 
 pytestmark = [
     pytest.mark.reliability,

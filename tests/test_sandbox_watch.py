@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaltui.scoring.sandbox_watch import _BLOCK, folder_bytes, memory_hierarchy
+from evaltui.scoring.code.sandbox_watch import _BLOCK, folder_bytes, memory_hierarchy
 
 
 def _proc(tmp_path: Path, cgroup: str, mountinfo: str) -> str:
@@ -72,7 +72,7 @@ def test_a_cgroup_is_made_limited_and_removed_and_a_dead_evaltuis_are_swept(tmp_
     cgroups of an evaltui that was killed (a pid no process has) removed, a live one's kept."""
     import os
 
-    from evaltui.scoring.sandbox_watch import MemoryCgroup
+    from evaltui.scoring.code.sandbox_watch import MemoryCgroup
 
     own = tmp_path / "memory" / "job"
     for name in ("evaltui-999999999-0", f"evaltui-{os.getpid()}-99", "evaltui-1-0", "someone-else"):

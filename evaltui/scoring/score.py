@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from .choice import judge_choice
-from .code_exec import CodeRunner, is_pass, run_code_samples
+from .code.code_exec import CodeRunner, is_pass, run_code_samples
 from .gsm8k import judge_gsm8k
 from .judgement import Judge
 from .reducers import EVALUATOR_TYPES, MetricSums, Reduction, main_metric, percent, type_name

@@ -17,7 +17,7 @@ from typing import Any
 import ray
 
 from evaltui.redaction import undumpable
-from evaltui.scoring.code_exec import judge_code
+from evaltui.scoring.code.code_exec import judge_code
 
 TASKS_PER_CPU = 4
 

@@ -21,7 +21,7 @@ from evaltui.engine.unit.answer import Answerer
 from evaltui.plan import ModelConfig, Plan
 
 if TYPE_CHECKING:
-    from evaltui.scoring.code_exec import CodeRunner
+    from evaltui.scoring.code.code_exec import CodeRunner
 
 
 class RayExecutor:

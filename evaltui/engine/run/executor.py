@@ -18,7 +18,7 @@ from evaltui.engine.unit.answer import Answerer, ModelAnswerer
 from evaltui.plan import ModelConfig, Plan
 
 if TYPE_CHECKING:
-    from evaltui.scoring.code_exec import CodeRunner
+    from evaltui.scoring.code.code_exec import CodeRunner
 
 
 class Executor(Protocol):

@@ -44,7 +44,7 @@ from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import DatasetConfig, Plan, samples_spec
 
 if TYPE_CHECKING:
-    from evaltui.scoring.code_exec import CodeRunner
+    from evaltui.scoring.code.code_exec import CodeRunner
 
 Pair = tuple[str, str]
 Replace = Callable[[str, Path], None]

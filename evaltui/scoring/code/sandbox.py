@@ -57,9 +57,9 @@ import tempfile
 import time
 from typing import IO
 
-from evaltui.scoring import sandbox_child
-from evaltui.scoring.sandbox_child import EXTRA_PROCESSES, descendants
-from evaltui.scoring.sandbox_watch import FOLDER_LIMIT, POLL, MemoryCgroup, folder_bytes, tree_memory
+from evaltui.scoring.code import sandbox_child
+from evaltui.scoring.code.sandbox_child import EXTRA_PROCESSES, descendants
+from evaltui.scoring.code.sandbox_watch import FOLDER_LIMIT, POLL, MemoryCgroup, folder_bytes, tree_memory
 
 FSIZE_LIMIT = 16 * 2**20
 _TAIL_BYTES = 64 * 1024

@@ -20,7 +20,7 @@ import signal
 import time
 from pathlib import Path
 
-from evaltui.scoring.sandbox_child import descendants
+from evaltui.scoring.code.sandbox_child import descendants
 
 POLL = 0.05
 #: What the program's folder may hold in all (each file on its own is held to FSIZE_LIMIT).
