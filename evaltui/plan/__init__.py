@@ -10,39 +10,21 @@ The plan sits above the backends (a model's `type` is a backend's name) and the 
 files are checked against the templates), so neither imports it but for type checking.
 """
 
-from evaltui.datasets import template_fields
 from evaltui.plan.errors import PlanError
 from evaltui.plan.load import load_plan, parse_samples, read_snapshot, samples_spec, select
-from evaltui.plan.schema import (
-    ABBR_RE,
-    MAX_WORKERS,
-    DatasetConfig,
-    EvaluatorConfig,
-    ModelConfig,
-    Plan,
-    RunConfig,
-    default_max_workers,
-    expand_home,
-)
-from evaltui.redaction import REDACTED, SECRET_HEADER_RE
+from evaltui.plan.schema import ABBR_RE, DatasetConfig, EvaluatorConfig, ModelConfig, Plan, RunConfig
 
 __all__ = [
     "ABBR_RE",
-    "MAX_WORKERS",
-    "REDACTED",
-    "SECRET_HEADER_RE",
     "DatasetConfig",
     "EvaluatorConfig",
     "ModelConfig",
     "Plan",
     "PlanError",
     "RunConfig",
-    "default_max_workers",
-    "expand_home",
     "load_plan",
     "read_snapshot",
     "parse_samples",
     "samples_spec",
     "select",
-    "template_fields",
 ]
