@@ -46,3 +46,86 @@ def _docstring_of(path: Path, lineno: int) -> str:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno == lineno:
             return ast.get_docstring(node) or ""
     return ""
+
+
+MAX_MODULE_LINES = 400
+MAX_MODULES_A_FOLDER = 14
+
+
+def test_no_import_circle_among_the_packages_modules() -> None:
+    """An import that runs (not one under `if TYPE_CHECKING:`) never leads back to where it
+    started: each module can be read, loaded and tested below the ones that use it."""
+    import grimp
+
+    graph = grimp.build_graph("evaltui", exclude_type_checking_imports=True)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    circles = [" -> ".join([*c, c[0]]) for c in _circles(edges)]
+    assert not circles, circles
+
+
+def _circles(edges: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(edges[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges.get(child, []))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    """The check above would pass on any graph if `_circles` found nothing: it finds a → b → c → a."""
+    assert _circles({"a": ["b"], "b": ["c"], "c": ["a", "d"], "d": []}) == [["a", "b", "c"]]
+    assert _circles({"a": ["b"], "b": ["c"], "c": []}) == []
+
+
+def test_no_module_is_longer_than_400_lines() -> None:
+    """A module over 400 lines holds more than one job: split it where the jobs part."""
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in sorted((REPO / "evaltui").rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
+
+
+def test_no_folder_holds_more_than_14_modules() -> None:
+    """A folder of more than 14 modules (its __init__ counted) is several rooms in one: give them sub-packages."""
+    crowded = {
+        str(folder.relative_to(REPO)): n
+        for folder in sorted({p.parent for p in (REPO / "evaltui").rglob("*.py")})
+        if (n := len(list(folder.glob("*.py")))) > MAX_MODULES_A_FOLDER
+    }
+    assert not crowded, crowded
