@@ -77,6 +77,8 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
             yield from _json_records(path)
         elif name.endswith(".csv"):
             yield from _csv_records(path, columns)
+        elif name.endswith(".parquet"):
+            yield from _parquet_records(path, skip)
         else:
             raise DatasetError(f"{name}: unsupported file type")
     except Unreadable as e:
@@ -103,6 +105,30 @@ def _jsonl_records(path: Path, skip: Container[int]) -> Iterator[dict[str, Any] 
             if not isinstance(rec, dict):
                 raise DatasetError(f"{name} line {lineno}: expected a JSON object, got {type(rec).__name__}")
             yield rec
+
+
+def _parquet_records(path: Path, skip: Container[int]) -> Iterator[dict[str, Any] | None]:
+    """A parquet file's rows (pyarrow, imported only here), a row group at a time."""
+    from evaltui.benchmarks.files import DataFileError, parquet_docs
+
+    try:
+        for index, rec in enumerate(parquet_docs(path)):
+            yield None if index in skip else rec
+    except DataFileError as e:
+        raise DatasetError(str(e)) from None
+
+
+def _benchmark_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
+    """A benchmark dataset's records, up to `limit` (evaltui.benchmarks, imported only for one)."""
+    from evaltui.benchmarks import DataUnavailable, dataset_records
+
+    try:
+        records = dataset_records(ds, plan.base_dir)
+    except DataUnavailable as e:
+        raise DatasetError(str(e)) from None
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"{ds.benchmark}: cannot read its data: {e}") from None
+    return records[: ds.limit] if ds.limit else records
 
 
 def _json_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -158,6 +184,10 @@ def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
     key = _count_key(plan, ds)
     if key is not None and key[:3] in _FINGERPRINTS:
         return _FINGERPRINTS[key[:3]]
+    if ds.benchmark:
+        from evaltui.benchmarks import data_fingerprint
+
+        return data_fingerprint(ds, plan.base_dir)
     digest = hashlib.sha256()
     try:
         with open_regular(plan.dataset_path(ds), _ANY_SIZE) as f:
@@ -172,6 +202,8 @@ def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
 
 
 def count_records(plan: Plan, ds: DatasetConfig) -> int:
+    if ds.benchmark:
+        return len(_benchmark_records(plan, ds))
     key = _count_key(plan, ds)
     if key is not None and key in _COUNTS:
         return _COUNTS[key]
@@ -182,6 +214,9 @@ def open_records(plan: Plan, ds: DatasetConfig, skip: Container[int] = ()) -> It
     """The dataset's records (up to `limit`), read as they are taken, None for those in `skip`;
     the file is opened, and its first record read, before this returns, so an unreadable file is
     a DatasetError here."""
+    if ds.benchmark:
+        held = _benchmark_records(plan, ds)
+        return iter([None if i in skip else r for i, r in enumerate(held)])
     records = iter_records(plan.dataset_path(ds), ds.columns or None, skip)
     if ds.limit:
         records = itertools.islice(records, ds.limit)
@@ -198,6 +233,8 @@ def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     json.loads gives each record its own copies of the names; 200,000 records of two fields
     held 26 MB of them (of ~100 MB), for 0.05 s more CPU.
     """
+    if ds.benchmark:
+        return _benchmark_records(plan, ds)
     intern = sys.intern
     records: list[dict[str, Any]] = []
     for rec in iter_records(plan.dataset_path(ds), ds.columns or None):
@@ -218,6 +255,8 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     templates = templates_of(ds)
     needs = {name: template_fields(tpl) for name, tpl in templates.items()}
     checks = {name: tpl for name, tpl in templates.items() if needs[name]}  # no field: nothing to fail
+    if ds.benchmark:
+        return _check_benchmark(plan, ds, checks, needs)
     records = iter_records(plan.dataset_path(ds), ds.columns or None)
     try:
         count, problems = _check_records(records, ds.limit, checks, needs)
@@ -231,6 +270,27 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
         if plan.dataset_path(ds).name.endswith(".csv") and not ds.columns:
             hint = " (its first row was read as the header; a CSV without one needs `columns`)"
         problems.append(f"path: {plan.dataset_path(ds).name} has no records{hint}")
+    return problems
+
+
+def _check_benchmark(plan: Plan, ds: DatasetConfig, checks: dict[str, str], needs: dict[str, set[str]]) -> list[str]:
+    """A benchmark dataset's data: refused when they cannot be had (a bad `path`; offline and not
+    cached), checked like any dataset's when they are here, left to the run (which downloads
+    them, showing its progress, then checks them) when the Hub cache lacks them."""
+    from evaltui.benchmarks import data_problem
+
+    problem, ready = data_problem(ds, plan.base_dir)
+    if problem is not None:
+        return [problem]
+    if not ready:
+        return []
+    try:
+        records = _benchmark_records(plan, ds)
+    except DatasetError as e:
+        return [f"benchmark: {e}"]
+    count, problems = _check_records(iter(records), ds.limit, checks, needs)
+    if count == 0:
+        problems.append(f"benchmark: {ds.benchmark}: no records (split {ds.split!r}, subsets {ds.subsets!r})")
     return problems
 
 

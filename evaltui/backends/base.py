@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
+#: A dataset's request settings over a model's generation_kwargs, in their words (stop, max_new_tokens, temperature).
+Settings = dict[str, Any]
 
 RETRY_STATUSES = frozenset({408, 429})
 URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
@@ -174,12 +176,20 @@ class Backend(ABC):
         """What tells whether the server at `url` is up: its health check, probed after an ejection."""
 
     @abstractmethod
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
+    async def generate(
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+    ) -> str:
         """The model's answer to one prompt (a BackendError when it fails for good).
 
         `epoch` ≥ 1 (a dataset run for several epochs): the request of that epoch, with the
         seed varied where the protocol takes one (see `epoch_seed`); epoch 0 is the request a
-        one-epoch run sends. `trace`: where every attempt and the reported tokens go."""
+        one-epoch run sends. `trace`: where every attempt and the reported tokens go.
+        `settings`: what the dataset sets over generation_kwargs (`stop`, `max_new_tokens`,
+        `temperature`: DatasetConfig.generation_overrides)."""
+
+    @abstractmethod
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
+        """The body `generate` sends for this prompt (what `evaltui benchmarks show` prints)."""
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
@@ -187,6 +197,12 @@ class Backend(ABC):
     def usage(self, data: Any) -> tuple[int, int] | None:
         """The (prompt, completion) tokens a reply reports, None when it reports none."""
         return None
+
+    def merged(self, settings: Settings | None) -> dict[str, Any]:
+        """generation_kwargs with a dataset's settings over them (the model's own when it has none)."""
+        if not settings:
+            return self.cfg.generation_kwargs
+        return {**self.cfg.generation_kwargs, **settings}
 
     def cost(self, text: str, new_tokens: int | None = None) -> int:
         """What a request is charged before it is sent — by tokens_per_minute, and by its

@@ -6,7 +6,7 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, epoch_seed
+from evaltui.backends.base import Backend, BackendError, Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
 
@@ -37,6 +37,22 @@ def _prompt_logprobs(data: Any) -> float:
     return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items, strict=False)])
 
 
+def lightllm_params(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """generation_kwargs in LightLLM's words: `stop` as its `stop_sequences`, a temperature of 0
+    as greedy decoding (`do_sample = false`; LightLLM refuses a temperature of 0), another as
+    sampling at it."""
+    out = dict(kwargs)
+    if "stop" in out:
+        out["stop_sequences"] = out.pop("stop")
+    if "temperature" in out:
+        if out["temperature"] == 0:
+            del out["temperature"]
+            out["do_sample"] = False
+        else:
+            out["do_sample"] = True
+    return out
+
+
 class LightLLMBackend(Backend):
     computes_ppl = True
 
@@ -55,15 +71,20 @@ class LightLLMBackend(Backend):
             return None
         return count_tokens(data.get("prompt_tokens")), count_tokens(data.get("count_output_tokens"))
 
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
-        inputs = f"{system}\n\n{prompt}" if system else prompt
-        params = self.cfg.generation_kwargs
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
+        params = lightllm_params(self.merged(settings)) if settings else self.cfg.generation_kwargs
         if epoch and "seed" in params:
             # Only when the plan names a seed: LightLLM's own /generate takes none and refuses
             # parameters it does not know; TGI-style servers that sample by seed take one.
             params = {**params, "seed": epoch_seed(params, epoch)}
-        payload = {"inputs": inputs, "parameters": params}
-        return await self._post(payload, _generated_text, self.cost(inputs), trace)
+        return {"inputs": f"{system}\n\n{prompt}" if system else prompt, "parameters": params}
+
+    async def generate(
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+    ) -> str:
+        payload = self.payload(prompt, system, epoch=epoch, settings=settings)
+        new_tokens = max_new_tokens(payload["parameters"]) if settings else None
+        return await self._post(payload, _generated_text, self.cost(payload["inputs"], new_tokens), trace)
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.

@@ -6,7 +6,7 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, epoch_seed
+from evaltui.backends.base import Backend, BackendError, Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
 
@@ -39,6 +39,7 @@ class _OpenAIBackend(Backend):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._params = sampling_params(self.cfg.generation_kwargs)
+        self._by_settings: dict[str, dict[str, Any]] = {}  # a dataset's settings → its parameters
         self._model = self.cfg.model or self.cfg.abbr
 
     def usage(self, data: Any) -> tuple[int, int] | None:
@@ -47,9 +48,21 @@ class _OpenAIBackend(Backend):
             return None
         return count_tokens(usage.get("prompt_tokens")), count_tokens(usage.get("completion_tokens"))
 
-    def _sampling(self, epoch: int) -> dict[str, Any]:
-        """The sampling parameters of one epoch: OpenAI's `seed` set from epoch 1 on."""
-        return self._params if not epoch else {**self._params, "seed": epoch_seed(self._params, epoch)}
+    def _sampling(self, epoch: int, settings: Settings | None = None) -> dict[str, Any]:
+        """The sampling parameters of one epoch (with a dataset's settings over the model's):
+        OpenAI's `seed` set from epoch 1 on."""
+        params = self._params if not settings else self._with(settings)
+        return params if not epoch else {**params, "seed": epoch_seed(params, epoch)}
+
+    def _with(self, settings: Settings) -> dict[str, Any]:
+        key = repr(sorted(settings.items()))
+        params = self._by_settings.get(key)
+        if params is None:
+            params = self._by_settings[key] = sampling_params(self.merged(settings))
+        return params
+
+    def _cost(self, text: str, settings: Settings | None) -> int:
+        return self.cost(text, max_new_tokens(self.merged(settings)) if settings else None)
 
     def _endpoint_url(self, url: str) -> URL:
         u = URL(url)  # the query (e.g. Azure's ?api-version=...) stays after the endpoint's path
@@ -99,21 +112,30 @@ def _completion_text(data: Any) -> str:
 class OpenAIChatBackend(_OpenAIBackend):
     endpoint = "/chat/completions"
 
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
-        payload = {"model": self._model, "messages": messages, **self._sampling(epoch)}
-        return await self._post(payload, _chat_content, self.cost(f"{system}\n{prompt}" if system else prompt), trace)
+        return {"model": self._model, "messages": messages, **self._sampling(epoch, settings)}
+
+    async def generate(
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+    ) -> str:
+        payload = self.payload(prompt, system, epoch=epoch, settings=settings)
+        return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace)
 
 
 class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
     computes_ppl = True
 
-    async def generate(self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None) -> str:
-        text = f"{system}\n\n{prompt}" if system else prompt
-        payload = {"model": self._model, "prompt": text, **self._sampling(epoch)}
-        return await self._post(payload, _completion_text, self.cost(text), trace)
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
+        return {"model": self._model, "prompt": f"{system}\n\n{prompt}" if system else prompt, **self._sampling(epoch, settings)}
+
+    async def generate(
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+    ) -> str:
+        payload = self.payload(prompt, system, epoch=epoch, settings=settings)
+        return await self._post(payload, _completion_text, self._cost(payload["prompt"], settings), trace)
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}

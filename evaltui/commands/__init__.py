@@ -1,5 +1,6 @@
-"""Commands that read work dirs instead of running a plan: `evaltui show` (and its export) and
-`evaltui compare`. Headless, read-only, each in a module of its own; cli.py hands them argv."""
+"""Commands that read instead of running a plan: `evaltui show` (and its export) and
+`evaltui compare` over work dirs, `evaltui benchmarks` over the catalog. Headless, read-only,
+each in a module of its own; cli.py hands them argv."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ def run_command(name: str, argv: list[str]) -> int:
     main: Callable[[list[str]], int]
     if name == "show":
         from evaltui.commands.show import main
+    elif name == "benchmarks":
+        from evaltui.commands.benchmarks import main
     else:
         from evaltui.commands.compare import main
     try:

@@ -124,21 +124,41 @@ class ModelConfig(_Strict):
 # leaderboard's column, the evaluator's) it had before they existed.
 LATER_DATASET_KEYS: dict[str, Any] = {
     "epochs": None, "retry_on_error": 0, "score_on_error": False, "time_limit": 0.0, "token_limit": 0, "sample_ids": None,
+    "benchmark": None, "split": None, "subsets": None, "num_fewshot": None, "fewshot_as_multiturn": False,
+    "stop": None, "max_tokens": None, "temperature": None,
 }
-LATER_EVALUATOR_KEYS: dict[str, Any] = {"reducer": "mean", "k": None}
+#: The request settings a dataset may set over its models' generation_kwargs (they change what is sent).
+GENERATION_KEYS = ("stop", "max_tokens", "temperature")
+LATER_EVALUATOR_KEYS: dict[str, Any] = {
+    "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
+}
 
 
 def _without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in later or v != later[k]}
 
 
+class FilterConfig(_Strict):
+    """One of lm-eval's filter pipelines: its `regex` filter, then `take_first`."""
+
+    name: str
+    pattern: str
+    group_select: int = 0  # which match findall gives (-1: the last)
+    fallback: str = "[invalid]"  # what is kept when nothing matches
+
+
 class EvaluatorConfig(_Strict):
-    type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec"]
+    type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec", "exact_match"]
     pattern: str | None = None
     timeout: float = Field(10.0, gt=0, le=DAY)
     memory_mb: int = Field(1024, ge=16, le=1 << 20)
     reducer: Literal["mean", "max", "median", "mode", "at_least_k", "pass_at_k"] = "mean"
     k: int | list[int] | None = None  # at_least_k: one k; pass_at_k: one or several
+    # exact_match (lm-eval's): a metric per filter, the texts compared after regexes_to_ignore
+    filters: list[FilterConfig] | None = None
+    ignore_case: bool = False
+    ignore_punctuation: bool = False
+    regexes_to_ignore: list[str] | None = None
 
     @field_validator("k", mode="before")
     @classmethod
@@ -166,13 +186,21 @@ MAX_FAILURE_COUNT = 10**12  # fail_on_error as a count: more samples than any da
 
 class DatasetConfig(_Strict):
     abbr: str
-    path: str
+    path: str  # a benchmark's: "" for the Hub, else its local copy (a file, or a folder in the release's layout)
+    benchmark: str | None = None  # an entry of `evaltui benchmarks`: fills the keys below the plan leaves out
+    split: str | None = None  # benchmark: the split evaluated (None: the reference's)
+    subsets: list[str] | None = None  # grouped benchmark: some of its parts (None: all)
+    num_fewshot: int | None = Field(None, ge=0, le=100)  # benchmark: examples before each question (None: the reference's)
+    fewshot_as_multiturn: bool = False  # benchmark, chat models: the examples as user/assistant turns
     columns: list[str] = Field(default_factory=list)
     prompt: str
     system: str = ""
     target: str
     mode: Literal["gen", "ppl"] = "gen"
     choices: list[str] = Field(default_factory=list)
+    stop: list[str] | None = None  # stop sequences sent with each request (over the model's generation_kwargs)
+    max_tokens: int | None = Field(None, ge=1, le=10_000_000)  # new tokens a request may generate (over max_new_tokens)
+    temperature: float | None = Field(None, ge=0, le=100)  # sampling temperature (over the model's)
     shards: int = Field(1, ge=1, le=256)
     limit: int = Field(0, ge=0)
     fail_on_error: int | float = 0.0  # a fraction (float, 0–1) or a count (integer ≥ 2) of samples that may fail
@@ -229,11 +257,45 @@ class DatasetConfig(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _default_evaluator(cls, data: Any) -> Any:
-        """Filled in before validation, so the field is never None for the code that scores."""
+    def _filled(cls, data: Any) -> Any:
+        """A benchmark's keys filled in where the plan has none (the catalog is imported only
+        then), and the evaluator when nothing names one, so the field is never None for the code
+        that scores."""
+        if isinstance(data, dict) and data.get("benchmark") is not None:
+            from evaltui.benchmarks.fill import fill
+
+            data = fill(data)
         if isinstance(data, dict) and data.get("evaluator") is None:
             return {**data, "evaluator": {"type": "ppl" if data.get("mode") == "ppl" else "exact"}}
         return data
+
+    @field_validator("benchmark")
+    @classmethod
+    def _known_benchmark(cls, v: str | None) -> str | None:
+        if v is not None:
+            from evaltui.benchmarks.catalog import lookup
+
+            lookup(v)  # ValueError naming the close names
+        return v
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(s == "" for s in v):
+            raise ValueError("an empty stop sequence would end every reply at once")
+        return v
+
+    def generation_overrides(self) -> dict[str, Any]:
+        """What this dataset sets over its models' generation_kwargs, in their words
+        (`max_new_tokens`), for the backends to merge: {} when it sets nothing."""
+        out: dict[str, Any] = {}
+        if self.stop is not None:
+            out["stop"] = list(self.stop)
+        if self.max_tokens is not None:
+            out["max_new_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        return out
 
 
 class Plan(_Strict):
@@ -277,7 +339,8 @@ class Plan(_Strict):
         """The resolved plan for `<work_dir>/plan.toml`: defaults filled in, no secrets, no None."""
         data = self.model_dump(mode="json", exclude={"source"})
         for ds in data["datasets"]:
-            ds["path"] = str(self.dataset_path(self.dataset(ds["abbr"])).resolve())
+            if ds["path"] or not ds.get("benchmark"):  # a benchmark's "" (the Hub) stays ""
+                ds["path"] = str(self.dataset_path(self.dataset(ds["abbr"])).resolve())
         for m in data["models"]:
             m["headers"] = {k: REDACTED if SECRET_HEADER_RE.search(k) else v for k, v in m["headers"].items()}
         snapshot: dict[str, Any] = _drop_none(data)

@@ -7,7 +7,7 @@ A shared small type keeps the evaluators interchangeable for `score()`: each one
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Judgement(NamedTuple):
@@ -16,3 +16,17 @@ class Judgement(NamedTuple):
 
 
 Judge = Callable[[str, str], Judgement]
+
+
+class Verdict(NamedTuple):
+    """What an evaluator of several metrics says of one reply: what it pulled out, whether it is
+    right by the main metric, and every metric's value (a ratio metric's as [right, of])."""
+
+    extracted: str | None
+    correct: bool
+    scores: dict[str, Any]
+
+
+#: (prediction, gold, the sample's predictions entry) → Verdict: the entry holds what some need
+#: beyond the text (a log-likelihood request's per-choice sums).
+ScoredJudge = Callable[[str, str, dict[str, Any]], Verdict]

@@ -18,7 +18,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec")
+EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec", "exact_match")
+#: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
+SCORED_TYPES = ("exact_match",)
 
 
 def type_name(evaluator_type: Any) -> str:
@@ -31,7 +33,17 @@ def main_metric(evaluator_type: Any) -> str:
     name = type_name(evaluator_type)
     if name not in EVALUATOR_TYPES:
         raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATOR_TYPES)}")
-    return "pass@1" if name == "code_exec" else "accuracy"
+    return "pass@1" if name == "code_exec" else "exact_match,none" if name == "exact_match" else "accuracy"
+
+
+def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
+    """The metrics one epoch of an evaluator reports, its main one first: lm-eval's exact_match
+    one per filter (`exact_match,strict-match`), as lm-eval's results name them."""
+    name = type_name(getattr(evaluator, "type", None))
+    if name == "exact_match":
+        filters = getattr(evaluator, "filters", None) or ()
+        return tuple(f"exact_match,{f.name}" for f in filters) or (main_metric(name),)
+    return (main_metric(name),)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -65,23 +77,26 @@ _SIMPLE: dict[str, Callable[[Sequence[float]], float]] = {
 class Reduction:
     """How one dataset's epochs become per-sample values and dataset metrics."""
 
-    def __init__(self, evaluator_type: Any, reducer: str = "mean", ks: Sequence[int] = (), epochs: int = 1):
-        self.base = main_metric(evaluator_type)
+    def __init__(self, evaluator_type: Any, reducer: str = "mean", ks: Sequence[int] = (), epochs: int = 1, bases: Sequence[str] = ()):
+        """`bases`: the metrics one epoch reports, main first (default: the type's one)."""
+        self.bases = tuple(bases) or (main_metric(evaluator_type),)
+        self.base = self.bases[0]
         self.reducer = reducer
         self.ks = tuple(ks)
         self.epochs = epochs
-        self.trivial = epochs == 1 and reducer == "mean"
+        self.scored = type_name(evaluator_type) in SCORED_TYPES  # its details carry `scores` always
+        self.trivial = epochs == 1 and reducer == "mean" and not self.scored
         self.metrics = self._names()
 
     @classmethod
     def of(cls, evaluator: Any, epochs: int) -> Reduction:
         """From a dataset's evaluator settings (an EvaluatorConfig or anything with the same fields)."""
         ks = evaluator.ks() if hasattr(evaluator, "ks") else ()
-        return cls(getattr(evaluator, "type", None), getattr(evaluator, "reducer", "mean"), ks, epochs)
+        return cls(getattr(evaluator, "type", None), getattr(evaluator, "reducer", "mean"), ks, epochs, evaluator_metrics(evaluator))
 
     def _names(self) -> tuple[str, ...]:
         if self.reducer == "mean":
-            return (self.base,)
+            return self.bases
         if self.reducer == "pass_at_k":
             return tuple(f"pass@{k}" for k in self.ks)
         word = "pass" if self.base == "pass@1" else self.base
@@ -102,6 +117,21 @@ class Reduction:
             return {self.main: 1.0 if sum(values) >= self.ks[0] else 0.0}
         return {self.main: float(_SIMPLE[self.reducer](values))}
 
+    def reduce_scores(self, scores: Sequence[dict[str, Any]], correct: Sequence[bool]) -> dict[str, Any]:
+        """Each metric's value for one sample from its epochs' scores (several metrics an epoch):
+        with `mean` every metric's mean over the epochs (a ratio metric, [right, of], its parts'
+        means); another reducer reduces the main metric's verdicts as `reduce` does."""
+        if self.reducer != "mean":
+            return self.reduce(correct)
+        out: dict[str, Any] = {}
+        for name in self.bases:
+            values = [s.get(name, 0.0) for s in scores]
+            if values and isinstance(values[0], (list, tuple)):
+                out[name] = [math.fsum(v[0] for v in values) / len(values), math.fsum(v[1] for v in values) / len(values)]
+            else:
+                out[name] = math.fsum(values) / len(values)
+        return out
+
 
 class MetricSums:
     """The dataset's metrics, accumulated one detail at a time (details stream past, never held)."""
@@ -110,6 +140,7 @@ class MetricSums:
         self.reduction = reduction
         self.count = 0
         self._sums = dict.fromkeys(reduction.metrics, 0.0)
+        self._ratios: dict[str, list[float]] = {}  # a ratio metric's [right, of] summed over samples
         self._correct = 0
 
     def add(self, detail: dict[str, Any]) -> None:
@@ -118,7 +149,12 @@ class MetricSums:
             self._correct += bool(detail["correct"])
             return
         for name, value in detail["scores"].items():
-            self._sums[name] += value
+            if isinstance(value, (list, tuple)):
+                parts = self._ratios.setdefault(name, [0.0, 0.0])
+                parts[0] += value[0]
+                parts[1] += value[1]
+            else:
+                self._sums[name] += value
 
     def result(self) -> dict[str, float]:
         """{metric: percent rounded to 2 decimals}, the main metric first; 0.0 for no samples."""
@@ -126,7 +162,11 @@ class MetricSums:
             return {self.reduction.main: percent(self._correct, self.count)}
         if not self.count:
             return dict.fromkeys(self.reduction.metrics, 0.0)
-        return {name: round(100.0 * total / self.count, 2) for name, total in self._sums.items()}
+        out = {}
+        for name, total in self._sums.items():
+            right, of = self._ratios.get(name, (total, float(self.count)))
+            out[name] = round(100.0 * right / of, 2) if of else 0.0
+        return out
 
 
 def percent(correct: int, total: int) -> float:

@@ -15,8 +15,9 @@ from typing import Any
 from .choice import judge_choice
 from .code.code_exec import CodeRunner, is_pass, run_code_samples
 from .gsm8k import judge_gsm8k
-from .judgement import Judge
-from .reducers import EVALUATOR_TYPES, MetricSums, Reduction, main_metric, percent, type_name
+from .judgement import Judge, ScoredJudge
+from .reducers import EVALUATOR_TYPES, SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
+from .reference import make_exact_match
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
 
 __all__ = ["EVALUATOR_TYPES", "JUDGE_REVISIONS", "epoch_answers", "iter_details", "main_metric", "percent", "score"]
@@ -128,6 +129,33 @@ def _judge_text(judge: Judge, predictions: Iterable[dict[str, Any]], reduction: 
         yield _reduced_detail(position, sample, epochs, reduction)
 
 
+def _scored_judge(name: str, evaluator: Any) -> ScoredJudge:
+    if name == "exact_match":
+        return make_exact_match(evaluator)
+    raise ValueError(f"no scored judge for evaluator type {name!r}")
+
+
+def _judge_scored(judge: ScoredJudge, predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
+    """Details of an evaluator of several metrics: each with every metric's value (`scores`),
+    reduced over the epochs (each epoch's under `epochs` when there are several). A failed
+    epoch scores 0 by every metric (a ratio metric keeps what it is out of)."""
+    for position, sample in enumerate(predictions):
+        gold = _as_text(sample.get("gold"))
+        epochs = []
+        for prediction, error in epoch_answers(sample):
+            if error is not None:
+                zero = {k: [0.0, v[1]] if isinstance(v, (list, tuple)) else 0.0 for k, v in judge("", gold, sample).scores.items()}
+                epochs.append(_epoch_verdict(None, False, error, scores=zero))
+            else:
+                extracted, correct, scores = judge(prediction, gold, sample)
+                epochs.append(_epoch_verdict(extracted, correct, None, scores=scores))
+        detail = _detail(position, sample, epochs[0]["extracted"], epochs[0]["correct"])
+        if len(epochs) > 1:
+            detail["epochs"] = epochs
+        detail["scores"] = reduction.reduce_scores([e["scores"] for e in epochs], [e["correct"] for e in epochs])
+        yield detail
+
+
 def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reduction: Reduction | None = None) -> Iterator[dict[str, Any]]:
     """One detail per sample, lazily, for every evaluator but code_exec (`reduction`: how its
     epochs are reduced; by default one epoch, nothing reduced).
@@ -139,6 +167,8 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
     main_metric(name)
     if name == "code_exec":
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
+    if name in SCORED_TYPES:
+        return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, 1))
     judge = make_regex_judge(getattr(evaluator, "pattern", None)) if name == "regex" else _FIXED_JUDGES[name]
     return _judge_text(judge, predictions, reduction or Reduction.of(evaluator, 1))
 

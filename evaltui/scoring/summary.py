@@ -130,6 +130,10 @@ class RunSummary:
         return Reduction.of(d.evaluator, self.plan.epochs(d)).metrics
 
     def _version(self, d: DatasetConfig) -> str:
+        if d.benchmark:  # the reference's task and version, and a hash of what the plan changed
+            from evaltui.plan.benchmark import version_label
+
+            return version_label(d)
         data = {**d.versioned_dump(), "path": str(self.plan.dataset_path(d).resolve())}
         data.pop("epochs", None)
         if self.plan.epochs(d) != 1:  # as resolved: the run's epochs and the dataset's own are the same thing

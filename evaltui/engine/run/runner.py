@@ -31,6 +31,7 @@ from evaltui.engine.disk.guard import checked, mark
 from evaltui.engine.disk.runlog import RunLog
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir, WorkDirBusy
 from evaltui.engine.run.executor import make_executor
+from evaltui.engine.run.fetch import fetch_benchmarks
 from evaltui.engine.run.scorer import ScoreGate
 from evaltui.engine.run.session import Session
 from evaltui.engine.run.simproc import SimulatorError, SimulatorProcess, sim_url_for
@@ -299,6 +300,8 @@ class Runner:
     async def _prepare(self) -> bool:
         """Count the datasets' records (once), start the simulator and the executor (join the
         Ray cluster); False after saying why not."""
+        if not self._totals and not await fetch_benchmarks(self.plan, self.emit):
+            return False
         try:
             if not self._totals:
                 self._totals = {d.abbr: await anyio.to_thread.run_sync(count_records, self.plan, d) for d in self.plan.datasets}

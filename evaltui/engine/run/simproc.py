@@ -17,7 +17,7 @@ import threading
 from typing import IO, Any
 
 from evaltui.datasets import load_records, render_sample
-from evaltui.plan import Plan
+from evaltui.plan import DatasetConfig, Plan
 from evaltui.sim.url import sim_options
 
 START_TIMEOUT = 30.0
@@ -36,16 +36,29 @@ def write_answer_key(plan: Plan, out: IO[str]) -> int:
     """One line per prompt the simulated models know, in the simulator's answer-key format."""
     count = 0
     for ds in plan.datasets:
+        reply = _reply_template(ds)
         for index, record in enumerate(load_records(plan, ds)):
             s = render_sample(ds, index, record)
             prompts = [s.prompt] + ([f"{s.system}\n\n{s.prompt}"] if s.system else [])
+            answer = reply.format_map(record) if reply else s.target
             for prompt in prompts:
-                line: dict[str, Any] = {"prompt": prompt, "answer": s.target}
+                line: dict[str, Any] = {"prompt": prompt, "answer": answer}
                 if ds.mode == "ppl":
                     line["choices"] = list(s.choices)
                 out.write(json.dumps(line) + "\n")
                 count += 1
     return count
+
+
+def _reply_template(ds: DatasetConfig) -> str:
+    """A benchmark's right reply, in the form its reference's scorer reads (`The answer is 18.`),
+    while the dataset keeps the entry's target; "" for the target itself."""
+    if not ds.benchmark:
+        return ""
+    from evaltui.benchmarks.catalog import lookup
+    from evaltui.benchmarks.fill import entry_fields
+
+    return lookup(ds.benchmark).reply if ds.target == entry_fields(ds.benchmark)["target"] else ""
 
 
 class SimulatorProcess:

@@ -201,7 +201,9 @@ class SampleInference:
                 best = min(range(len(ppls)), key=ppls.__getitem__)
                 entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
             else:
-                entry.update(prediction=await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace), gold=sample.target)
+                settings = cfg.generation_overrides() or None
+                answer = await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace, settings=settings)
+                entry.update(prediction=answer, gold=sample.target)
             return None, False
         except BackendError as e:  # its message cut short and masked by the backend
             return e.as_dict(), e.retryable

@@ -1,0 +1,54 @@
+"""What a benchmark puts into the plan's dataset table: the keys the plan leaves out.
+
+The plan's schema calls `fill` on each [[datasets]] table before validating it, so a benchmark
+dataset is validated, checked, fingerprinted and run as the same table written out by hand
+would be. A key the plan sets wins (the version column then says the entry was changed); an
+evaluator table the plan gives is merged over the entry's when it keeps the entry's type (so
+`[datasets.evaluator] reducer = "pass_at_k"` changes only the reducer).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from evaltui.benchmarks.catalog import lookup
+
+#: The keys an entry fills, with the value a plain dataset has when it leaves one out.
+FILLED: dict[str, Any] = {
+    "prompt": None, "system": "", "target": None, "mode": "gen", "choices": [], "stop": None, "max_tokens": None, "temperature": None,
+    "evaluator": None,
+}
+
+
+def fill(data: dict[str, Any]) -> dict[str, Any]:
+    """The table with the entry's keys added where the plan has none (an unknown name: unchanged
+    but for placeholders, so the name's own error is the only one reported)."""
+    name = data.get("benchmark")
+    if not isinstance(name, str):
+        return data
+    try:
+        lookup(name)
+    except ValueError:
+        return {"path": "", "prompt": "", "target": "", **data}
+    out = dict(data)
+    out.setdefault("path", "")  # "": the Hub
+    for key, value in entry_fields(name).items():
+        if key == "evaluator":
+            continue
+        out.setdefault(key, value)
+    theirs = data.get("evaluator")
+    ours = entry_fields(name)["evaluator"]
+    if not isinstance(theirs, dict):
+        out["evaluator"] = ours if theirs is None else theirs
+    elif theirs.get("type", ours["type"]) == ours["type"]:
+        out["evaluator"] = {**ours, **theirs}
+    return out
+
+
+def entry_fields(name: str) -> dict[str, Any]:
+    """Every key the entry fills (those it does not name at their plain-dataset values), a fresh copy."""
+    entry = lookup(name)
+    fields = {k: v for k, v in FILLED.items() if v is not None}
+    fields.update(copy.deepcopy(dict(entry.fields)))
+    return fields

@@ -1,0 +1,97 @@
+"""A benchmark dataset in the plan: its own keys checked, and what the plan changed of the entry.
+
+The catalog (evaltui.benchmarks) is imported inside these functions only, so a plan that names
+no benchmark never loads it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from typing import Any
+
+from evaltui.plan.schema import DatasetConfig, EvaluatorConfig
+
+#: The plan's keys an entry fills, compared with the entry's to tell a changed entry.
+FILLED_KEYS = ("prompt", "system", "target", "mode", "choices", "stop", "max_tokens", "temperature")
+
+
+def check_benchmark(ds: DatasetConfig) -> list[str]:
+    """split, subsets, num_fewshot and fewshot_as_multiturn against what the entry has."""
+    from evaltui.benchmarks.catalog import lookup
+
+    assert ds.benchmark is not None
+    entry = lookup(ds.benchmark)
+    problems: list[str] = []
+    splits = sorted(set(entry.hub.files) | set(entry.local.files if entry.local else ()))
+    if ds.split is not None and ds.split not in splits:
+        problems.append(f"split: {entry.name} has no split {ds.split!r} (it has: {', '.join(splits)})")
+    if ds.subsets is not None:
+        problems += _check_subsets(entry.name, list(entry.parts), ds.subsets)
+    if ds.num_fewshot and entry.fewshot_split is None and ds.num_fewshot > entry.fixed_examples:
+        have = f"only {entry.fixed_examples} fixed examples" if entry.fixed_examples else "no few-shot examples"
+        problems.append(f"num_fewshot: {entry.name} has {have} (got {ds.num_fewshot})")
+    if ds.fewshot_as_multiturn:
+        problems.append(
+            "fewshot_as_multiturn: needs chat conversations (a message list per sample), which evaltui does not send yet; "
+            "leave it false: the examples go in one user message, as lm-eval sends them without the flag"
+        )
+    return problems
+
+
+def _check_subsets(name: str, parts: list[str], subsets: list[str]) -> list[str]:
+    if not parts:
+        return [f"subsets: {name} is not a grouped benchmark (it has no parts)"]
+    if not subsets:
+        return ["subsets: lists no part; leave it out for all of them"]
+    problems = []
+    for s in subsets:
+        if s not in parts:
+            close = difflib.get_close_matches(s, parts, n=3, cutoff=0.5)
+            hint = f"close names: {', '.join(close)}" if close else f"{len(parts)} parts, e.g. {', '.join(parts[:3])}"
+            problems.append(f"subsets: {name} has no part {s!r} ({hint}; `evaltui benchmarks show {name}` lists them)")
+    if len(set(subsets)) != len(subsets):
+        problems.append("subsets: lists a part twice")
+    return problems
+
+
+def changes(ds: DatasetConfig) -> dict[str, Any]:
+    """What the plan changed of its benchmark's entry: each key whose value is not the entry's
+    (the evaluator's settings as one), and the benchmark's own keys where they are not its defaults."""
+    from evaltui.benchmarks.catalog import lookup
+    from evaltui.benchmarks.fill import entry_fields
+
+    assert ds.benchmark is not None
+    entry, fields = lookup(ds.benchmark), entry_fields(ds.benchmark)
+    mine = ds.model_dump(mode="json")
+    out = {k: mine[k] for k in FILLED_KEYS if mine[k] != fields.get(k, _plain(k))}
+    if ds.evaluator.model_dump(mode="json") != EvaluatorConfig.model_validate(fields["evaluator"]).model_dump(mode="json"):
+        out["evaluator"] = ds.evaluator.versioned_dump()
+    if ds.split not in (None, entry.split):
+        out["split"] = ds.split
+    if ds.subsets is not None and list(ds.subsets) != list(entry.parts):
+        out["subsets"] = list(ds.subsets)
+    if ds.num_fewshot not in (None, entry.num_fewshot):
+        out["num_fewshot"] = ds.num_fewshot
+    if ds.fewshot_as_multiturn:
+        out["fewshot_as_multiturn"] = True
+    return out
+
+
+def _plain(key: str) -> Any:
+    return DatasetConfig.model_fields[key].get_default(call_default_factory=True)
+
+
+def version_label(ds: DatasetConfig) -> str:
+    """The leaderboard's version of a benchmark dataset: the reference's task and version
+    (`lm-eval gsm8k_cot v3`), then `+` and a hash of what the plan changed, if anything."""
+    from evaltui.benchmarks.catalog import lookup
+
+    assert ds.benchmark is not None
+    label = lookup(ds.benchmark).label
+    changed = changes(ds)
+    if not changed:
+        return label
+    digest = hashlib.sha256(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()[:6]
+    return f"{label}+{digest}"

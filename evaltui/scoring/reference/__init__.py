@@ -1,0 +1,11 @@
+"""The reference harnesses' own scoring, as the standard benchmarks need it (evaltui/benchmarks).
+
+    lmeval   lm-evaluation-harness 0.4.13: its regex filters and exact_match
+
+Each reproduces what the reference computes for one sample, so a benchmark's score is the
+number the reference would print for the same replies.
+"""
+
+from evaltui.scoring.reference.lmeval import make_exact_match
+
+__all__ = ["make_exact_match"]

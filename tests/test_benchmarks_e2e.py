@@ -1,0 +1,97 @@
+"""A benchmark dataset through everything a dataset goes through: `--samples`, `limit`, epochs,
+resume, retry, `show`, `compare`, the export and `watch`, against the simulator on loopback.
+
+The simulator is given the plan's answer key (what evaltui's sim:// gives it: the entry's right
+reply in the form its reference scores) and fails each prompt's first request where a test asks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from benchkit import shared
+from planmaker import lightllm, run_plan, write_plan
+
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.run.simproc import write_answer_key
+from evaltui.plan import load_plan, select
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+
+
+def _key(plan_path: Path) -> AnswerKey:
+    out = io.StringIO()
+    write_answer_key(load_plan(plan_path), out)
+    key = AnswerKey()
+    for line in out.getvalue().splitlines():
+        rec = json.loads(line)
+        key.add_gen(rec["prompt"], rec["answer"])
+    return key
+
+
+def _dataset(**kw: Any) -> dict[str, Any]:
+    return {"abbr": "gsm", "benchmark": "gsm8k_cot", "path": str(shared("gsm8k", "test.jsonl")), "limit": 12, **kw}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evaltui", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_samples_epochs_resume_and_retry_on_a_benchmark(tmp_path: Path, sim_factory: Any) -> None:
+    plan_path = write_plan(tmp_path, models=[{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:9/generate"}], datasets=[_dataset()])
+    sim = sim_factory(SimConfig(answer_key=_key(plan_path), faults=Faults(fail_first=1, fail_first_kind="500")))
+    sampled = {"temperature": 0.8, "epochs": 2, "evaluator": {"reducer": "pass_at_k", "k": [1, 2]}}
+    plan_path = write_plan(tmp_path, models=[lightllm("m", sim.url, retry=0)], datasets=[_dataset(**sampled)])
+    plan = select(load_plan(plan_path), None, None, [1, 4, 7])
+    runner = Runner(plan)
+
+    async def main() -> tuple[int, int]:
+        first = await runner.run()  # each prompt's first request fails: one epoch of each sample
+        return first, await runner.retry(runner.failed_pairs())
+
+    try:
+        assert anyio.run(main) == (1, 0)
+    finally:
+        runner.close()
+    assert sim.stats.requests_total == 3 * 2 + 3  # 3 samples × 2 epochs, then the 3 failed epochs again
+    result = json.loads(runner.workdir.result_file("m", "gsm").read_text())
+    assert result["pass@1"] == 100.0 and result["pass@2"] == 100.0 and result["samples"] == "1,4,7"
+    assert [d["index"] for d in result["details"]] == [1, 4, 7]
+    row = runner.leaderboard().rows()[0]
+    assert row[1].startswith("lm-eval gsm8k_cot v3+") and "subset of 3" in row[2]  # changed (temperature, epochs' reducer), and a subset
+    # a re-run of the whole plan (a retry a request now) keeps the three and sends the other nine (limit 12), × 2 epochs
+    before = sim.stats.requests_total
+    code, _, again = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, retry=1)], datasets=[_dataset(**sampled)]))
+    assert code == 0
+    assert sim.stats.requests_total - before == 9 * 2 + 9  # each of the nine prompts' first request fails once, then is answered
+    assert len(json.loads(again.workdir.predictions_file("m", "gsm").read_text())) == 12
+
+
+def test_show_compare_export_and_watch_read_a_benchmarks_work_dir(tmp_path: Path) -> None:
+    strong, weak = (write_plan(tmp_path, name=f"{n}.toml", run={"work_dir": n},
+                               models=[{"abbr": "m", "type": "openai-chat", "url": f"sim://?latency=0&accuracy={a}", "model": "m"}],
+                               datasets=[_dataset()]) for n, a in (("strong", 1.0), ("weak", 0.5)))
+    for plan in (strong, weak):
+        code, _, _ = run_plan(plan)
+        assert code == 0
+    a, b = tmp_path / "strong", tmp_path / "weak"
+    shown = _cli("show", str(a), "--full")
+    assert shown.returncode == 0
+    assert shown.stdout.splitlines()[0].startswith("m/gsm: scored, exact_match,strict-match 100.00")
+    assert shown.stdout.count(" right ") == 12 and "The answer is 18." in shown.stdout
+    compared = _cli("compare", str(a), str(b), "--json")
+    assert compared.returncode == 0, compared.stderr
+    (row,) = json.loads(compared.stdout)["rows"]
+    assert row["metric"] == "exact_match,strict-match" and row["a"] == 100.0 and row["b"] < 100.0 and row["right_to_wrong"]
+    exported = json.loads(_cli("show", str(b), "--export", "json").stdout)
+    (pair,) = exported["pairs"]
+    assert pair["metrics"]["exact_match,strict-match"] == row["b"] and pair["leaderboard_version"] == "lm-eval gsm8k_cot v3"
+    assert all(set(r["scores"]) == {"exact_match,strict-match", "exact_match,flexible-extract"} for r in pair["records"])
+    watched = _cli("watch", str(b), "--no-ui")
+    assert watched.returncode == 0
+    assert "lm-eval gsm8k_cot v3" in watched.stdout and "exact_match,flexible-extract" in watched.stdout
