@@ -21,7 +21,7 @@ from planmaker import lightllm, run_plan, write_plan
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.run.simproc import write_answer_key
 from evaltui.plan import load_plan, select
-from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
+from evaltui.sim import AnswerKey, Faults, SimConfig
 
 
 def _key(plan_path: Path) -> AnswerKey:

@@ -15,8 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from evaltui import fastjson
+from evaltui.fsutil import Unreadable, open_regular
 
 Doc = dict[str, Any]
+#: A benchmark's file is read whole: at most this many bytes (MMLU's largest split is 6 MB, a
+#: parquet file of MATH's 12,500 problems 9 MB), and only a regular file (a FIFO would hang).
+MAX_BYTES = 1 << 30
 
 
 class DataFileError(Exception):
@@ -35,6 +39,8 @@ def read_docs(path: Path, columns: Sequence[str] | None = None) -> list[Doc]:
             return _json(path)
         if name.endswith(".csv"):
             return _csv(path, columns)
+    except Unreadable as e:
+        raise DataFileError(f"{name}: cannot read: it {e.problem}") from None
     except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:
         raise DataFileError(f"{name}: cannot read: {e}") from None
     raise DataFileError(f"{name}: unsupported file type")
@@ -48,17 +54,21 @@ def parquet_docs(path: Path) -> Iterator[Doc]:
     except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
         raise DataFileError(f"{path.name}: reading parquet needs pyarrow (pip install pyarrow)") from None
     try:
-        pf = pq.ParquetFile(path)
-        for group in range(pf.num_row_groups):
-            yield from pf.read_row_group(group).to_pylist()
+        with open_regular(path, MAX_BYTES) as f:
+            pf = pq.ParquetFile(f)
+            for group in range(pf.num_row_groups):
+                yield from pf.read_row_group(group).to_pylist()
+    except Unreadable as e:
+        raise DataFileError(f"{path.name}: cannot read: it {e.problem}") from None
     except ArrowException as e:
         raise DataFileError(f"{path.name}: not a readable parquet file ({e})") from None
 
 
 def _text(path: Path) -> io.TextIOBase:
+    raw: Any = open_regular(path, MAX_BYTES)
     if path.name.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8-sig", newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
 
 
 def _jsonl(path: Path) -> Iterator[Doc]:

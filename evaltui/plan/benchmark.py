@@ -1,4 +1,4 @@
-"""A benchmark dataset in the plan: its own keys checked, and what the plan changed of the entry.
+"""A benchmark dataset in the plan: its own keys checked, what the plan changed of its entry, and the exact_match evaluator's settings.
 
 The catalog (evaltui.benchmarks) is imported inside these functions only, so a plan that names
 no benchmark never loads it.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from typing import Any
 
 from evaltui.plan.schema import DatasetConfig, EvaluatorConfig
@@ -38,6 +39,37 @@ def check_benchmark(ds: DatasetConfig) -> list[str]:
             "leave it false: the examples go in one user message, as lm-eval sends them without the flag"
         )
     return problems
+
+
+def benchmark_keys_unused(ds: DatasetConfig) -> list[str]:
+    """The keys that only a benchmark dataset reads."""
+    return [f"{key}: only used with `benchmark`" for key in ("split", "subsets", "num_fewshot") if getattr(ds, key) is not None] + (
+        ["fewshot_as_multiturn: only used with `benchmark`"] if ds.fewshot_as_multiturn else []
+    )
+
+
+def check_filters(ev: EvaluatorConfig) -> list[str]:
+    """exact_match's settings: compiled patterns, and on that evaluator only."""
+    named = [k for k in ("filters", "regexes_to_ignore") if getattr(ev, k) is not None] + [k for k in ("ignore_case", "ignore_punctuation") if getattr(ev, k)]
+    if ev.type != "exact_match":
+        return [f"evaluator.{k}: only used by the exact_match evaluator (type is {ev.type!r})" for k in named]
+    problems = []
+    for i, f in enumerate(ev.filters or ()):
+        problems += [f"evaluator.filters[{i}].pattern: invalid regular expression: {e}" for e in _regex_errors(f.pattern)]
+    for i, r in enumerate(ev.regexes_to_ignore or ()):
+        problems += [f"evaluator.regexes_to_ignore[{i}]: invalid regular expression: {e}" for e in _regex_errors(r)]
+    names = [f.name for f in ev.filters or ()]
+    if len(set(names)) != len(names):
+        problems.append("evaluator.filters: each filter needs its own name (it names a metric)")
+    return problems
+
+
+def _regex_errors(pattern: str) -> list[str]:
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return [str(e)]
+    return []
 
 
 def _check_subsets(name: str, parts: list[str], subsets: list[str]) -> list[str]:

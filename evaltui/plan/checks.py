@@ -20,7 +20,7 @@ from evaltui.backends import BACKENDS
 from evaltui.backends.base import max_new_tokens
 from evaltui.datasets import template_fields, templates_of
 from evaltui.fsutil import nul_byte
-from evaltui.plan.benchmark import check_benchmark
+from evaltui.plan.benchmark import benchmark_keys_unused, check_benchmark, check_filters
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, EvaluatorConfig, ModelConfig, Plan, RunConfig, expand_home
 from evaltui.sim.url import sim_options
 
@@ -266,40 +266,9 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
         path = plan.dataset_path(ds)
     except ValueError as e:
         return [f"path: {e}"]
-    data = check_benchmark(ds) if ds.benchmark else _check_data_file(path, ds.columns) + _check_benchmark_keys(ds)
-    checks = data + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator) + _check_filters(ds.evaluator)
+    data = check_benchmark(ds) if ds.benchmark else _check_data_file(path, ds.columns) + benchmark_keys_unused(ds)
+    checks = data + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator) + check_filters(ds.evaluator)
     return checks + _check_epochs(plan, ds) + _check_error_policy(ds)
-
-
-def _check_benchmark_keys(ds: DatasetConfig) -> list[str]:
-    """The keys that only a benchmark dataset reads."""
-    return [f"{key}: only used with `benchmark`" for key in ("split", "subsets", "num_fewshot") if getattr(ds, key) is not None] + (
-        ["fewshot_as_multiturn: only used with `benchmark`"] if ds.fewshot_as_multiturn else []
-    )
-
-
-def _check_filters(ev: EvaluatorConfig) -> list[str]:
-    """exact_match's settings: compiled patterns, and on that evaluator only."""
-    named = [k for k in ("filters", "regexes_to_ignore") if getattr(ev, k) is not None] + [k for k in ("ignore_case", "ignore_punctuation") if getattr(ev, k)]
-    if ev.type != "exact_match":
-        return [f"evaluator.{k}: only used by the exact_match evaluator (type is {ev.type!r})" for k in named]
-    problems = []
-    for i, f in enumerate(ev.filters or ()):
-        problems += [f"evaluator.filters[{i}].pattern: invalid regular expression: {e}" for e in _regex_errors(f.pattern)]
-    for i, r in enumerate(ev.regexes_to_ignore or ()):
-        problems += [f"evaluator.regexes_to_ignore[{i}]: invalid regular expression: {e}" for e in _regex_errors(r)]
-    names = [f.name for f in ev.filters or ()]
-    if len(set(names)) != len(names):
-        problems.append("evaluator.filters: each filter needs its own name (it names a metric)")
-    return problems
-
-
-def _regex_errors(pattern: str) -> list[str]:
-    try:
-        re.compile(pattern)
-    except re.error as e:
-        return [str(e)]
-    return []
 
 
 def _check_data_file(path: Path, columns: list[str]) -> list[str]:
