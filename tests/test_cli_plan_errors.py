@@ -244,6 +244,24 @@ def test_model_name_is_required_for_named_model_types(
     check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "models[1].model: required", repr(model_type))
 
 
+def test_the_math_evaluator_without_math_verify_installed(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looked up at load (without importing sympy): a plan using `math` where math-verify is
+    missing is refused naming the field and what to install, before anything runs."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "math_verify" else real(name, *a))
+    data = base_plan()
+    data["datasets"][0]["evaluator"] = {"type": "math"}
+    write_data(tmp_path)
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "datasets[0].evaluator.type: 'math' needs the math-verify package", "pip install math-verify")
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    data["datasets"][0]["evaluator"] = {"type": "mathh"}
+    (tmp_path / PLAN_NAME).write_text(tomli_w.dumps(data), encoding="utf-8")
+    check(*run_cli(capsys, str(tmp_path / PLAN_NAME)), "datasets[0].evaluator.type", "'math'")
+
+
 @pytest.mark.parametrize("model_type", ["openai-chat", "lightllm-chat"])
 def test_ppl_mode_with_a_chat_model_type(tmp_path: Path, capsys: pytest.CaptureFixture[str], model_type: str) -> None:
     data = base_plan()

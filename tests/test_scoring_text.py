@@ -149,7 +149,7 @@ def test_score_all_types_dispatch():
 
 def test_main_metric():
     assert main_metric("code_exec") == "pass@1"
-    for kind in ("exact", "includes", "regex", "gsm8k", "choice", "ppl"):
+    for kind in ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl"):
         assert main_metric(kind) == "accuracy"
 
 

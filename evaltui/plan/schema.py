@@ -148,7 +148,7 @@ class FilterConfig(_Strict):
 
 
 class EvaluatorConfig(_Strict):
-    type: Literal["exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec", "exact_match"]
+    type: Literal["exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match"]
     pattern: str | None = None
     timeout: float = Field(10.0, gt=0, le=DAY)
     memory_mb: int = Field(1024, ge=16, le=1 << 20)

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "choice", "ppl", "code_exec", "exact_match")
+EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match")
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
 SCORED_TYPES = ("exact_match",)
 

@@ -9,6 +9,7 @@ A dataset of several epochs judges each sample once per epoch and reduces the ve
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from .choice import judge_choice
 from .code.code_exec import CodeRunner, is_pass, run_code_samples
 from .gsm8k import judge_gsm8k
 from .judgement import Judge, ScoredJudge
+from .mathcheck import MathChecker
 from .reducers import EVALUATOR_TYPES, SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .reference import make_exact_match
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
@@ -24,7 +26,7 @@ __all__ = ["EVALUATOR_TYPES", "JUDGE_REVISIONS", "epoch_answers", "iter_details"
 
 # Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
 # that results the earlier code scored are scored again by a re-run.
-JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 4, "choice": 3}
+JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 4, "choice": 3, "math": 1}
 
 _FIXED_JUDGES: dict[str, Judge] = {
     "exact": judge_exact,
@@ -109,7 +111,19 @@ def sample_right(detail: dict[str, Any], metric: str) -> bool:
     return epoch_verdict(detail, 0).get("correct") is True
 
 
-def _judge_text(judge: Judge, predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
+@contextlib.contextmanager
+def _math_judge() -> Iterator[Judge]:
+    """math-verify's judge, its worker process started at the first sample and ended with the dataset."""
+    with MathChecker() as checker:
+        yield checker.judge
+
+
+def _judge_text(judging: contextlib.AbstractContextManager[Judge], predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
+    with judging as judge:
+        yield from _judge_all(judge, predictions, reduction)
+
+
+def _judge_all(judge: Judge, predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
     for position, sample in enumerate(predictions):
         if reduction.trivial:
             if _failed_at_inference(sample):
@@ -169,8 +183,13 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
     if name in SCORED_TYPES:
         return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, 1))
-    judge = make_regex_judge(getattr(evaluator, "pattern", None)) if name == "regex" else _FIXED_JUDGES[name]
-    return _judge_text(judge, predictions, reduction or Reduction.of(evaluator, 1))
+    if name == "math":
+        judging: contextlib.AbstractContextManager[Judge] = _math_judge()
+    elif name == "regex":  # compiled here: a bad pattern is said before the first sample
+        judging = contextlib.nullcontext(make_regex_judge(getattr(evaluator, "pattern", None)))
+    else:
+        judging = contextlib.nullcontext(_FIXED_JUDGES[name])
+    return _judge_text(judging, predictions, reduction or Reduction.of(evaluator, 1))
 
 
 def _inference_failure(error: Any) -> str:
