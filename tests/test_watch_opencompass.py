@@ -115,7 +115,7 @@ def test_a_killed_opencompass_run_goes_stale(tmp_path: Path) -> None:
 def test_a_shard_that_ends_while_its_reading_is_put_off_is_counted_whole(tmp_path: Path, monkeypatch) -> None:
     """A big tmp_ file is read again only now and then (READ_SHARE); the look that sees the shard
     end must read its final predictions all the same, or its count stays short for good."""
-    import evaltui.engine.follow.opencompass as oc
+    import evaltui.engine.follow.opencompass_tally as oc
 
     root = fixture_copy("running", tmp_path, fresh=True)
     follower = Follower(open_view(root))
