@@ -34,7 +34,16 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(bytes(data) if isinstance(data, memoryview) else data)
+        try:
+            return json.loads(bytes(data) if isinstance(data, memoryview) else data, parse_int=_int_or_float)
+        except RecursionError:  # arrays nested a million deep (orjson stops at 1,024): not a document we read
+            raise ValueError("JSON nested too deeply") from None
+
+
+def _int_or_float(digits: str) -> int | float:
+    """An integer of the document, as orjson gives it: beyond 64 bits as a float (a 5,000-digit
+    one, which int() refuses past 4,300 digits, as infinity) rather than a ValueError."""
+    return int(digits) if len(digits) < 20 or int(digits[:20]) < 2**64 and len(digits) == 20 else float(digits)
 
 
 def loads_exact(data: bytes | str) -> Any:

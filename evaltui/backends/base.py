@@ -16,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -42,7 +43,8 @@ Settings = dict[str, Any]
 RETRY_STATUSES = frozenset({408, 429})
 URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
 MAX_BACKOFF = 60.0
-MAX_RETRY_AFTER = 300.0
+MAX_RETRY_AFTER = 300.0  # s a Retry-After is honoured for at most (README: "How it works")
+HOLD_SAID = 5.0  # s of Retry-After from which the wait is said (shorter ones pass unnoticed anyway)
 PROBE_TIMEOUT = 10.0  # s a health check of an ejected replica may take (at most the model's timeout)
 
 
@@ -156,6 +158,9 @@ class Backend(ABC):
         self._timeout = aiohttp.ClientTimeout(total=cfg.timeout)  # the whole attempt: connect, send, whole reply
         self._probe_timeout = aiohttp.ClientTimeout(total=min(cfg.timeout, PROBE_TIMEOUT))
         self.router = Router(self._replicas(), down_timeout=cfg.down_timeout, probe=self._health, clock=clock)
+        #: Said to when a server's Retry-After holds requests back for HOLD_SAID s or more (the engine reports it).
+        self.on_hold: Callable[[str], None] | None = None
+        self._said_until = 0.0  # the end of the last hold said
 
     def _replicas(self) -> list[Replica]:
         cfg = self.cfg
@@ -332,11 +337,28 @@ class Backend(ABC):
             retry_after = parse_retry_after(reply.headers.get("retry-after"))
             if retry_after and len(self.urls) > 1 and status in REFUSALS:
                 self.router.hold(replica, min(retry_after, MAX_RETRY_AFTER))
+                self._say_hold(replica, status, retry_after, "no request goes to it")
                 retry_after = None
             elif status == 429 and retry_after:
                 self.bucket.hold(min(retry_after, MAX_RETRY_AFTER))
+                self._say_hold(replica, status, retry_after, "every request of the model waits")
+            elif retry_after:
+                self._say_hold(replica, status, retry_after, "its request waits")
             return _Retry(BackendError("http", message, status=status, attempts=attempt, retryable=True), retry_after=retry_after, free=free)
         return BackendError("http", message, status=status, attempts=attempt)
+
+    def _say_hold(self, replica: Replica, status: int, asked: float, who: str) -> None:
+        """A Retry-After long enough to notice, said once per hold (not once per request it holds):
+        what asked for it, how long is waited — at most MAX_RETRY_AFTER — and until when. A
+        request sleeping it out otherwise shows only as a count that does not move."""
+        wait = min(asked, MAX_RETRY_AFTER)
+        until = time.time() + wait
+        if self.on_hold is None or wait < HOLD_SAID or until < self._said_until + HOLD_SAID:
+            return
+        self._said_until = until
+        capped = f" (it asked for {asked:,.0f} s; {MAX_RETRY_AFTER:g} s is the most evaltui waits)" if asked > MAX_RETRY_AFTER else ""
+        at = datetime.fromtimestamp(until).strftime("%H:%M:%S")
+        self.on_hold(f"{replica.url} answered HTTP {status} with Retry-After: {who} {wait:,.0f} s, until {at}{capped}")
 
     def _settle(self, cost: int, used: int | None) -> None:
         """An attempt's charge settled: by the tokens the server counted when it answered, given

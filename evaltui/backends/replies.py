@@ -72,9 +72,14 @@ def unparseable(reply: Reply, error: Exception) -> str:
 
 
 
+#: More tokens than one request can use (4 billion): a reply that says so reports no count.
+MAX_REPORTED_TOKENS = 1 << 32
+
+
 def count_tokens(value: Any) -> int:
-    """A token count from a reply: a non-negative integer, else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A token count from a reply: a non-negative integer below MAX_REPORTED_TOKENS, else 0 (a
+    5,000-digit `prompt_tokens` is no count, and must not fail the answer beside it)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_REPORTED_TOKENS else 0
 
 
 

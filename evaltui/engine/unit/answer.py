@@ -73,6 +73,7 @@ class ModelAnswerer:
         self._per_replica = self._several or model.concurrency == "adaptive"  # what ModelLoad reports
         router.on_change = self._replica_changed
         router.on_down = self._replicas_down
+        backend.on_hold = self._held
 
     async def answer(
         self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool
@@ -126,6 +127,9 @@ class ModelAnswerer:
     def _replica_changed(self, r: Replica) -> None:
         back_off = r.back_off if r.state == EJECTED else 0.0
         self.emit(ev.ReplicaStateChanged(self.model.abbr, r.url, r.state, redact(r.reason, self.secrets), back_off, r.failed_probes))
+
+    def _held(self, message: str) -> None:
+        self.emit(ev.Notice(f"{self.model.abbr}: {redact(message, self.secrets)}", "warning"))
 
     def _replicas_down(self, reason: str) -> None:
         self.emit(ev.ReplicasDown(self.model.abbr, self.model.down_timeout, redact(reason, self.secrets)))
