@@ -164,3 +164,51 @@ def _no_retry_after() -> Any:
     from evaltui.sim import Faults
 
     return Faults(retry_after=0.0)  # "Retry-After: 0": no hold, so only the limit decides
+
+
+def test_one_url_is_a_fleet_of_one_a_server_restart_loses_no_sample(tmp_path: Path, sim_factory) -> None:
+    """A real llama.cpp server killed and restarted 20 s later, with one url: 8 samples went
+    through the outage and 5 failed after their attempts, and the run ended exit 1 unscored (two
+    urls lost nothing). Here the server dies after 30 requests and is back 1.5 s later; with
+    `retry = 0` no sample may fail: the requests wait while it is probed, and go on."""
+    rows = arithmetic(120)
+    (sim,) = sims = [sim_factory(replica(rows, die_after=30))]
+    back = restart_later(sims, rows, sim_factory, after=1.5)
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, sims))  # url = [one]: a list of one is one url
+    back.join(10)
+    assert code == 0 and scored(events) == expected(rows)
+    assert not of_type(events, ev.SampleFailed)
+    entries = checkpoint(runner)
+    assert sorted(i for i, _ in entries) == list(range(120)) and all(ok for _, ok in entries)
+    assert len(of_type(events, ev.ReplicasDown)) == 1
+    states = [e.state for e in of_type(events, ev.ReplicaStateChanged)]
+    assert states[0] == "ejected" and states[-1] == "up"
+    log = (runner.workdir.logs_dir / "run.log").read_text()
+    assert "every replica is down, its requests wait up to 300 s" in log and f"m: replica {sim.url}/m/generate is back" in log
+
+
+def test_one_url_down_beyond_down_timeout_stops_the_model_and_a_re_run_resumes(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(100)
+    (sim,) = sims = [sim_factory(replica(rows, die_after=25))]
+    plan = fleet_plan(tmp_path, rows, sims, down_timeout=1.0)
+    code, events, runner = run_plan(plan)
+    assert code == 1
+    (inferred,) = of_type(events, ev.DatasetInferred)
+    assert inferred.status == "fail" and "every replica was down for 1 s" in inferred.error
+    failed = of_type(events, ev.SampleFailed)
+    assert failed and all(f.error.type == "down" for f in failed)
+    sim_factory(replica(rows, port=sim.port))
+    code, events, runner = run_plan(plan)
+    assert code == 0 and scored(events) == expected(rows)
+
+
+def test_one_url_that_answers_500_is_not_marked_down(tmp_path: Path, sim_factory) -> None:
+    """Only getting no reply marks a lone url down: 5xx replies and timeouts are its requests'
+    own, retried as before (a model stalled while its one server was probed would cost more)."""
+    from evaltui.sim import Faults
+
+    rows = arithmetic(60)
+    sim = sim_factory(replica(rows, faults=Faults(rate_500=0.5, seed=3)))
+    code, events, runner = run_plan(fleet_plan(tmp_path, rows, [sim], retry=8))
+    assert code == 0 and scored(events) == expected(rows)
+    assert not of_type(events, ev.ReplicaStateChanged) and not of_type(events, ev.ReplicasDown)

@@ -266,16 +266,31 @@ def test_a_request_waits_while_every_replica_is_down_and_goes_on_when_one_is_bac
     assert retries == 0  # neither the cut and refused attempts nor the wait cost any
 
 
-def test_one_url_is_never_ejected(sim_factory) -> None:
+def test_one_url_is_a_fleet_of_one_marked_down_once_its_health_check_goes_unanswered(sim_factory) -> None:
+    """Issue 23: a lone url is no longer never ejected. The third request is cut, its server's
+    health check refused: the server is down, and the requests wait for it (here no probe brings it
+    back) until down_timeout, then fail as `down` — having spent none of their retries."""
     sim = sim_factory(SimConfig(answer_key=key(), die_after=2))
 
     async def go(be: Backend) -> tuple[list[Any], str]:
         return await gather(be, prompts(6), width=1), be.router.replicas[0].state
 
-    results, state = run(model(urls_of(sim)[0:1]), go)
-    # the third is cut, the later ones refused (or cut, if they come while it is still closing)
-    assert results[:2] == ["1", "2"] and all(isinstance(r, BackendError) and r.kind in ("connect", "connection") for r in results[2:])
-    assert state == UP
+    results, state = run(model(urls_of(sim)[0:1], down_timeout=0.5), go)
+    assert results[:2] == ["1", "2"] and all(isinstance(r, BackendError) and r.kind == "down" for r in results[2:]), results
+    assert "every replica was down for 0.5 s" in str(results[2]) and state == EJECTED
+
+
+def test_one_url_that_never_answered_fails_as_before_without_a_pause(sim_factory) -> None:
+    """Before its server has answered in the run (a wrong url?), a lone url's failures are the
+    retry loop's: no waiting for a server that may never have been there."""
+    sim = sim_factory(SimConfig(answer_key=key()))
+    sim.stop()
+
+    async def go(be: Backend) -> list[Any]:
+        return await gather(be, prompts(3), width=1)
+
+    results = run(model(urls_of(sim)[0:1]), go, limit=10.0)
+    assert all(isinstance(r, BackendError) and r.kind == "connect" and r.attempts == 2 for r in results), results
 
 
 def test_the_answering_replica_is_known_after_each_request(sim_factory) -> None:

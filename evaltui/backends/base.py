@@ -289,9 +289,12 @@ class Backend(ABC):
             raise self._failed(e.reply, e.message, replica, attempt, free) from None
         except RequestFailed as e:
             noted.end(None, e.kind)
-            free = self.router.release(replica, epoch, sent, TIMED_OUT if e.kind == "timeout" else NO_REPLY, e.message)
+            no_reply = e.kind != "timeout"
+            free = self.router.release(replica, epoch, sent, NO_REPLY if no_reply else TIMED_OUT, e.message)
             if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                 raise BackendError("connect", e.message, attempts=attempt) from None
+            if no_reply and not free:  # one url: free if its server turns out to be down (replicas.py)
+                free = await self.router.confirm_down(replica, epoch)
             raise _Retry(BackendError(e.kind, e.message, attempts=attempt, retryable=True), free=free) from None
         except BaseException:  # cancelled: no outcome to learn from, but the slot is free again
             self.router.release_unused(replica)

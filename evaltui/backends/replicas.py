@@ -36,8 +36,16 @@ outcome, and the Router keeps, per replica:
   `down_timeout` s they fail with ReplicasDown (and so does any attempt while it lasts), which
   the engine turns into a stop of the model with that reason. Nothing waits forever.
 
-With one URL none of this runs: the Router hands the replica out at once (the worker pool is
-the bound), and failures are the retry loop's business as before.
+With one URL the model is a fleet of one (a real llama.cpp server restarted 20 s later failed 5
+of 8 samples that went through the outage, where two URLs lost nothing): the Router hands its
+replica out at once (the worker pool is the bound) while it is up, and only getting no reply at
+all (connection refused or cut) tells against it — an HTTP error or a timeout of one request
+says nothing about the others, and stays the retry loop's business. Once it has answered in the
+run, an attempt that got no reply has its health check asked: a server that does not answer it
+is marked down, and then requests wait while it is probed, for at most `down_timeout`, and go on
+when it answers — the attempt, and those out with it, sent again without counting against their
+`retry`, so no sample fails for an outage shorter than `down_timeout`. A server that answers its
+health check dropped that one request: it counts, as ever.
 """
 
 from __future__ import annotations
@@ -141,13 +149,14 @@ class Router:
         self._wake = [asyncio.Event() for _ in replicas]  # wakes a replica's prober: it was ejected
         self._marks = [(0, 0) for _ in replicas]  # each replica's (requests, errors) when `mark` was called
         self._holds = False  # some replica was held (routing reads the clock from then on)
+        self._confirming: asyncio.Task[bool] | None = None  # a lone url's health check after no reply
 
     # ------------------------------------------------------------------ per attempt
     async def acquire(self, avoid: Replica | None = None) -> Replica:
         """A replica for one attempt (not `avoid`, the one the last attempt failed on, when
         another can take it); waits while every replica is at its cap, held or out."""
         only = self._only
-        if only is not None:
+        if only is not None and only.state == UP:
             only.in_flight += 1
             self.in_flight += 1
             return only
@@ -176,7 +185,7 @@ class Router:
             r.errors += 1
             if r.limit is not None and status in _DROPS:
                 r.limit.on_drop(sent_at)
-            free = self._failed(r, epoch, status, error) if self._several else False
+            free = self._failed(r, epoch, status, error) if self._several else self._failed_alone(r, epoch, status, error)
         if self._waiters:
             self._hand_off()
         return free
@@ -209,6 +218,42 @@ class Router:
         if r.failures >= EJECT_AFTER and r.state == UP and self.seen:
             self._eject(r, error)
         return status == NO_REPLY or r.epoch != epoch
+
+    def _failed_alone(self, r: Replica, epoch: int, status: int, error: str) -> bool:
+        """A failed attempt at a model's one url: free when it was out as the server went down;
+        one that got no reply is judged by `confirm_down` (the backend asks)."""
+        if status == NO_REPLY:
+            r.reason = error
+        return r.epoch != epoch
+
+    async def confirm_down(self, r: Replica, epoch: int) -> bool:
+        """An attempt sent in `epoch` to a model's one url got no reply (refused or cut): whether
+        its server is down. A cut alone cannot tell a server that restarts from one that dropped
+        this request, so its health check is asked (one probe shared by every attempt that asks
+        meanwhile): no answer marks it down, and the attempt is free — it waits for the server
+        instead of spending its request's retries. Before the server has answered in this run
+        (a wrong url?) the retry loop decides, as ever."""
+        if self._several or not self.seen:
+            return False
+        if r.epoch != epoch or r.state != UP:
+            return True  # marked down since it was sent
+        if self._confirming is None:
+            self._confirming = asyncio.get_running_loop().create_task(self._confirm(r))
+        return await asyncio.shield(self._confirming)
+
+    async def _confirm(self, r: Replica) -> bool:
+        try:
+            try:
+                problem = await self._probe(r)
+            except Exception as e:  # a bug in a probe must cost a probe, not the run
+                problem = f"{type(e).__name__}: {e}"
+            if problem is None:
+                return False
+            if r.state == UP:
+                self._eject(r, f"{r.reason} (its health check: {problem})")
+            return True
+        finally:
+            self._confirming = None
 
     def hold(self, r: Replica, seconds: float) -> None:
         """A Retry-After from `r`: no attempt goes to it for `seconds`."""

@@ -66,7 +66,7 @@ class ModelConfig(_Strict):
     rate_per_worker: float = Field(0.0, ge=0, le=1e6)  # requests/second, the whole model's (not per worker)
     requests_per_minute: float = Field(0.0, ge=0, le=6e7)  # the same limit per minute: rate_per_worker × 60
     tokens_per_minute: float = Field(0.0, ge=0, le=1e12)
-    down_timeout: float = Field(300.0, gt=0, le=DAY)  # several urls: how long a model waits with all of them down
+    down_timeout: float = Field(300.0, gt=0, le=DAY)  # how long a model's requests wait while its server (every replica) is down
     retry: int = Field(4, ge=0, le=100)
     timeout: float = Field(120.0, gt=0, le=DAY)
     backoff: float = Field(1.0, ge=0, le=HOUR)

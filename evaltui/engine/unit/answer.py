@@ -113,13 +113,11 @@ class ModelAnswerer:
         return ev.ModelLoad(cfg.abbr, router.in_flight, cfg.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Several replicas: the probes of ejected ones."""
+        """The probes of ejected replicas (a model's one url is a fleet of one: replicas.py)."""
         self.backend.router.mark()  # `silent` counts from the start of this pass
-        if self._several:
-            self.backend.router.restart()  # a model that gave up waiting may wait again
+        self.backend.router.restart()  # a model that gave up waiting may wait again
         task_status.started()
-        if self._several:
-            await self.backend.router.run_probes()
+        await self.backend.router.run_probes()
 
     def silent(self) -> bool:
         return self.backend.router.silent()
