@@ -52,6 +52,30 @@ def test_the_429_of_a_full_server_says_retry_after() -> None:
             assert c.get("/health").status_code == 200
 
 
+def test_a_server_that_serves_one_at_a_time_answers_in_line() -> None:
+    """`serve_at_once = 1` plays llama.cpp with one slot: four requests sent together are each
+    answered one latency after the one before, first come first served; none is refused."""
+
+    async def main() -> list[float]:
+        async with SimServer(SimConfig(default=ModelProfile(latency=0.2), serve_at_once=1)) as sim:
+            async with httpx.AsyncClient(trust_env=False, timeout=10) as c:
+                loop = asyncio.get_running_loop()
+                start = loop.time()
+
+                async def one(i: int) -> float:
+                    await asyncio.sleep(0.01 * i)  # in this order
+                    r = await c.post(f"{sim.url}/m/generate", json={"inputs": f"q{i}"})
+                    assert r.status_code == 200
+                    return loop.time() - start
+
+                return list(await asyncio.gather(*(one(i) for i in range(4))))
+
+    done = asyncio.run(main())
+    assert done == sorted(done)
+    gaps = [b - a for a, b in zip([0.0, *done[:-1]], done, strict=True)]
+    assert all(g >= 0.18 for g in gaps), gaps  # one latency each at least: in line, not side by side
+
+
 def test_a_replica_dies_after_n_requests_cutting_those_in_flight_and_listening_no_more() -> None:
     async def main() -> tuple[list[int | str], int | str, bool]:
         sim = await SimServer(SimConfig(default=ModelProfile(latency=0.2), die_after=3)).start()
@@ -107,7 +131,7 @@ def test_serve_sim_takes_the_replica_flags_and_exits_when_it_dies() -> None:
             proc.wait(10)
 
 
-@pytest.mark.parametrize("field", ["max_in_flight", "die_after"])
+@pytest.mark.parametrize("field", ["max_in_flight", "die_after", "serve_at_once"])
 def test_the_replica_options_are_checked(field: str) -> None:
     with pytest.raises(ValueError, match=field):
         SimConfig(**{field: -1})

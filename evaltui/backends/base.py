@@ -275,33 +275,34 @@ class Backend(ABC):
         when there is a token budget), a BackendError that ends the request, or _Retry; how it
         went is noted in `noted` (a Trace, or nothing)."""
         epoch, sent, load = replica.epoch, self._clock(), replica.in_flight
+        tag = replica.limit.on_send() if replica.limit is not None else 0  # the adaptive limit's probe window
         try:
             reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
         except ReplyTooLarge as e:
             status = e.reply.status
             if 200 <= status < 300:  # the same prompt gets as long a reply again: no retry
                 noted.end(status, "reply-too-large")
-                self.router.release(replica, epoch, sent, status, load=load)
+                self.router.release(replica, epoch, sent, status, load=load, tag=tag)
                 raise BackendError("reply-too-large", e.message, status=status, attempts=attempt) from None
             # an error reply too large to read: its status decides, as any other error's
             noted.end(status, "http")
-            free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {e.message}")
+            free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {e.message}", tag=tag)
             raise self._failed(e.reply, e.message, replica, attempt, free) from None
         except RequestFailed as e:
             noted.end(None, e.kind)
             no_reply = e.kind != "timeout"
-            free = self.router.release(replica, epoch, sent, NO_REPLY if no_reply else TIMED_OUT, e.message)
+            free = self.router.release(replica, epoch, sent, NO_REPLY if no_reply else TIMED_OUT, e.message, tag=tag)
             if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
                 raise BackendError("connect", e.message, attempts=attempt) from None
             if no_reply and not free:  # one url: free if its server turns out to be down (replicas.py)
                 free = await self.router.confirm_down(replica, epoch)
             raise _Retry(BackendError(e.kind, e.message, attempts=attempt, retryable=True), free=free) from None
         except BaseException:  # cancelled: no outcome to learn from, but the slot is free again
-            self.router.release_unused(replica)
+            self.router.release_unused(replica, tag)
             raise
         status = reply.status
         if 200 <= status < 300:
-            self.router.release(replica, epoch, sent, status, load=load)
+            self.router.release(replica, epoch, sent, status, load=load, tag=tag)
             try:
                 data = reply_json(reply.body)
                 answer = parse(data)
@@ -321,7 +322,7 @@ class Backend(ABC):
             return answer, cost if usage is None else usage[0] + usage[1]
         noted.end(status, "http")
         message = server_message(reply)
-        free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}")
+        free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}", tag=tag)
         raise self._failed(reply, message, replica, attempt, free)
 
     def _failed(self, reply: Reply, message: str, replica: Replica, attempt: int, free: bool) -> _Retry | BackendError:

@@ -170,30 +170,34 @@ class Router:
                 return r
         return await self._wait(avoid)
 
-    def release(self, r: Replica, epoch: int, sent_at: float, status: int, error: str = "", load: int = 1) -> bool:
+    def release(self, r: Replica, epoch: int, sent_at: float, status: int, error: str = "", load: int = 1, tag: int = 0) -> bool:
         """An attempt sent to `r` in `epoch` at `sent_at`, with `load` attempts out at `r` then
-        (itself included), ended with `status` (NO_REPLY, TIMED_OUT or the HTTP status). True
+        (itself included), ended with `status` (NO_REPLY, TIMED_OUT or the HTTP status); `tag` is
+        what its adaptive limit's `on_send` said of it. True
         when it says nothing about its request (see "free re-sends" in the module's docstring):
         it is sent again elsewhere, and does not count."""
         r.in_flight -= 1
         self.in_flight -= 1
         r.requests += 1
         if 200 <= status < 300:
-            self._answered(r, sent_at, load)
+            self._answered(r, sent_at, load, tag)
             free = False
         else:
             r.errors += 1
-            if r.limit is not None and status in _DROPS:
-                r.limit.on_drop(sent_at)
+            if r.limit is not None:
+                if status in _DROPS:
+                    r.limit.on_drop(sent_at, tag)
+                else:
+                    r.limit.on_unanswered(tag)
             free = self._failed(r, epoch, status, error) if self._several else self._failed_alone(r, epoch, status, error)
         if self._waiters:
             self._hand_off()
         return free
 
-    def _answered(self, r: Replica, sent_at: float, load: int) -> None:
+    def _answered(self, r: Replica, sent_at: float, load: int, tag: int) -> None:
         r.failures, r.refused_since = 0, None
         if r.limit is not None:
-            r.limit.on_answer(sent_at, self._clock() - sent_at, load)
+            r.limit.on_answer(sent_at, self._clock() - sent_at, load, tag)
         if not self.seen:
             self.seen = True  # the first answer: the replicas that failed before it go out now
             for x in self.replicas:
@@ -314,8 +318,10 @@ class Router:
                 self._waiters.remove(entry)
             raise
 
-    def release_unused(self, r: Replica) -> None:
-        """Give back a replica no request was sent to."""
+    def release_unused(self, r: Replica, tag: int = 0) -> None:
+        """Give back a replica no request was sent to (or one cut short: `tag`, its limit's)."""
+        if tag and r.limit is not None:
+            r.limit.on_unanswered(tag)
         r.in_flight -= 1
         self.in_flight -= 1
         if self._waiters:

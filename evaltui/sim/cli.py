@@ -136,6 +136,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="reject longer prompts with 400; 0 = no limit")
     g.add_argument("--max-in-flight", dest="sim_max_in_flight", type=_count, default=0, metavar="K",
                    help="refuse a model request with 429 (and --retry-after) while K are in flight; 0 = no limit")
+    g.add_argument("--serve-at-once", dest="sim_serve_at_once", type=_count, default=0, metavar="K",
+                   help="work on at most K model requests at once, the others waiting in line (a server with K slots); 0 = all at once")
     g.add_argument("--die-after", dest="sim_die_after", type=_count, default=0, metavar="N",
                    help="after N model requests, cut every connection and exit (a replica that dies); 0 = never")
     g.add_argument("--seed", dest="sim_seed", type=_int, metavar="N", default=0, help="seed of the fault dice (default: 0)")
@@ -178,7 +180,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         answer_key=key, prompt_logprobs=args.sim_prompt_logprobs,
         generated_text_as_string=args.sim_generated_text_string,
         omit_content_type=args.sim_omit_content_type,
-        max_in_flight=args.sim_max_in_flight, die_after=args.sim_die_after,
+        max_in_flight=args.sim_max_in_flight, die_after=args.sim_die_after, serve_at_once=args.sim_serve_at_once,
     )
 
 

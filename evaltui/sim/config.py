@@ -119,6 +119,10 @@ class SimConfig:
     #: A server (or the gateway in front of it) that takes at most this many model requests at
     #: once: the next one is refused at once with 429 (and `faults.retry_after`); 0 = no limit.
     max_in_flight: int = 0
+    #: A server that works on at most this many requests at once (llama.cpp with one slot, a
+    #: batch of eight) and keeps the others waiting in line, first come first served: each
+    #: waits its turn, then its latency; 0 = every request at once.
+    serve_at_once: int = 0
     #: A replica that dies: after this many model requests it stops listening and cuts every
     #: connection, the requests still waiting out their latency included; 0 = never.
     die_after: int = 0
@@ -126,7 +130,7 @@ class SimConfig:
     def __post_init__(self) -> None:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ValueError(f"port must be an integer 0-65535, got {self.port!r}")
-        for name in ("max_in_flight", "die_after"):
+        for name in ("max_in_flight", "die_after", "serve_at_once"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")

@@ -13,6 +13,7 @@ stats at once rather than when its latency would have run out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Protocol
@@ -83,14 +84,18 @@ async def _strip_content_type(request: web.Request, response: web.StreamResponse
         response.headers.popall("Content-Type", None)
 
 
-def make_app(handler: Handler) -> web.Application:
-    """One catch-all route: the handler routes by itself (model-name prefixes, suffix matching)."""
+def make_app(handler: Handler, at_once: int = 0) -> web.Application:
+    """One catch-all route: the handler routes by itself (model-name prefixes, suffix matching).
+    `at_once` > 0: replies that wait (model requests) wait out their latency `at_once` at a
+    time, the rest in line (asyncio's semaphore hands its slots on in arrival order)."""
+    slots = asyncio.Semaphore(at_once) if at_once else contextlib.nullcontext()
 
     async def serve(request: web.Request) -> web.StreamResponse:
         reply = handler.handle(Request(request.method, request.path, request.query_string, await request.read()))
         if reply.settle is not None:
             try:
-                await asyncio.sleep(reply.delay)
+                async with slots:
+                    await asyncio.sleep(reply.delay)
             except asyncio.CancelledError:  # the client left, or the server stopped: nothing is sent
                 reply.settle(False)
                 raise

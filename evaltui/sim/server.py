@@ -256,7 +256,7 @@ class SimServer:
     async def start(self) -> SimServer:
         # A short shutdown_timeout (0 would mean none): stopping cuts requests still waiting out
         # their latency at once.
-        runner = web.AppRunner(make_app(self._app), access_log=None, logger=QUIET, handler_cancellation=True, shutdown_timeout=0.05)
+        runner = web.AppRunner(make_app(self._app, self.config.serve_at_once), access_log=None, logger=QUIET, handler_cancellation=True, shutdown_timeout=0.05)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.config.host or None, self.config.port, backlog=4096, reuse_address=True)
