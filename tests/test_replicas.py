@@ -15,7 +15,8 @@ from yarl import URL
 
 from evaltui.backends import Backend, BackendError, make_backend, make_client
 from evaltui.backends import replicas as rs
-from evaltui.backends.replicas import EJECT_AFTER, EJECTED, NO_REPLY, UP, Replica, Router
+from evaltui.backends.replica import EJECT_AFTER, EJECTED, NO_REPLY, UP, Replica
+from evaltui.backends.replicas import Router
 from evaltui.backends.trace import Trace
 from evaltui.plan import ModelConfig
 from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig, SimThread

@@ -28,7 +28,8 @@ from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
 from evaltui.backends.pacing import TokenBucket, TokenBudget, estimate_tokens
-from evaltui.backends.replicas import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown, Router
+from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown
+from evaltui.backends.replicas import Router
 from evaltui.backends.replies import EVENT_STREAM, TEXT_CHARS, Unparseable, is_event_stream, reply_json, server_message, unparseable
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.redaction import redact

@@ -11,23 +11,16 @@ outcome, and the Router keeps, per replica:
   that fails at once always has the fewest in flight, and by that rule alone would draw nearly
   every request; one at a time, it is found out in EJECT_AFTER quick attempts. Before any
   replica has answered, one in doubt is sent an attempt only when no other can take it. An
-  attempt that finds every
-  replica at its cap waits its turn (first come, first served: a freed slot is handed to the
-  oldest waiter, never taken by a newcomer).
+  attempt that finds every replica at its cap waits its turn (first come, first served: a freed
+  slot is handed to the oldest waiter, never taken by a newcomer).
 - **holds**: a 429 (or 503) with Retry-After takes its replica out of routing until then; the
   others go on (with one url the backend holds every request of the model instead).
 - **ejection** (several replicas only, once one of them has answered in this run, so a wrong
   URL still fails as fast as ever): EJECT_AFTER failures in a row (no reply, a timeout, a 5xx
-  other than 503) take a replica out; the first time for FIRST_BACK_OFF s, and each ejection
-  that follows its comeback within HEALTHY_FOR s waits twice as long as the one before, up to
-  MAX_BACK_OFF (a replica whose health check passes but whose requests fail would otherwise
-  come back every second). Then the backend's health check probes it (`/health` for LightLLM,
-  `/v1/models` for OpenAI-style servers): any HTTP reply but a 5xx means the server is up (a
-  proxy may not route the health check at all); a failed probe is tried again after 2, 4,
-  then every PROBE_MAX s. Each replica is probed on its own, so one whose probe hangs holds up
-  no other.
-  Refusals (429, 503) say the server is full, not broken: they tell the adaptive limit, and
-  eject only a replica that has refused everything for REFUSING_FOR s.
+  other than 503) take a replica out for a back-off (replica.py says how long), then the
+  backend's health check probes it, each replica on its own. Refusals (429, 503) say the
+  server is full, not broken: they tell the adaptive limit, and eject only a replica that has
+  refused everything for REFUSING_FOR s.
 - **free re-sends**: an attempt that got no reply (connection refused, reset) or was refused
   while another replica could take it says nothing about its request; neither does one that was
   out at a replica when it was ejected. Such an attempt is sent again elsewhere without
@@ -36,16 +29,13 @@ outcome, and the Router keeps, per replica:
   `down_timeout` s they fail with ReplicasDown (and so does any attempt while it lasts), which
   the engine turns into a stop of the model with that reason. Nothing waits forever.
 
-With one URL the model is a fleet of one (a real llama.cpp server restarted 20 s later failed 5
-of 8 samples that went through the outage, where two URLs lost nothing): the Router hands its
-replica out at once (the worker pool is the bound) while it is up, and only getting no reply at
-all (connection refused or cut) tells against it — an HTTP error or a timeout of one request
-says nothing about the others, and stays the retry loop's business. Once it has answered in the
-run, an attempt that got no reply has its health check asked: a server that does not answer it
-is marked down, and then requests wait while it is probed, for at most `down_timeout`, and go on
-when it answers — the attempt, and those out with it, sent again without counting against their
-`retry`, so no sample fails for an outage shorter than `down_timeout`. A server that answers its
-health check dropped that one request: it counts, as ever.
+With one URL the model is a fleet of one (a real llama.cpp restarted 20 s later failed 5 of 8
+samples that went through the outage, where two URLs lost nothing): its replica is handed out
+at once while it is up. Once it has answered in the run, an attempt that got no reply asks its
+health check (`confirm_down`): unanswered, the server is marked down, requests wait while it is
+probed (at most `down_timeout`) and those attempts are sent again without counting against
+`retry`. A server that answers it dropped that one request: it counts, as ever; its HTTP errors
+and timeouts are the retry loop's business.
 """
 
 from __future__ import annotations
@@ -58,62 +48,24 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 import anyio
-from yarl import URL
 
-from evaltui.backends.adaptive import AdaptiveLimit
-
-UP, EJECTED, PROBING = "up", "ejected", "probing"
-EJECT_AFTER = 3
-FIRST_BACK_OFF = 1.0
-MAX_BACK_OFF = 60.0
-HEALTHY_FOR = 60.0  # s up after a comeback before an ejection starts again from FIRST_BACK_OFF
-PROBE_MAX = 5.0  # s between failed probes, at most: a replica back is readmitted within this
-REFUSING_FOR = 30.0  # s of nothing but refusals (429, 503) after which a replica is ejected
-NO_REPLY, TIMED_OUT = 0, -1  # `status` of an attempt that got no HTTP reply
-REFUSALS = frozenset({429, 503})  # the server is full: the adaptive limit's business, not ejection's
-_DROPS = REFUSALS | {TIMED_OUT}  # what tells an adaptive limit the server is full
-
-
-class ReplicasDown(Exception):
-    """Every replica has been out for `down_timeout` s; the message names them and why."""
-
-
-class Replica:
-    """One server of a model, with its counters (read by the engine once a second)."""
-
-    __slots__ = (
-        "index", "url", "endpoint", "health", "state", "in_flight", "cap", "limit",
-        "requests", "errors", "failures", "epoch", "back_off", "due", "reason", "failed_probes",
-        "ejected_for", "back_at", "refused_since", "held_until",
-    )
-
-    def __init__(self, index: int, url: str, endpoint: URL, health: URL, cap: int, limit: AdaptiveLimit | None) -> None:
-        self.index, self.url, self.endpoint, self.health = index, url, endpoint, health
-        self.state = UP
-        self.in_flight = 0
-        self.cap = cap  # fixed concurrency: at most this many in flight
-        self.limit = limit  # adaptive concurrency: its limit instead
-        self.requests = 0  # attempts answered or failed
-        self.errors = 0  # of those, the ones without a 2xx
-        self.failures = 0  # in a row: no reply, timeout, 5xx (but 503)
-        self.epoch = 0  # times ejected: an attempt sent in an earlier epoch was out when it happened
-        self.back_off = FIRST_BACK_OFF  # ejected: s from the last ejection or failed probe to the next probe
-        self.due = 0.0  # when an ejected replica is probed
-        self.reason = ""  # why it was ejected (its last error, or the health check's)
-        self.failed_probes = 0  # in a row, since it was ejected
-        self.ejected_for = 0.0  # the back-off of its last ejection (the next one soon after doubles it)
-        self.back_at = -math.inf  # when it last came back up
-        self.refused_since: float | None = None  # the first refusal since its last answer
-        self.held_until = 0.0  # a Retry-After: out of routing until then
-
-    def capacity(self) -> int:
-        return self.limit.limit if self.limit is not None else self.cap
-
-
-def _in_doubt(r: Replica) -> bool:
-    """Its last attempt failed or was refused, and none was answered since."""
-    return r.failures > 0 or r.refused_since is not None
-
+from evaltui.backends.replica import (
+    DROPS,
+    EJECT_AFTER,
+    EJECTED,
+    FIRST_BACK_OFF,
+    HEALTHY_FOR,
+    MAX_BACK_OFF,
+    NO_REPLY,
+    PROBE_MAX,
+    PROBING,
+    REFUSALS,
+    REFUSING_FOR,
+    UP,
+    Replica,
+    ReplicasDown,
+    in_doubt,
+)
 
 LAST = 1 << 30  # added to a replica's load in routing: it is picked only when no other can be
 
@@ -185,7 +137,7 @@ class Router:
         else:
             r.errors += 1
             if r.limit is not None:
-                if status in _DROPS:
+                if status in DROPS:
                     r.limit.on_drop(sent_at, tag)
                 else:
                     r.limit.on_unanswered(tag)
@@ -300,7 +252,7 @@ class Router:
         with none in flight."""
         if r.state != UP or r.held_until > now:
             return False
-        return r.in_flight < (1 if _in_doubt(r) else r.capacity())
+        return r.in_flight < (1 if in_doubt(r) else r.capacity())
 
     def _other_can_take(self, r: Replica, now: float) -> bool:
         return any(x is not r and self._open(x, now) for x in self.replicas)

@@ -19,7 +19,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from evaltui.backends import Backend
-from evaltui.backends.replicas import EJECTED, Replica
+from evaltui.backends.replica import EJECTED, Replica
 from evaltui.datasets import DatasetError, render_sample
 from evaltui.engine.disk import samplelog
 from evaltui.engine.stream import events as ev
