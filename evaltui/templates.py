@@ -113,13 +113,30 @@ def fill(template: str, record: Mapping[str, Any], index: int) -> str:
     return text
 
 
+#: `{field[*]}` in a choice template: one choice per item of the record's list `field`.
+_EACH = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\[\*\]\}")
+
+
+def fill_each(template: str, record: Mapping[str, Any], index: int) -> list[str]:
+    """A choice template filled: one text, or one per item of the list a `{field[*]}` names
+    (a benchmark's own choices, as many as each record has: ARC's, TruthfulQA's)."""
+    m = _EACH.search(template)
+    if m is None:
+        return [fill(template, record, index)]
+    name = m.group(1)
+    items = record.get(name)
+    if not isinstance(items, (list, tuple)):
+        raise TemplateError(f"record {index}: {{{name}[*]}} takes one choice per item of a list, and {name!r} is {type(items).__name__}")
+    return [fill(template.replace(m.group(0), f"{{{name}[{i}]}}"), record, index) for i in range(len(items))]
+
+
 def render_sample(ds: DatasetConfig, index: int, record: dict[str, Any]) -> Sample:
     return Sample(
         index=index,
         prompt=fill(ds.prompt, record, index),
         system=fill(ds.system, record, index) if ds.system else "",
         target=fill(ds.target, record, index),
-        choices=tuple(fill(c, record, index) for c in ds.choices),
+        choices=tuple(text for c in ds.choices for text in fill_each(c, record, index)),
     )
 
 
@@ -130,7 +147,7 @@ def fill_problem(index: int, rec: dict[str, Any], template: str, fields: set[str
         have = ", ".join(sorted(rec)) or "none"
         return f"record {index} has no field {', '.join(repr(m) for m in missing)} (its fields: {have})"
     try:
-        fill(template, rec, index)
+        fill_each(template, rec, index)
     except TemplateError as e:
         return str(e)
     except (KeyError, IndexError, AttributeError, ValueError, TypeError) as e:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -135,3 +135,48 @@ def models_at(srv: Recorder, *types: str) -> list[dict[str, Any]]:
             model["model"] = t
         out.append(model)
     return out
+
+
+class Task(NamedTuple):
+    """One reference task of a fixture (a grouped entry's part), as the tests read it."""
+
+    name: str  # lm-eval's task name
+    part: str  # the entry's part it is ("" for an ungrouped entry)
+    n_shot: int
+    items: list[dict[str, Any]]
+    verdicts: list[dict[str, Any]]
+
+
+def tasks_of(fixture: dict[str, Any]) -> list[Task]:
+    from evaltui.benchmarks import lookup
+
+    entry = lookup(fixture["entry"])
+    out = []
+    for name, task in fixture["tasks"].items():
+        part = max((p for p in entry.parts if p in name), key=len, default="")
+        out.append(Task(name, part, int(task["n_shot"]), task["items"], task["verdicts"]))
+    return out
+
+
+def local_copy(fixture: dict[str, Any]) -> Path:
+    """The copy the reference read: a folder of ../shared/datasets, or one of hub/ here (the Hub's layout)."""
+    first = str(next(iter(fixture["data"]["local"].values()))).split(" ")[0]
+    if first.startswith("hub/"):
+        org, name = first.split("/")[1:3]
+        return FIXTURES / "hub" / org / name
+    return shared(first.split("/")[0])
+
+
+def dataset_table(fixture: dict[str, Any], task: Task, **keys: Any) -> dict[str, Any]:
+    """The plan's [[datasets]] table that asks evaltui for what the reference rendered for `task`."""
+    from evaltui.benchmarks import lookup
+
+    entry = lookup(fixture["entry"])
+    table: dict[str, Any] = {"abbr": (task.part or entry.name)[:90], "benchmark": entry.name, "path": str(local_copy(fixture)),
+                             "num_fewshot": task.n_shot, "limit": len(task.items)}
+    split = str(fixture["data"].get("eval_split", entry.split)).split(" ")[0]
+    if split != entry.split:
+        table["split"] = split
+    if task.part:
+        table["subsets"] = [task.part]
+    return {**table, **keys}

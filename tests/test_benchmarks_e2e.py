@@ -95,3 +95,67 @@ def test_show_compare_export_and_watch_read_a_benchmarks_work_dir(tmp_path: Path
     watched = _cli("watch", str(b), "--no-ui")
     assert watched.returncode == 0
     assert "lm-eval gsm8k_cot v3" in watched.stdout and "exact_match,flexible-extract" in watched.stdout
+
+
+MMLU_PARTS = ["anatomy", "astronomy", "virology"]
+
+
+def _mmlu_plan(tmp_path: Path, **kw: Any) -> Path:
+    return write_plan(tmp_path, models=[{"abbr": "c", "type": "openai-completions", "url": "sim://?latency=0&accuracy=0.6"},
+                                        {"abbr": "l", "type": "lightllm", "url": "sim://?latency=0&accuracy=0.6"}],
+                      datasets=[{"abbr": "mmlu", "benchmark": "mmlu", "path": str(shared("mmlu")), "split": "validation", "subsets": MMLU_PARTS, **kw}])
+
+
+def test_a_grouped_benchmark_is_one_row_with_its_parts_in_show_json_and_the_details(tmp_path: Path) -> None:
+    plan = _mmlu_plan(tmp_path)
+    r = _cli(str(plan), "--no-ui", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    (row,) = summary["leaderboard"]["datasets"]  # one row: the group's score
+    assert row["metric"] == "acc" and row["version"].startswith("lm-eval mmlu v2+")  # (split and subsets are the plan's)
+    by_model = {p["model"]: p for p in summary["pairs"]}
+    for model in ("c", "l"):
+        parts = by_model[model]["parts"]
+        assert list(parts) == MMLU_PARTS
+        sizes = [parts[p]["samples"] for p in MMLU_PARTS]
+        weighted = sum(parts[p]["acc"] * parts[p]["samples"] for p in MMLU_PARTS) / sum(sizes)
+        assert abs(weighted - by_model[model]["score"]) < 0.02  # lm-eval's weight_by_size: the mean over every question
+        assert 20 < by_model[model]["score"] < 95  # the simulator's 0.6, within noise
+    work = tmp_path / "out"
+    shown = _cli("show", str(work), "--model", "c", "--limit", "1").stdout.splitlines()
+    assert [line.split(":")[0] for line in shown[1:4]] == [f"  part {p}" for p in MMLU_PARTS]
+    details = Runner(load_plan(plan)).pair_details("c", "mmlu")
+    assert list(details.parts) == MMLU_PARTS and details.parts["virology"]["samples"] == 18
+
+
+def test_the_details_screen_lists_a_grouped_benchmarks_parts(tmp_path: Path) -> None:
+    import asyncio
+
+    from textual.widgets import DataTable
+
+    from evaltui.ui.app import EvalApp
+    from evaltui.ui.screens.details import DetailsScreen
+
+    runner = Runner(load_plan(_mmlu_plan(tmp_path, limit=20)))
+
+    async def scenario() -> None:
+        app = EvalApp(runner, theme="evaltui-dark")
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(600):
+                if app.run_screen.state.finished is not None and not app.engine.busy:
+                    break
+                await pilot.pause(0.1)
+            await pilot.press("enter")
+            for _ in range(600):
+                if isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display:
+                    break
+                await pilot.pause(0.1)
+            parts = app.screen.query_one("#details-parts", DataTable)
+            assert parts.display
+            rows = [[str(c) for c in parts.get_row_at(k)] for k in range(parts.row_count)]
+            assert [r[0] for r in rows] == ["anatomy", "astronomy"] and [r[-1] for r in rows] == ["14", "6"]  # limit 20: the first 20 records
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        runner.close()

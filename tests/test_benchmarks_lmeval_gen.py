@@ -1,94 +1,78 @@
 """lm-eval's generate-until entries, request for request and verdict for verdict against the reference.
 
 The fixtures (tests/fixtures/benchmarks/lm_eval/<entry>.json) hold what lm-evaluation-harness
-0.4.13 itself rendered for the first 20 documents — the completions request (prompt, stop,
-max_tokens, temperature) and the single-turn chat one — and what it scored on a set of replies.
-Here evaltui runs the same entry, limit 20, against a loopback server that records each body
-it is sent (the real client path), and scores the same replies with its evaluator.
+0.4.13 itself rendered for the first 20 documents of each of its tasks (each part of a grouped
+entry) — the completions request (prompt, stop, max_tokens, temperature) and the single-turn chat
+one — and what it scored on a set of replies. Here evaltui runs the same entry, limit 20, against
+a loopback server that records each body it is sent (the real client path), and scores the same
+replies with its evaluator.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from benchkit import models_at, recorder, reference, shared
+from benchkit import Task, dataset_table, models_at, recorder, reference, tasks_of
 from planmaker import run_plan, write_plan
 
 from evaltui.datasets import load_records, render_sample
 from evaltui.plan import load_plan
 from evaltui.scoring import score
 
-GEN_ENTRIES = ["gsm8k", "gsm8k_cot"]
+GEN_ENTRIES = ["gsm8k", "gsm8k_cot", "mmlu_generative"]
 
 
-def _local_path(fixture: dict[str, Any]) -> Path:
-    """The shared copy the reference read (its eval split's file)."""
-    files = fixture["data"]["local"]
-    return shared(files[fixture["data"]["eval_split"]])
-
-
-def _task(fixture: dict[str, Any]) -> dict[str, Any]:
-    (task,) = fixture["tasks"].values()
-    return task  # type: ignore[no-any-return]
+def _tables(entry: str) -> list[tuple[Task, dict]]:
+    fixture = reference("lm_eval", entry)
+    return [(task, dataset_table(fixture, task)) for task in tasks_of(fixture)]
 
 
 @pytest.mark.parametrize("entry", GEN_ENTRIES)
 def test_the_requests_evaltui_sends_are_the_references(tmp_path: Path, entry: str) -> None:
-    fixture = reference("lm_eval", entry)
-    task = _task(fixture)
-    items = task["items"]
+    tables = _tables(entry)
     with recorder() as srv:
-        dataset = {"abbr": entry, "benchmark": entry, "path": str(_local_path(fixture)), "limit": len(items)}
-        plan = write_plan(tmp_path, models=models_at(srv, "openai-completions", "openai-chat"), datasets=[dataset])
+        plan = write_plan(tmp_path, models=models_at(srv, "openai-completions", "openai-chat"), datasets=[t for _, t in tables])
         code, _, _ = run_plan(plan)
         assert code == 0
         completions, chats = srv.sent("/v1/completions"), srv.sent("/chat/completions")
-    assert len(completions) == len(chats) == len(items) == 20
-    for item, sent, chat in zip(items, completions, chats, strict=True):
+    items = [(task.name, item) for task, _ in tables for item in task.items]
+    assert len(completions) == len(chats) == len(items) >= 20
+    for (name, item), sent, chat in zip(items, completions, chats, strict=True):
+        where = f"{name} doc {item['doc_id']}"
         want = item["completions_payload"]
-        assert sent["prompt"] == item["prompt"], f"doc {item['doc_id']}"
-        assert (sent["stop"], sent["max_tokens"], sent["temperature"]) == (want["stop"], want["max_tokens"], want["temperature"])
-        single = item["chat_single_turn"]
-        assert chat["messages"] == single["messages"], f"doc {item['doc_id']}"
-        assert (chat["stop"], chat["max_tokens"], chat["temperature"]) == (single["stop"], single["max_tokens"], single["temperature"])
+        assert sent["prompt"] == item["prompt"], where
+        assert (sent["stop"], sent["max_tokens"], sent["temperature"]) == (want["stop"], want["max_tokens"], want["temperature"]), where
+        single = item.get("chat_single_turn") or item["chat"]  # (an entry without examples: one and the same)
+        assert chat["messages"] == single["messages"], where
+        assert (chat["stop"], chat["max_tokens"], chat["temperature"]) == (single["stop"], single["max_tokens"], single["temperature"]), where
 
 
 @pytest.mark.parametrize("entry", GEN_ENTRIES)
 def test_evaltui_scores_the_references_replies_as_the_reference_does(tmp_path: Path, entry: str) -> None:
-    fixture = reference("lm_eval", entry)
-    task = _task(fixture)
-    plan_path = write_plan(tmp_path, models=[{"abbr": "m", "type": "openai-chat", "url": "sim://", "model": "m"}],
-                           datasets=[{"abbr": entry, "benchmark": entry, "path": str(_local_path(fixture)), "limit": 20}])
-    plan = load_plan(plan_path)
-    ds = plan.datasets[0]
-    golds = [render_sample(ds, i, r).target for i, r in enumerate(load_records(plan, ds))]
-    verdicts = task["verdicts"]
-    predictions = [{"index": v["doc_id"], "prediction": v["reply"], "gold": golds[v["doc_id"]]} for v in verdicts]
-    details = score(ds.evaluator, predictions)["details"]
-    assert len(details) == len(verdicts) > 10
-    for v, d in zip(verdicts, details, strict=True):
-        names = list(v["filters"])
-        for name, got in v["filters"].items():
-            assert d["scores"][f"exact_match,{name}"] == got["metrics"]["exact_match"], (v["note"], name, v["reply"])
-        assert d["extracted"] == v["filters"][names[0]]["extracted"], v["note"]
-        assert golds[v["doc_id"]] == _target_text(task, v["doc_id"])
-
-
-def _target_text(task: dict[str, Any], doc_id: int) -> str:
-    item = next(i for i in task["items"] if i["doc_id"] == doc_id)
-    return str(item["target"])
+    checked = 0
+    for task, table in _tables(entry):
+        plan = load_plan(write_plan(tmp_path, models=[{"abbr": "m", "type": "openai-chat", "url": "sim://", "model": "m"}], datasets=[table]))
+        ds = plan.datasets[0]
+        golds = [render_sample(ds, i, r).target for i, r in enumerate(load_records(plan, ds))]
+        assert golds == [str(i["target"]) if not isinstance(i["target"], int) else golds[n] for n, i in enumerate(task.items)]
+        predictions = [{"index": v["doc_id"], "prediction": v["reply"], "gold": golds[v["doc_id"]]} for v in task.verdicts]
+        details = score(ds.evaluator, predictions)["details"]
+        for v, d in zip(task.verdicts, details, strict=True):
+            names = list(v["filters"])
+            for name, got in v["filters"].items():
+                assert d["scores"][f"exact_match,{name}"] == got["metrics"]["exact_match"], (task.name, v["note"], name, v["reply"])
+            assert d["extracted"] == v["filters"][names[0]]["extracted"], (task.name, v["note"])
+            checked += 1
+    assert checked > 10
 
 
 def test_a_lightllm_model_gets_the_entrys_settings_in_lightllms_words(tmp_path: Path) -> None:
     """stop → stop_sequences, temperature 0 → do_sample false (LightLLM refuses a temperature of 0)."""
-    fixture = reference("lm_eval", "gsm8k_cot")
-    items = _task(fixture)["items"]
+    ((task, table),) = _tables("gsm8k_cot")
     with recorder() as srv:
-        dataset = {"abbr": "g", "benchmark": "gsm8k_cot", "path": str(_local_path(fixture)), "limit": 3}
-        code, _, _ = run_plan(write_plan(tmp_path, models=models_at(srv, "lightllm"), datasets=[dataset]))
+        code, _, _ = run_plan(write_plan(tmp_path, models=models_at(srv, "lightllm"), datasets=[{**table, "limit": 3}]))
         assert code == 0
         sent = srv.sent("/generate")
-    assert [b["inputs"] for b in sent] == [i["prompt"] for i in items[:3]]
+    assert [b["inputs"] for b in sent] == [i["prompt"] for i in task.items[:3]]
     assert sent[0]["parameters"] == {"do_sample": False, "ignore_eos": False, "max_new_tokens": 256, "stop_sequences": ["Q:", "</s>", "<|im_end|>"]}

@@ -183,7 +183,7 @@ class Backend(ABC):
 
     @abstractmethod
     async def generate(
-        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
         """The model's answer to one prompt (a BackendError when it fails for good).
 
@@ -191,14 +191,24 @@ class Backend(ABC):
         seed varied where the protocol takes one (see `epoch_seed`); epoch 0 is the request a
         one-epoch run sends. `trace`: where every attempt and the reported tokens go.
         `settings`: what the dataset sets over generation_kwargs (`stop`, `max_new_tokens`,
-        `temperature`: DatasetConfig.generation_overrides)."""
+        `temperature`: DatasetConfig.generation_overrides). `join`: what a protocol that takes one
+        text (completions, LightLLM) puts between `system` and `prompt` (the dataset's system_join)."""
 
     @abstractmethod
-    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
         """The body `generate` sends for this prompt (what `evaltui benchmarks show` prints)."""
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
+
+    async def loglikelihoods(self, context: str, continuations: Sequence[str], *, trace: Trace | None = None) -> list[float]:
+        """Each continuation's log-likelihood given `context`, as lm-eval computes it
+        (backends/loglikelihood.py); only protocols that give prompt log-probs can."""
+        raise BackendError("config", f"type {self.cfg.type!r} gives no prompt log-probabilities (loglikelihood needs openai-completions or lightllm)")
+
+    def ll_payloads(self, context: str, continuations: Sequence[str]) -> list[dict[str, Any]]:
+        """The bodies `loglikelihoods` sends, in order (what `evaltui benchmarks show` prints)."""
+        return []
 
     def usage(self, data: Any) -> tuple[int, int] | None:
         """The (prompt, completion) tokens a reply reports, None when it reports none."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from yarl import URL
 
 from evaltui.backends.base import Backend, BackendError, Settings, epoch_seed, max_new_tokens
+from evaltui.backends.loglikelihood import NoLogprobs, lightllm_ids, lightllm_sum, split_whitespace
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
 
@@ -71,18 +73,18 @@ class LightLLMBackend(Backend):
             return None
         return count_tokens(data.get("prompt_tokens")), count_tokens(data.get("count_output_tokens"))
 
-    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
         params = lightllm_params(self.merged(settings)) if settings else self.cfg.generation_kwargs
         if epoch and "seed" in params:
             # Only when the plan names a seed: LightLLM's own /generate takes none and refuses
             # parameters it does not know; TGI-style servers that sample by seed take one.
             params = {**params, "seed": epoch_seed(params, epoch)}
-        return {"inputs": f"{system}\n\n{prompt}" if system else prompt, "parameters": params}
+        return {"inputs": f"{system}{join}{prompt}" if system else prompt, "parameters": params}
 
     async def generate(
-        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
-        payload = self.payload(prompt, system, epoch=epoch, settings=settings)
+        payload = self.payload(prompt, system, epoch=epoch, settings=settings, join=join)
         new_tokens = max_new_tokens(payload["parameters"]) if settings else None
         return await self._post(payload, _generated_text, self.cost(payload["inputs"], new_tokens), trace)
 
@@ -90,3 +92,26 @@ class LightLLMBackend(Backend):
         # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.
         params = {**self.cfg.generation_kwargs, "max_new_tokens": 1}
         return await self._post({"inputs": text, "parameters": params}, _prompt_logprobs, self.cost(text, 1), trace)
+
+    def ll_payloads(self, context: str, continuations: Sequence[str]) -> list[dict[str, Any]]:
+        params = {**self.cfg.generation_kwargs, "max_new_tokens": 1}
+        head, _ = split_whitespace(context, "")
+        return [{"inputs": text, "parameters": params} for text in (head, *(context + c for c in continuations))]
+
+    async def loglikelihoods(self, context: str, continuations: Sequence[str], *, trace: Trace | None = None) -> list[float]:
+        """The context alone first (its token count: where the continuations' tokens begin),
+        then each context + continuation."""
+        first, *rest = self.ll_payloads(context, continuations)
+
+        def ids(data: Any) -> tuple[list[int], list[Any]]:
+            try:
+                return lightllm_ids(data, PPL_FLAG_HINT)
+            except NoLogprobs as e:
+                raise BackendError("config", str(e)) from None
+
+        context_tokens = len((await self._post(first, ids, self.cost(first["inputs"], 1), trace))[0])
+
+        def summed(data: Any) -> float:
+            return lightllm_sum(*ids(data), context_tokens)
+
+        return [await self._post(payload, summed, self.cost(payload["inputs"], 1), trace) for payload in rest]

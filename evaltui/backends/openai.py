@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from yarl import URL
 
 from evaltui.backends.base import Backend, BackendError, Settings, epoch_seed, max_new_tokens
+from evaltui.backends.loglikelihood import NoLogprobs, completion_payload, completion_sum
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
+
+MAX_CHAT_STOPS = 4  # stop sequences a chat request carries: the first four
 
 # LightLLM-style keys that are not OpenAI sampling parameters.
 _RENAMED = {"max_new_tokens", "do_sample"}
@@ -112,13 +116,17 @@ def _completion_text(data: Any) -> str:
 class OpenAIChatBackend(_OpenAIBackend):
     endpoint = "/chat/completions"
 
-    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
-        return {"model": self._model, "messages": messages, **self._sampling(epoch, settings)}
+        params = self._sampling(epoch, settings)
+        stop = params.get("stop")
+        if isinstance(stop, list) and len(stop) > MAX_CHAT_STOPS:  # OpenAI's limit; lm-eval's chat client sends as many
+            params = {**params, "stop": stop[:MAX_CHAT_STOPS]}
+        return {"model": self._model, "messages": messages, **params}
 
     async def generate(
-        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
         payload = self.payload(prompt, system, epoch=epoch, settings=settings)
         return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace)
@@ -128,13 +136,13 @@ class OpenAICompletionsBackend(_OpenAIBackend):
     endpoint = "/completions"
     computes_ppl = True
 
-    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None) -> dict[str, Any]:
-        return {"model": self._model, "prompt": f"{system}\n\n{prompt}" if system else prompt, **self._sampling(epoch, settings)}
+    def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
+        return {"model": self._model, "prompt": f"{system}{join}{prompt}" if system else prompt, **self._sampling(epoch, settings)}
 
     async def generate(
-        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None
+        self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
-        payload = self.payload(prompt, system, epoch=epoch, settings=settings)
+        payload = self.payload(prompt, system, epoch=epoch, settings=settings, join=join)
         return await self._post(payload, _completion_text, self._cost(payload["prompt"], settings), trace)
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
@@ -158,3 +166,18 @@ class OpenAICompletionsBackend(_OpenAIBackend):
             return ppl_from_logprobs([float(v) for v in values if v is not None])
 
         return await self._post(payload, parse, self.cost(text, 1), trace)
+
+    def ll_payloads(self, context: str, continuations: Sequence[str]) -> list[dict[str, Any]]:
+        return [completion_payload(self._model, context, c) for c in continuations]
+
+    async def loglikelihoods(self, context: str, continuations: Sequence[str], *, trace: Trace | None = None) -> list[float]:
+        out = []
+        for continuation in continuations:
+            def parse(data: Any, continuation: str = continuation) -> float:
+                try:
+                    return completion_sum(_first_choice(data), context, continuation)
+                except NoLogprobs as e:
+                    raise BackendError("config", str(e)) from None
+
+            out.append(await self._post(completion_payload(self._model, context, continuation), parse, self.cost(context + continuation, 1), trace))
+        return out

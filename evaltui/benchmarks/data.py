@@ -140,7 +140,7 @@ def read(files: dict[tuple[str, str], list[Path]], w: Wanted) -> Docs:
     `subset`, in part order) and each part's few-shot split."""
     eval_docs: list[Doc] = []
     fewshot: dict[str, list[Doc]] = {}
-    columns = w.entry.fields.get("columns") or None
+    columns = (w.entry.local.columns or None) if w.path is not None and w.entry.local is not None else None
     for part in w.parts:
         for path in files[(w.split, part)]:
             docs = read_docs(path, columns)

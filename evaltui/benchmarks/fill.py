@@ -16,8 +16,8 @@ from evaltui.benchmarks.catalog import lookup
 
 #: The keys an entry fills, with the value a plain dataset has when it leaves one out.
 FILLED: dict[str, Any] = {
-    "prompt": None, "system": "", "target": None, "mode": "gen", "choices": [], "stop": None, "max_tokens": None, "temperature": None,
-    "evaluator": None,
+    "prompt": None, "system": "", "system_join": "\n\n", "target": None, "mode": "gen", "choices": [], "stop": None, "max_tokens": None,
+    "temperature": None, "evaluator": None,
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from evaltui.plan.schema import DatasetConfig, EvaluatorConfig
 
 #: The plan's keys an entry fills, compared with the entry's to tell a changed entry.
-FILLED_KEYS = ("prompt", "system", "target", "mode", "choices", "stop", "max_tokens", "temperature")
+FILLED_KEYS = ("prompt", "system", "system_join", "target", "mode", "choices", "stop", "max_tokens", "temperature")
 
 
 def check_benchmark(ds: DatasetConfig) -> list[str]:
@@ -49,13 +49,29 @@ def benchmark_keys_unused(ds: DatasetConfig) -> list[str]:
 
 
 def check_filters(ev: EvaluatorConfig) -> list[str]:
-    """exact_match's settings: compiled patterns, and on that evaluator only."""
+    """exact_match's and loglikelihood's settings: compiled patterns, and each on its evaluator only."""
+    return _misplaced(ev) + (_check_pipelines(ev) if ev.type == "exact_match" else [])
+
+
+def _misplaced(ev: EvaluatorConfig) -> list[str]:
+    """Settings of one evaluator given to another; loglikelihood's metrics that do not go together."""
     named = [k for k in ("filters", "regexes_to_ignore") if getattr(ev, k) is not None] + [k for k in ("ignore_case", "ignore_punctuation") if getattr(ev, k)]
-    if ev.type != "exact_match":
-        return [f"evaluator.{k}: only used by the exact_match evaluator (type is {ev.type!r})" for k in named]
+    problems = [f"evaluator.{k}: only used by the exact_match evaluator (type is {ev.type!r})" for k in named if ev.type != "exact_match"]
+    mine = (["metrics"] if ev.metrics is not None else []) + (["target_delimiter"] if ev.target_delimiter != " " else [])
+    problems += [f"evaluator.{k}: only used by the loglikelihood evaluator (type is {ev.type!r})" for k in mine if ev.type != "loglikelihood"]
+    if ev.metrics is not None and (not ev.metrics or ("mc2" in ev.metrics and len(ev.metrics) > 1)):
+        problems.append("evaluator.metrics: one or more of acc, acc_norm; or mc2 alone (TruthfulQA's, reported as acc)")
+    return problems
+
+
+def _check_pipelines(ev: EvaluatorConfig) -> list[str]:
     problems = []
     for i, f in enumerate(ev.filters or ()):
-        problems += [f"evaluator.filters[{i}].pattern: invalid regular expression: {e}" for e in _regex_errors(f.pattern)]
+        for j, step in enumerate(f.pipeline()):
+            where = f"evaluator.filters[{i}]" + (f".steps[{j}]" if f.steps is not None else "")
+            if step.function == "regex" and step.pattern is None:
+                problems.append(f"{where}.pattern: the regex step needs a pattern")
+            problems += [f"{where}.pattern: invalid regular expression: {e}" for e in _regex_errors(step.pattern or "")]
     for i, r in enumerate(ev.regexes_to_ignore or ()):
         problems += [f"evaluator.regexes_to_ignore[{i}]: invalid regular expression: {e}" for e in _regex_errors(r)]
     names = [f.name for f in ev.filters or ()]

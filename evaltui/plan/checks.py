@@ -31,7 +31,7 @@ DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet")
 def check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
     """Every problem of the validated plan, but for its data files' records (`check_dataset`)."""
     problems = _check_abbrs(plan) + _check_run(plan.run)
-    generates = any(ds.mode != "ppl" for ds in plan.datasets)  # a ppl request generates one token
+    generates = any(ds.mode == "gen" for ds in plan.datasets)  # a ppl or loglikelihood request generates one token
     for i, m in enumerate(plan.models):
         problems += [f"models[{i}].{p}" for p in _check_model(m, env) + _check_fleet(m, generates)]
     for i, ds in enumerate(plan.datasets):
@@ -311,26 +311,29 @@ def _check_templates(ds: DatasetConfig) -> list[str]:
 
 
 def _check_mode(plan: Plan, ds: DatasetConfig) -> list[str]:
-    """A ppl-mode dataset ranks its choices by the log-probabilities only some backends give and
-    is scored by the ppl evaluator; a gen-mode dataset uses neither."""
+    """A ppl- or loglikelihood-mode dataset ranks its choices by the log-probabilities only some
+    backends give and is scored by its own evaluator; a gen-mode dataset uses neither."""
     problems: list[str] = []
-    if ds.mode != "ppl":
+    scorer = {"ppl": "ppl", "loglikelihood": "loglikelihood"}
+    if ds.mode == "gen":
         if ds.choices:
-            problems.append("choices: only used when mode = 'ppl'")
-        if ds.evaluator.type == "ppl":
-            problems.append("evaluator.type: 'ppl' scores mode = 'ppl' datasets only")
+            problems.append("choices: only used when mode = 'ppl' or 'loglikelihood'")
+        if ds.evaluator.type in scorer:
+            problems.append(f"evaluator.type: {ds.evaluator.type!r} scores mode = {ds.evaluator.type!r} datasets only")
         return problems
-    if len(ds.choices) < 2:
+    if ds.mode == "ppl" and len(ds.choices) < 2:
         problems.append("choices: ppl mode needs at least two candidate continuations")
+    if ds.mode == "loglikelihood" and not ds.choices:
+        problems.append("choices: loglikelihood mode needs the continuations (e.g. [\" A\", \" B\"], or [\" {endings[*]}\"] for a list field)")
     bad = [m.abbr for m in plan.models if not BACKENDS[m.type].computes_ppl]
     if bad:
         able = [name for name, backend in BACKENDS.items() if backend.computes_ppl]
         problems.append(
-            f"mode: 'ppl' needs prompt log-probabilities, which only types {', '.join(able)} give "
+            f"mode: {ds.mode!r} needs prompt log-probabilities, which only types {', '.join(able)} give "
             f"(models {', '.join(bad)} cannot)"
         )
-    if ds.evaluator.type != "ppl":
-        problems.append(f"evaluator.type: ppl mode is scored by the 'ppl' evaluator (got {ds.evaluator.type!r})")
+    if ds.evaluator.type != scorer[ds.mode]:
+        problems.append(f"evaluator.type: {ds.mode} mode is scored by the {scorer[ds.mode]!r} evaluator (got {ds.evaluator.type!r})")
     return problems
 
 
@@ -358,8 +361,8 @@ def _check_epochs(plan: Plan, ds: DatasetConfig) -> list[str]:
     epochs = plan.epochs(ds)
     source = "" if ds.epochs is not None else f" (run.epochs = {epochs} applies to it)"
     problems: list[str] = []
-    if ds.mode == "ppl" and epochs > 1:
-        problems.append(f"epochs: ppl mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1{source}")
+    if ds.mode != "gen" and epochs > 1:
+        problems.append(f"epochs: {ds.mode} mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1{source}")
     ev, ks = ds.evaluator, ds.evaluator.ks()
     if ev.reducer not in ("at_least_k", "pass_at_k"):
         if ks:

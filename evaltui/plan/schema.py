@@ -125,12 +125,13 @@ class ModelConfig(_Strict):
 LATER_DATASET_KEYS: dict[str, Any] = {
     "epochs": None, "retry_on_error": 0, "score_on_error": False, "time_limit": 0.0, "token_limit": 0, "sample_ids": None,
     "benchmark": None, "split": None, "subsets": None, "num_fewshot": None, "fewshot_as_multiturn": False,
-    "stop": None, "max_tokens": None, "temperature": None,
+    "stop": None, "max_tokens": None, "temperature": None, "system_join": "\n\n",
 }
 #: The request settings a dataset may set over its models' generation_kwargs (they change what is sent).
 GENERATION_KEYS = ("stop", "max_tokens", "temperature")
 LATER_EVALUATOR_KEYS: dict[str, Any] = {
     "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
+    "metrics": None, "target_delimiter": " ", "aggregate": "samples",
 }
 
 
@@ -138,17 +139,39 @@ def _without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any
     return {k: v for k, v in data.items() if k not in later or v != later[k]}
 
 
+class FilterStep(_Strict):
+    """One step of an lm-eval filter pipeline."""
+
+    function: Literal["regex", "remove_whitespace", "lowercase", "uppercase"]
+    pattern: str | None = None  # regex: the pattern
+    group_select: int = 0  # regex: which match findall gives (-1: the last)
+    fallback: str = "[invalid]"  # regex: what is kept when nothing matches
+
+
 class FilterConfig(_Strict):
-    """One of lm-eval's filter pipelines: its `regex` filter, then `take_first`."""
+    """One of lm-eval's filter pipelines, then `take_first`: a `regex` filter (`pattern`), or
+    the `steps` of a longer one."""
 
     name: str
-    pattern: str
+    pattern: str | None = None
     group_select: int = 0  # which match findall gives (-1: the last)
     fallback: str = "[invalid]"  # what is kept when nothing matches
+    steps: list[FilterStep] | None = None
+
+    @model_validator(mode="after")
+    def _one_pipeline(self) -> FilterConfig:
+        if (self.pattern is None) == (self.steps is None):
+            raise ValueError("give a filter either `pattern` (one regex) or `steps` (a pipeline), not both or neither")
+        return self
+
+    def pipeline(self) -> list[FilterStep]:
+        if self.steps is not None:
+            return self.steps
+        return [FilterStep(function="regex", pattern=self.pattern, group_select=self.group_select, fallback=self.fallback)]
 
 
 class EvaluatorConfig(_Strict):
-    type: Literal["exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match"]
+    type: Literal["exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood"]
     pattern: str | None = None
     timeout: float = Field(10.0, gt=0, le=DAY)
     memory_mb: int = Field(1024, ge=16, le=1 << 20)
@@ -159,6 +182,12 @@ class EvaluatorConfig(_Strict):
     ignore_case: bool = False
     ignore_punctuation: bool = False
     regexes_to_ignore: list[str] | None = None
+    # loglikelihood (lm-eval's multiple choice): acc (the highest sum of the continuation's log-probs),
+    # acc_norm (that over the choice's length in characters, less target_delimiter), mc2 (TruthfulQA)
+    metrics: list[Literal["acc", "acc_norm", "mc2"]] | None = None
+    target_delimiter: str = " "
+    # a grouped benchmark's score: the mean over its samples (each part weighted by its size), or of its parts
+    aggregate: Literal["samples", "parts"] = "samples"
 
     @field_validator("k", mode="before")
     @classmethod
@@ -195,8 +224,9 @@ class DatasetConfig(_Strict):
     columns: list[str] = Field(default_factory=list)
     prompt: str
     system: str = ""
+    system_join: str = "\n\n"  # what a completions model gets between system and prompt (one text)
     target: str
-    mode: Literal["gen", "ppl"] = "gen"
+    mode: Literal["gen", "ppl", "loglikelihood"] = "gen"
     choices: list[str] = Field(default_factory=list)
     stop: list[str] | None = None  # stop sequences sent with each request (over the model's generation_kwargs)
     max_tokens: int | None = Field(None, ge=1, le=10_000_000)  # new tokens a request may generate (over max_new_tokens)
@@ -266,7 +296,8 @@ class DatasetConfig(_Strict):
 
             data = fill(data)
         if isinstance(data, dict) and data.get("evaluator") is None:
-            return {**data, "evaluator": {"type": "ppl" if data.get("mode") == "ppl" else "exact"}}
+            mode = data.get("mode")
+            return {**data, "evaluator": {"type": mode if mode in ("ppl", "loglikelihood") else "exact"}}
         return data
 
     @field_validator("benchmark")

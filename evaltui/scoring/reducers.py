@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match")
+EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood")
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
-SCORED_TYPES = ("exact_match",)
+SCORED_TYPES = ("exact_match", "loglikelihood")
 
 
 def type_name(evaluator_type: Any) -> str:
@@ -33,7 +33,7 @@ def main_metric(evaluator_type: Any) -> str:
     name = type_name(evaluator_type)
     if name not in EVALUATOR_TYPES:
         raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATOR_TYPES)}")
-    return "pass@1" if name == "code_exec" else "exact_match,none" if name == "exact_match" else "accuracy"
+    return {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc"}.get(name, "accuracy")
 
 
 def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
@@ -43,6 +43,8 @@ def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
     if name == "exact_match":
         filters = getattr(evaluator, "filters", None) or ()
         return tuple(f"exact_match,{f.name}" for f in filters) or (main_metric(name),)
+    if name == "loglikelihood":  # lm-eval reports truthfulqa_mc2's value as acc
+        return tuple(dict.fromkeys("acc" if m == "mc2" else m for m in getattr(evaluator, "metrics", None) or ["acc"]))
     return (main_metric(name),)
 
 

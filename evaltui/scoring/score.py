@@ -19,7 +19,7 @@ from .gsm8k import judge_gsm8k
 from .judgement import Judge, ScoredJudge
 from .mathcheck import MathChecker
 from .reducers import EVALUATOR_TYPES, SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
-from .reference import make_exact_match
+from .reference import make_exact_match, make_loglikelihood
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
 
 __all__ = ["EVALUATOR_TYPES", "JUDGE_REVISIONS", "epoch_answers", "iter_details", "main_metric", "percent", "score"]
@@ -146,6 +146,8 @@ def _judge_all(judge: Judge, predictions: Iterable[dict[str, Any]], reduction: R
 def _scored_judge(name: str, evaluator: Any) -> ScoredJudge:
     if name == "exact_match":
         return make_exact_match(evaluator)
+    if name == "loglikelihood":
+        return make_loglikelihood(evaluator)
     raise ValueError(f"no scored judge for evaluator type {name!r}")
 
 

@@ -24,9 +24,11 @@ DONT_KNOW = "I don't know."
 WRONG_CODE = '    assert False, "simulated wrong answer"\n'
 
 #: Log-probs per token; the gaps are wide enough that the mean over a whole
-#: prompt+choice text always ranks the preferred choice first.
+#: prompt+choice text always ranks the preferred choice first, and so does the sum over a
+#: choice's own tokens (lm-eval's loglikelihood), also over their length, unless the preferred
+#: choice has 40 times the tokens of another.
 LP_PROMPT = -1.0
-LP_PREFERRED = -0.5
+LP_PREFERRED = -0.05
 LP_OTHER = -2.0
 LP_GENERATED = -0.25
 

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from evaltui import fastjson
 from evaltui.engine.disk.checkpoint import LineIndex, iter_predictions
-from evaltui.engine.disk.records import iter_result_details, sample_extent
+from evaltui.engine.disk.records import iter_result_details, result_parts, sample_extent
 from evaltui.engine.disk.samplelog import records_of
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream.events import PairStatus, SampleError
@@ -40,6 +40,7 @@ class PairDetails(NamedTuple):
     # (index, epoch): the per-sample log's attempts, tries, time and tokens (a unit the log
     # lacks: its checkpoint line's, none of those)
     records: dict[tuple[int, int], dict[str, Any]]
+    parts: dict[str, dict[str, Any]] = {}  # a grouped benchmark's parts, as its result has them
 
 
 RECORDED = 20  # failed units whose log records the details show
@@ -70,7 +71,7 @@ def read_pair_details(
         shown.append(PredictionSample(index, _text(e.get("origin_prompt")), _text(e.get("prediction")), _text(e.get("gold")), correct, epoch))
     wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
     records = records_of(workdir.sample_log_files(model, dataset), wanted, checkpoints) if wanted else {}
-    return PairDetails(model, dataset, status, failures, shown, records)
+    return PairDetails(model, dataset, status, failures, shown, records, result_parts(workdir.read_result(model, dataset)))
 
 
 Units = list[tuple[tuple[int, int], dict[str, Any]]]  # ((index, epoch), its checkpoint entry), in order

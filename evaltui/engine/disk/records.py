@@ -65,6 +65,13 @@ class PairView(NamedTuple):
     metrics: dict[str, float] | None  # the result's metrics, main first; None until scored
     dataset_version: str  # the result's fingerprint of the dataset (see versions.dataset_fingerprint); "" before
     error: str  # why inference or scoring failed
+    parts: dict[str, dict[str, Any]] = {}  # a grouped benchmark's parts: {part: {metric: value, "samples": n}}
+
+
+def result_parts(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """A result's `parts` (a grouped benchmark's), {} when it has none."""
+    parts = (result or {}).get("parts")
+    return {str(k): v for k, v in parts.items() if isinstance(v, dict)} if isinstance(parts, dict) else {}
 
 
 def iter_result_details(path: Path) -> Iterator[dict[str, Any]]:
@@ -123,6 +130,7 @@ class WorkDirView:
         return PairView(
             model, ds.abbr, status, str(first.get("version", "")), int(first.get("epochs", self.plan.epochs(ds))), str(first.get("samples", "")),
             sum(s["total"] for s in statuses), completed, failed, metrics, str((result or {}).get("dataset_version", "")), error,
+            result_parts(result),
         )
 
     def _counts(self, model: str, ds: DatasetConfig) -> tuple[int, int]:

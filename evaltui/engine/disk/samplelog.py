@@ -51,6 +51,8 @@ def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, 
         line["usage"] = {"prompt_tokens": trace.prompt_tokens, "completion_tokens": trace.completion_tokens}
     if "ppl" in entry:
         line["ppl"] = entry["ppl"]
+    if "ll" in entry:
+        line["ll"] = entry["ll"]
     return line
 
 

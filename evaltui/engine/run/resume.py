@@ -130,10 +130,13 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int,
         emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.DONE))
         return True
     from evaltui.scoring import Reduction  # only when an earlier score is kept
+    from evaltui.scoring.parts import as_parts
 
-    metric, *others = Reduction.of(ds.evaluator, epochs).metrics
+    metrics = Reduction.of(ds.evaluator, epochs).metrics
+    metric, *others = metrics
     extra = tuple((name, _number(result.get(name))) for name in others)
-    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, _number(result.get(metric)), extra))
+    parts = as_parts(result.get("parts"), metrics)
+    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, _number(result.get(metric)), extra, parts))
     return True
 
 

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 from anyio.abc import TaskGroup
@@ -45,6 +45,7 @@ from evaltui.plan import DatasetConfig, Plan, samples_spec
 
 if TYPE_CHECKING:
     from evaltui.scoring.code.code_exec import CodeRunner
+    from evaltui.scoring.parts import PartSums
 
 Pair = tuple[str, str]
 Replace = Callable[[str, Path], None]
@@ -92,9 +93,14 @@ class ScoreGate:
         return replace
 
 
+class Scored(NamedTuple):
+    metrics: dict[str, float]  # the main one first
+    parts: ev.Parts = ()  # a grouped benchmark's parts
+
+
 def score_pair(
     plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace, run_code: CodeRunner | None = None
-) -> dict[str, float]:
+) -> Scored:
     """Score one pair from its files, write its result file, return its metrics (the main one first).
 
     Runs in a worker thread. Text evaluators stream: predictions are read, judged and written
@@ -103,6 +109,7 @@ def score_pair(
     dataset whole.
     """
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
+    from evaltui.scoring.parts import as_parts, mean_of_parts
 
     ds = plan.dataset(dataset)
     epochs = plan.epochs(ds)
@@ -118,24 +125,46 @@ def score_pair(
         details = result.pop("details")
         with atomic_writer(out, replace=replace) as w:
             w.write(dumps_readable({**result, **_run_as(plan, ds, epochs), "scored_with": scored_with, "details": details}).encode("utf-8"))
-        return {name: float(value) for name, value in result.items()}
+        return Scored({name: float(value) for name, value in result.items()})
     reduction = scoring.Reduction.of(ds.evaluator, epochs)
     sums = scoring.MetricSums(reduction)
+    parts = _part_sums(plan, ds, reduction)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out.parent) as details:
         for detail in scoring.iter_details(ds.evaluator, iter_predictions(path), reduction):
             details.write(b"%s\n    %s" % (b"," if sums.count else b"", json_bytes(detail)))
             sums.add(detail)
-        metrics = sums.result()
+            if parts is not None:
+                parts.add(detail)
+        metrics, head = sums.result(), _run_as(plan, ds, epochs)
+        if parts is not None:
+            head["parts"] = by_part = parts.result()
+            if ds.evaluator.aggregate == "parts":  # OpenCompass's naive average of the parts
+                metrics = mean_of_parts(by_part, reduction.metrics)
         details.seek(0)
         with atomic_writer(out, replace=replace) as w:
             w.write(b"{\n")
-            for name, value in {**metrics, **_run_as(plan, ds, epochs)}.items():
+            for name, value in {**metrics, **head}.items():
                 w.write(b"  %s: %s,\n" % (json.dumps(name).encode(), json.dumps(value).encode()))
             w.write(b'  "scored_with": "%s",\n  "details": [' % scored_with.encode())
             shutil.copyfileobj(details, w)
             w.write(b"\n  ]\n}\n" if sums.count else b"]\n}\n")
-    return metrics
+    return Scored(metrics, as_parts(head.get("parts"), reduction.metrics))
+
+
+def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None:
+    """A grouped benchmark's per-part sums (its records name each sample's `subset`), else None."""
+    if not ds.benchmark:
+        return None
+    records = load_records(plan, ds)
+    if not records or "subset" not in records[0]:
+        return None
+    from evaltui.scoring.parts import PartSums
+
+    def part_of(index: int) -> str | None:
+        return records[index].get("subset") if 0 <= index < len(records) else None
+
+    return PartSums(reduction, part_of)
 
 
 def _run_as(plan: Plan, ds: DatasetConfig, epochs: int) -> dict[str, Any]:
@@ -278,7 +307,7 @@ class WatchScorer:
         await anyio.sleep(0.5)
         await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
-    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace) -> dict[str, float]:
+    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace) -> Scored:
         """In a worker thread: score `pair` once one of the `eval_workers` slots is free."""
         with self._slots:
             if not self.gate.current(pair, token):
@@ -302,7 +331,7 @@ class WatchScorer:
                 try:
                     # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
-                    metrics = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)
+                    scored = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
@@ -314,8 +343,9 @@ class WatchScorer:
                         self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
                     return
                 if self.gate.current(pair, token):
+                    metrics = scored.metrics
                     extra: ev.Metrics = tuple((name, value) for name, value in metrics.items() if name != metric)
-                    self.emit(ev.DatasetScored(model, dataset, metric, metrics[metric], "", result_file, extra))
+                    self.emit(ev.DatasetScored(model, dataset, metric, metrics[metric], "", result_file, extra, scored.parts))
         finally:
             if self._scoring.get(pair) is scope:
                 del self._scoring[pair]

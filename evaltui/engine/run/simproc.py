@@ -39,15 +39,29 @@ def write_answer_key(plan: Plan, out: IO[str]) -> int:
         reply = _reply_template(ds)
         for index, record in enumerate(load_records(plan, ds)):
             s = render_sample(ds, index, record)
-            prompts = [s.prompt] + ([f"{s.system}\n\n{s.prompt}"] if s.system else [])
+            prompts = [s.prompt] + ([f"{s.system}{ds.system_join}{s.prompt}"] if s.system else [])
             answer = reply.format_map(record) if reply else s.target
+            if ds.mode == "loglikelihood":  # the context is what the model is sent, system and all
+                right = _right_choice(answer, s.choices)
+                if right is None:
+                    continue  # no choice is right (a gold out of range): the simulator knows nothing of it
+                prompts, answer = prompts[-1:], right
             for prompt in prompts:
                 line: dict[str, Any] = {"prompt": prompt, "answer": answer}
-                if ds.mode == "ppl":
+                if ds.mode != "gen":
                     line["choices"] = list(s.choices)
                 out.write(json.dumps(line) + "\n")
                 count += 1
     return count
+
+
+def _right_choice(target: str, choices: tuple[str, ...]) -> str | None:
+    """A loglikelihood dataset's right continuation: the choice a numeric target indexes, or the
+    choice the target is."""
+    text = target.strip()
+    if text.isdigit():
+        return choices[int(text)] if int(text) < len(choices) else None
+    return next((c for c in choices if target in (c, c.lstrip())), None)
 
 
 def _reply_template(ds: DatasetConfig) -> str:

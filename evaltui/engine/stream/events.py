@@ -56,6 +56,8 @@ class SampleError(NamedTuple):
 
 # The metrics of a scored pair besides its main one (`pass@10` next to `pass@1`), in order.
 Metrics = tuple[tuple[str, "float | None"], ...]
+#: A grouped benchmark's parts (MMLU's subjects), each with its metrics, in the parts' order.
+Parts = tuple[tuple[str, Metrics], ...]
 
 
 class RunStarted(NamedTuple):
@@ -83,6 +85,7 @@ class DatasetPlanned(NamedTuple):
     metric: str = ""  # with SCORED: the score kept from the earlier run
     score: float | None = None
     extra: Metrics = ()  # with SCORED: its other metrics
+    parts: Parts = ()  # with SCORED: a grouped benchmark's parts
 
 
 class DatasetStarted(NamedTuple):
@@ -212,6 +215,7 @@ class DatasetScored(NamedTuple):
     error: str = ""
     result_file: str = ""
     extra: Metrics = ()  # its other metrics (pass_at_k of several k)
+    parts: Parts = ()  # a grouped benchmark's parts, each with its metrics
 
 
 class WatchSkipped(NamedTuple):

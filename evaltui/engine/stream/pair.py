@@ -65,6 +65,7 @@ class PairState:
     score: float | None = None
     metric: str = ""
     extra: ev.Metrics = ()  # the other metrics, once scored
+    parts: ev.Parts = ()  # a grouped benchmark's parts, once scored
     error: str = ""
     started_at: float | None = None
     finished_at: float | None = None

@@ -167,7 +167,8 @@ class SampleInference:
             if earlier:
                 error["tries"] = [*earlier, _reason(error)]
             entry.update(prediction="", gold=sample.target, error=error)
-            entry.pop("ppl", None)
+            for key in ("ppl", "ll", "choices"):
+                entry.pop(key, None)
         return Answer(entry, trace, len(earlier) + 1)
 
     async def _tries(
@@ -200,9 +201,16 @@ class SampleInference:
                 ppls = [await self.backend.ppl(sample.prompt + c, trace=trace) for c in sample.choices]
                 best = min(range(len(ppls)), key=ppls.__getitem__)
                 entry.update(prediction=sample.choices[best], gold=sample.target, ppl=ppls)
+            elif cfg.mode == "loglikelihood":
+                # lm-eval's multiple choice: each choice's log-likelihood as the continuation of the
+                # context (system and prompt, as a completions model gets them); the highest is the pick
+                context = f"{sample.system}{cfg.system_join}{sample.prompt}" if sample.system else sample.prompt
+                sums = await self.backend.loglikelihoods(context, sample.choices, trace=trace)
+                best = max(range(len(sums)), key=sums.__getitem__)
+                entry.update(prediction=sample.choices[best], gold=sample.target, ll=sums, choices=list(sample.choices))
             else:
                 settings = cfg.generation_overrides() or None
-                answer = await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace, settings=settings)
+                answer = await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace, settings=settings, join=cfg.system_join)
                 entry.update(prediction=answer, gold=sample.target)
             return None, False
         except BackendError as e:  # its message cut short and masked by the backend

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Callable
 from typing import Any
 
 from evaltui.scoring.judgement import ScoredJudge, Verdict
@@ -36,11 +37,33 @@ def regex_filter(text: str, pattern: re.Pattern[str], group_select: int = 0, fal
     return str(match).strip()
 
 
+Step = Callable[[str], str]
+
+
+def _step(step: Any) -> Step:
+    """One filter step as a function of the text: lm-eval's regex, remove_whitespace (strip),
+    lowercase, uppercase."""
+    if step.function == "regex":
+        pattern, group, fallback = re.compile(step.pattern or ""), step.group_select, step.fallback
+        return lambda text: regex_filter(text, pattern, group, fallback)
+    simple: dict[str, Step] = {"remove_whitespace": lambda t: t.strip(), "lowercase": lambda t: t.lower(), "uppercase": lambda t: t.upper()}
+    return simple[step.function]
+
+
+def _pipeline(f: Any) -> Step:
+    steps = [_step(s) for s in f.pipeline()]
+
+    def run(text: str) -> str:
+        for step in steps:
+            text = step(text)
+        return text
+
+    return run
+
+
 def make_exact_match(evaluator: Any) -> ScoredJudge:
     """The judge of an `exact_match` evaluator: one metric per filter, the first one main."""
-    filters = [
-        (f"exact_match,{f.name}", re.compile(f.pattern), f.group_select, f.fallback) for f in (getattr(evaluator, "filters", None) or ())
-    ]
+    filters = [(f"exact_match,{f.name}", _pipeline(f)) for f in (getattr(evaluator, "filters", None) or ())]
     ignore = [re.compile(r) for r in (getattr(evaluator, "regexes_to_ignore", None) or ())]
     ignore_case = bool(getattr(evaluator, "ignore_case", False))
     ignore_punctuation = bool(getattr(evaluator, "ignore_punctuation", False))
@@ -61,8 +84,8 @@ def make_exact_match(evaluator: Any) -> ScoredJudge:
             return Verdict(prediction, right, {"exact_match,none": float(right)})
         scores: dict[str, Any] = {}
         extracted = None
-        for name, pattern, group, fallback in filters:
-            kept = regex_filter(prediction, pattern, group, fallback)
+        for name, run in filters:
+            kept = run(prediction)
             if extracted is None:
                 extracted = kept
             scores[name] = 1.0 if normal(kept) == reference else 0.0

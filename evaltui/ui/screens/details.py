@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from evaltui.engine.disk.details import PairDetails
+from evaltui.scoring.leaderboard import format_score
 from evaltui.ui import fmt, keys
 
 
@@ -29,6 +30,8 @@ class DetailsScreen(Screen[None]):
         yield Static(Text(f"{self.model} / {self.dataset}", style="bold"), id="details-title")
         yield LoadingIndicator()
         with VerticalScroll(id="details-body"):
+            yield Static("Its parts (the score is the reference's aggregate of them)", classes="details-heading", id="details-parts-heading")
+            yield DataTable(id="details-parts", cursor_type="row")
             yield Static("Failed samples", classes="details-heading")
             yield DataTable(id="details-failures", cursor_type="row")
             yield Static("Predictions next to their gold", classes="details-heading")
@@ -76,7 +79,21 @@ class DetailsScreen(Screen[None]):
         if not d.predictions:
             preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
         self._show_records(d)
+        self._show_parts(d)
         failures.focus()
+
+    def _show_parts(self, d: PairDetails) -> None:
+        """A grouped benchmark's parts (MMLU's subjects), each with its metrics; hidden for any other dataset."""
+        table = self.query_one("#details-parts", DataTable)
+        shown = bool(d.parts)
+        table.display = self.query_one("#details-parts-heading").display = shown
+        if not shown:
+            return
+        metrics = [k for k in next(iter(d.parts.values())) if k != "samples"]
+        table.add_columns("part", *metrics, "samples")
+        for name, values in d.parts.items():
+            cells = [name, *(format_score(values.get(m)) for m in metrics), str(values.get("samples", ""))]
+            table.add_row(*map(Text, cells))
 
     def _show_records(self, d: PairDetails) -> None:
         table = self.query_one("#details-records", DataTable)
