@@ -158,3 +158,15 @@ def test_readme_names_every_entry_of_the_catalog() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Standard benchmarks"):readme.index("## What a run writes")]
     assert [name for name in ENTRIES if f"| `{name}` |" not in section] == []
+
+
+def test_benchmarks_show_prints_a_loglikelihood_entrys_requests_one_a_choice() -> None:
+    r = _cli("benchmarks", "show", "mmlu", "--path", str(shared("mmlu")), "--split", "validation", "--subsets", "virology")
+    assert r.returncode == 0, r.stderr
+    assert 'mode = "loglikelihood"' in r.stdout and 'choices = [\n    " A",' in r.stdout
+    bodies = [json.loads(line) for line in r.stdout.split("# The first record's requests", 1)[1].splitlines()[1:]]
+    assert [b["prompt"][-9:] for b in bodies] == ["Answer: A", "Answer: B", "Answer: C", "Answer: D"]
+    assert all(b["prompt"].startswith("The following are multiple choice questions (with answers) about virology.\n\n") for b in bodies)
+    assert {(b["echo"], b["logprobs"], b["max_tokens"], b["temperature"]) for b in bodies} == {(True, 1, 1, 0)}
+    chat = _cli("benchmarks", "show", "mmlu", "--path", str(shared("mmlu")), "--split", "validation", "--type", "openai-chat")
+    assert chat.returncode == 2 and chat.stderr.strip().endswith("--type openai-completions or lightllm")

@@ -122,7 +122,18 @@ def _show(args: Any) -> int:
     sample = render_sample(ds, 0, records[0])
     cfg = ModelConfig.model_validate({"abbr": "model", "type": args.type, "url": _url(args.type), "model": "MODEL"})
     backend = make_backend(cfg, make_client(cfg), api_key=None)
-    payload = backend.payload(sample.prompt, sample.system, settings=ds.generation_overrides() or None)
+    if ds.mode == "loglikelihood":
+        context = f"{sample.system}{ds.system_join}{sample.prompt}" if sample.system else sample.prompt
+        payloads = backend.ll_payloads(context, sample.choices)
+        if not payloads:
+            print(f"evaltui benchmarks: {entry.name} ranks choices by their log-likelihood, which type {args.type} does not give: "
+                  "--type openai-completions or lightllm", file=sys.stderr)
+            return 2
+        out.write(f"\n# The first record's requests (record 0 of {len(records)}, {w.where()}), one a choice"
+                  f"{' after the context alone' if len(payloads) > len(sample.choices) else ''}, to a model of type {args.type}:\n")
+        out.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
+        return 0
+    payload = backend.payload(sample.prompt, sample.system, settings=ds.generation_overrides() or None, join=ds.system_join)
     out.write(f"\n# The first request (record 0 of {len(records)}, {w.where()}) a model of type {args.type} is sent "
               f"(model's generation_kwargs at their defaults; --type for another):\n")
     out.write(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
