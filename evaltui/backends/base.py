@@ -28,6 +28,7 @@ from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
 from evaltui.backends.pacing import TokenBucket, TokenBudget, estimate_tokens
+from evaltui.backends.params import Settings, max_new_tokens, merged
 from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown
 from evaltui.backends.replicas import Router
 from evaltui.backends.replies import EVENT_STREAM, TEXT_CHARS, Unparseable, is_event_stream, reply_json, server_message, unparseable
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
-#: A dataset's request settings over a model's generation_kwargs, in their words (stop, max_new_tokens, temperature).
-Settings = dict[str, Any]
 
 RETRY_STATUSES = frozenset({408, 429})
 URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
@@ -216,9 +215,7 @@ class Backend(ABC):
 
     def merged(self, settings: Settings | None) -> dict[str, Any]:
         """generation_kwargs with a dataset's settings over them (the model's own when it has none)."""
-        if not settings:
-            return self.cfg.generation_kwargs
-        return {**self.cfg.generation_kwargs, **settings}
+        return merged(self.cfg.generation_kwargs, settings)
 
     def cost(self, text: str, new_tokens: int | None = None) -> int:
         """What a request is charged before it is sent — by tokens_per_minute, and by its
@@ -392,15 +389,3 @@ class Backend(ABC):
             return f"{e.kind}: {e.message}"
         return None if status < 500 else f"{replica.health} answered HTTP {status}"
 
-
-def max_new_tokens(kwargs: dict[str, Any]) -> int:
-    """The tokens a request may generate, as the plan's generation_kwargs say (1024 if silent)."""
-    value = kwargs.get("max_new_tokens", kwargs.get("max_tokens", 1024))
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1024
-
-
-def epoch_seed(kwargs: dict[str, Any], epoch: int) -> int:
-    """The seed of epoch ≥ 1: generation_kwargs' own `seed` (0 if none) plus the epoch, so each
-    epoch samples differently and a re-run of the same epoch samples alike."""
-    base = kwargs.get("seed", 0)
-    return (base if isinstance(base, int) and not isinstance(base, bool) else 0) + epoch

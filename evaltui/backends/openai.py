@@ -7,8 +7,9 @@ from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError, Settings, epoch_seed, max_new_tokens
+from evaltui.backends.base import Backend, BackendError
 from evaltui.backends.loglikelihood import NoLogprobs, completion_payload, completion_sum
+from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
 

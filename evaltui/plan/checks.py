@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 from yarl import URL
 
 from evaltui.backends import BACKENDS
-from evaltui.backends.base import max_new_tokens
+from evaltui.backends.params import max_new_tokens
 from evaltui.datasets import template_fields, templates_of
 from evaltui.fsutil import nul_byte
 from evaltui.plan.benchmark import benchmark_keys_unused, check_benchmark, check_filters

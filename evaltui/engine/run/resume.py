@@ -130,7 +130,7 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int,
         emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.DONE))
         return True
     from evaltui.scoring import Reduction  # only when an earlier score is kept
-    from evaltui.scoring.parts import as_parts
+    from evaltui.scoring.reference.parts import as_parts
 
     metrics = Reduction.of(ds.evaluator, epochs).metrics
     metric, *others = metrics

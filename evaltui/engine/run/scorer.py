@@ -45,7 +45,7 @@ from evaltui.plan import DatasetConfig, Plan, samples_spec
 
 if TYPE_CHECKING:
     from evaltui.scoring.code.code_exec import CodeRunner
-    from evaltui.scoring.parts import PartSums
+    from evaltui.scoring.reference.parts import PartSums
 
 Pair = tuple[str, str]
 Replace = Callable[[str, Path], None]
@@ -109,7 +109,7 @@ def score_pair(
     dataset whole.
     """
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
-    from evaltui.scoring.parts import as_parts, mean_of_parts
+    from evaltui.scoring.reference.parts import as_parts, mean_of_parts
 
     ds = plan.dataset(dataset)
     epochs = plan.epochs(ds)
@@ -159,7 +159,7 @@ def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None
     records = load_records(plan, ds)
     if not records or "subset" not in records[0]:
         return None
-    from evaltui.scoring.parts import PartSums
+    from evaltui.scoring.reference.parts import PartSums
 
     def part_of(index: int) -> str | None:
         return records[index].get("subset") if 0 <= index < len(records) else None

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .reducers import MetricSums, Reduction
+from evaltui.scoring.reducers import MetricSums, Reduction
 
 #: (part, ((metric, value), …)) in the parts' order: what events and files carry.
 Parts = tuple[tuple[str, tuple[tuple[str, "float | None"], ...]], ...]
