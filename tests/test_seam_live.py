@@ -473,8 +473,10 @@ def test_a_retry_joining_the_run_stops_early_when_the_server_is_down_now(tmp_pat
     rows = arithmetic(40)
     sim = sim_factory(SimConfig(answer_key=key_for(rows), faults=Faults(max_prompt_chars=20)))
     other = sim_factory(SimConfig(answer_key=key_for(rows), models={"slow": ModelProfile(latency=0.2)}))  # keeps the run going
+    # m's one url is a fleet of one: a server that answered earlier and is gone now is waited for
+    # (down_timeout), then the model stops; a short wait keeps the test short
     plan = write_plan(
-        tmp_path, models=[lightllm("m", sim.url), lightllm("slow", other.url, max_workers=2)],
+        tmp_path, models=[lightllm("m", sim.url, down_timeout=1.0), lightllm("slow", other.url, max_workers=2)],
         datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))], run={"max_num_workers": 2},
     )
     runner = Runner(load_plan(plan))
