@@ -95,3 +95,18 @@ def test_a_hub_that_does_not_answer_fails_the_run_with_one_line_saying_to_pass_p
     assert r.returncode == 1
     lines = [line for line in r.stdout.splitlines() if "g: gsm8k_cot:" in line]
     assert len(lines) == 1 and "pass `path` to a local copy" in lines[0], r.stdout
+
+
+def test_gpqa_diamond_is_gated_and_read_from_the_hubs_parquet_export(tmp_path: Path) -> None:
+    """GPQA is not to be put online in plain text: Hub only, gated, from its parquet export branch."""
+    rows = [{"Question": f"What is {n} squared?", "Correct Answer": str(n * n), "Incorrect Answer 1": str(n * n + 1), "Incorrect Answer 2": str(2 * n),
+             "Incorrect Answer 3": str(n + 2), "Record ID": f"rec{n}"} for n in range(3, 9)]
+    repos = {"Idavidrein/gpqa": {"gpqa_diamond/train/0000.parquet": parquet_bytes(rows)}}
+    plan = PLAN.replace('benchmark = "gsm8k_cot"\nlimit = 6', 'benchmark = "gpqa_diamond"').replace('type = "openai-chat"', 'type = "openai-completions"')
+    with fake_hub(repos, gated={"Idavidrein/gpqa": "hf_gpqa_token"}) as hub:
+        refused = _run(tmp_path, {"HF_ENDPOINT": hub.endpoint}, plan)
+        assert refused.returncode == 1 and "gated" in refused.stdout and "HF_TOKEN" in refused.stdout
+        ok = _run(tmp_path, {"HF_ENDPOINT": hub.endpoint, "HF_TOKEN": "hf_gpqa_token"}, plan, work="out2")
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        assert any("/revision/refs%2Fconvert%2Fparquet" in p or "/revision/refs/convert/parquet" in p for _, p, _ in hub.requests)
+    assert "g        lm-eval gpqa_diamond_zeroshot v2.2  acc " in ok.stdout and "acc_norm" in ok.stdout

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaltui.benchmarks.entry import Doc, Docs, Entry
+from evaltui.benchmarks.entry import Doc, Docs, Entry, LocalData
 from evaltui.benchmarks.files import read_docs
 from evaltui.benchmarks.hub import Progress
 
@@ -70,17 +70,38 @@ def hub_patterns(w: Wanted) -> list[str]:
 
 
 def local_files(w: Wanted) -> dict[tuple[str, str], list[Path]]:
-    """The local copy's files of each (split, part); DataUnavailable naming what is missing."""
+    """The local copy's files of each (split, part): the original release's layout, or a copy of
+    the Hub repo (a folder laid out as the Hub serves it); DataUnavailable naming what is missing."""
     assert w.path is not None
     entry, layout = w.entry, w.entry.local
-    if layout is None:
-        raise DataUnavailable(f"{entry.name}: has no local layout (Hub only: {entry.hub.repo}); leave `path` out")
     if not w.path.exists():
         raise DataUnavailable(f"{entry.name}: path {w.path} does not exist")
+    try:
+        if layout is None:
+            return _single_file(w) if w.path.is_file() else hub_files(w, w.path)
+        return _release_files(w, layout)
+    except DataUnavailable as release:
+        if not w.path.is_dir() or layout is None:
+            raise DataUnavailable(f"{release} (or a copy of the Hub's {entry.hub.repo}: {', '.join(hub_patterns(w))})") from None
+        try:
+            return hub_files(w, w.path)  # a copy of the Hub repo (`huggingface-cli download --local-dir`)
+        except DataUnavailable:
+            raise release from None
+
+
+def _single_file(w: Wanted) -> dict[tuple[str, str], list[Path]]:
+    """A file as the path of a Hub-only entry: its evaluation split, when nothing else is read."""
+    assert w.path is not None
+    if len(w.splits) > 1 or w.parts != ("",):
+        raise DataUnavailable(f"{w.entry.name}: needs more than one file ({', '.join(hub_patterns(w))}): `path` names the folder holding them")
+    return {(w.split, ""): [w.path]}
+
+
+def _release_files(w: Wanted, layout: LocalData) -> dict[tuple[str, str], list[Path]]:
     out: dict[tuple[str, str], list[Path]] = {}
     for split in w.splits:
         if split not in layout.files:
-            raise DataUnavailable(f"{entry.name}: the local layout has no split {split!r} (it has: {', '.join(layout.files)})")
+            raise DataUnavailable(f"{w.entry.name}: the local layout has no split {split!r} (it has: {', '.join(layout.files)})")
         for part in w.parts:
             out[(split, part)] = [_local_file(w, layout.files[split], split, part)]
     return out

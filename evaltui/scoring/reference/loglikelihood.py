@@ -6,8 +6,8 @@ each sum by its choice's length in characters (the choice as `doc_to_choice` giv
 the target delimiter lm-eval puts before it in the continuation) — lm-eval's `acc_bytes` is the
 one over bytes; and TruthfulQA's `mc2` (its `process_results_mc2`, reported as `acc`) is the
 probability mass of the true answers, which come first: exp of each sum, normalised over all of
-them (computed from the largest sum down, so mass that underflows in lm-eval's numpy — and gives
-it a NaN — is kept here).
+them, in its own arithmetic (where every exp underflows — lm-eval's NaN — the masses are taken
+relative to the largest).
 
 A tie goes to the first choice, as numpy's argmax gives it. The gold is an index (`doc_to_target`
 as a number), or the text of a choice; for `mc2`, how many of the first choices are true.
@@ -51,10 +51,16 @@ def gold_index(gold: str, continuations: Sequence[str], delimiter: str) -> int:
 
 
 def mc2(lls: Sequence[float], true_count: int) -> float:
-    """The true answers' share of the probability mass over all the choices."""
-    top = max(lls)
-    mass = [math.exp(ll - top) for ll in lls]
-    return math.fsum(mass[:true_count]) / math.fsum(mass)
+    """The true answers' share of the probability mass over all the choices, in lm-eval's
+    arithmetic (exp of each, Python's left-to-right sums, each true mass divided, then summed);
+    where every exp underflows (lm-eval: 0/0, NaN) the masses are taken relative to the largest."""
+    mass = [math.exp(ll) for ll in lls]
+    total = sum(mass[:true_count]) + sum(mass[true_count:])
+    if not total or not math.isfinite(total):
+        top = max(lls)
+        mass = [math.exp(ll - top) for ll in lls]
+        total = sum(mass[:true_count]) + sum(mass[true_count:])
+    return sum(m / total for m in mass[:true_count])
 
 
 def make_loglikelihood(evaluator: Any) -> ScoredJudge:
