@@ -20,7 +20,7 @@ from evaltui.datasets import load_records, render_sample
 from evaltui.plan import load_plan
 from evaltui.scoring import score
 
-GEN_ENTRIES = ["gsm8k", "gsm8k_cot", "mmlu_generative"]
+GEN_ENTRIES = ["gsm8k", "gsm8k_cot", "mmlu_generative", "mmlu_generative_5shot", "bbh_cot_fewshot"]  # (fixture files)
 
 
 def _tables(entry: str) -> list[tuple[Task, dict]]:

@@ -12,7 +12,8 @@ import json
 import re
 from typing import Any
 
-from evaltui.plan.schema import DatasetConfig, EvaluatorConfig
+from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.schema import DatasetConfig
 
 #: The plan's keys an entry fills, compared with the entry's to tell a changed entry.
 FILLED_KEYS = ("prompt", "system", "system_join", "target", "mode", "choices", "stop", "max_tokens", "temperature")

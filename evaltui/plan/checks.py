@@ -22,7 +22,8 @@ from evaltui.backends.params import max_new_tokens
 from evaltui.datasets import template_fields, templates_of
 from evaltui.fsutil import nul_byte
 from evaltui.plan.benchmark import benchmark_keys_unused, check_benchmark, check_filters
-from evaltui.plan.schema import ABBR_RE, DatasetConfig, EvaluatorConfig, ModelConfig, Plan, RunConfig, expand_home
+from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig, expand_home
 from evaltui.sim.url import sim_options
 
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet")

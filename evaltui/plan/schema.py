@@ -13,9 +13,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from evaltui.backends import BACKENDS
+from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.strict import DAY, HOUR, Strict, without_later
 from evaltui.redaction import REDACTED, SECRET_HEADER_RE
 
 ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -23,7 +25,6 @@ MAX_WORKERS = 4096
 MAX_REPLY_BYTES = 16 * 2**20  # the default cap on one reply's body: memory is bounded by max_workers × this
 MAX_EPOCHS = 1000
 REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
-HOUR, DAY = 3600.0, 86400.0  # upper bounds: a typo like 1e300 is an error, not an overflow hours later
 
 # A model's `type` names its backend: the registry is the one list of them (a Literal, so a typo
 # is reported as "must be one of …" with every name).
@@ -37,11 +38,7 @@ def default_max_workers() -> int:
     return min(32, (os.cpu_count() or 1) + 4)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-
-
-class RunConfig(_Strict):
+class RunConfig(Strict):
     work_dir: str | None = None
     max_num_workers: int = Field(1, ge=1, le=256)
     eval_workers: int = Field(4, ge=1, le=256)
@@ -55,7 +52,7 @@ class RunConfig(_Strict):
     executor: Literal["local", "ray"] = "local"  # where requests (and code_exec) run: this process, or a Ray cluster
 
 
-class ModelConfig(_Strict):
+class ModelConfig(Strict):
     abbr: str
     type: ModelType
     url: str | list[str]  # one server, or several replicas of the model
@@ -129,91 +126,10 @@ LATER_DATASET_KEYS: dict[str, Any] = {
 }
 #: The request settings a dataset may set over its models' generation_kwargs (they change what is sent).
 GENERATION_KEYS = ("stop", "max_tokens", "temperature")
-LATER_EVALUATOR_KEYS: dict[str, Any] = {
-    "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
-    "metrics": None, "target_delimiter": " ", "aggregate": "samples",
-}
-
-
-def _without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k not in later or v != later[k]}
-
-
-class FilterStep(_Strict):
-    """One step of an lm-eval filter pipeline."""
-
-    function: Literal["regex", "remove_whitespace", "lowercase", "uppercase"]
-    pattern: str | None = None  # regex: the pattern
-    group_select: int = 0  # regex: which match findall gives (-1: the last)
-    fallback: str = "[invalid]"  # regex: what is kept when nothing matches
-
-
-class FilterConfig(_Strict):
-    """One of lm-eval's filter pipelines, then `take_first`: a `regex` filter (`pattern`), or
-    the `steps` of a longer one."""
-
-    name: str
-    pattern: str | None = None
-    group_select: int = 0  # which match findall gives (-1: the last)
-    fallback: str = "[invalid]"  # what is kept when nothing matches
-    steps: list[FilterStep] | None = None
-
-    @model_validator(mode="after")
-    def _one_pipeline(self) -> FilterConfig:
-        if (self.pattern is None) == (self.steps is None):
-            raise ValueError("give a filter either `pattern` (one regex) or `steps` (a pipeline), not both or neither")
-        return self
-
-    def pipeline(self) -> list[FilterStep]:
-        if self.steps is not None:
-            return self.steps
-        return [FilterStep(function="regex", pattern=self.pattern, group_select=self.group_select, fallback=self.fallback)]
-
-
-class EvaluatorConfig(_Strict):
-    type: Literal["exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood"]
-    pattern: str | None = None
-    timeout: float = Field(10.0, gt=0, le=DAY)
-    memory_mb: int = Field(1024, ge=16, le=1 << 20)
-    reducer: Literal["mean", "max", "median", "mode", "at_least_k", "pass_at_k"] = "mean"
-    k: int | list[int] | None = None  # at_least_k: one k; pass_at_k: one or several
-    # exact_match (lm-eval's): a metric per filter, the texts compared after regexes_to_ignore
-    filters: list[FilterConfig] | None = None
-    ignore_case: bool = False
-    ignore_punctuation: bool = False
-    regexes_to_ignore: list[str] | None = None
-    # loglikelihood (lm-eval's multiple choice): acc (the highest sum of the continuation's log-probs),
-    # acc_norm (that over the choice's length in characters, less target_delimiter), mc2 (TruthfulQA)
-    metrics: list[Literal["acc", "acc_norm", "mc2"]] | None = None
-    target_delimiter: str = " "
-    # a grouped benchmark's score: the mean over its samples (each part weighted by its size), or of its parts
-    aggregate: Literal["samples", "parts"] = "samples"
-
-    @field_validator("k", mode="before")
-    @classmethod
-    def _k_shape(cls, v: Any) -> Any:
-        """One positive integer, or (pass_at_k) a list of distinct ones; how k fits the epochs is in checks."""
-        if v is None:
-            return v
-        values = v if isinstance(v, list) else [v]
-        if not values or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in values):
-            raise ValueError(f"must be an integer ≥ 1 or a list of them (got {v!r})")
-        if len(set(values)) != len(values):
-            raise ValueError(f"lists the same k twice (got {v!r})")
-        return v
-
-    def versioned_dump(self) -> dict[str, Any]:
-        return _without_later(self.model_dump(mode="json"), LATER_EVALUATOR_KEYS)
-
-    def ks(self) -> tuple[int, ...]:
-        """k as a tuple (empty when not given)."""
-        return () if self.k is None else tuple(self.k) if isinstance(self.k, list) else (self.k,)
-
-
 MAX_FAILURE_COUNT = 10**12  # fail_on_error as a count: more samples than any dataset has
 
 
-class DatasetConfig(_Strict):
+class DatasetConfig(Strict):
     abbr: str
     path: str  # a benchmark's: "" for the Hub, else its local copy (a file, or a folder in the release's layout)
     benchmark: str | None = None  # an entry of `evaltui benchmarks`: fills the keys below the plan leaves out
@@ -281,7 +197,7 @@ class DatasetConfig(_Strict):
 
     def versioned_dump(self) -> dict[str, Any]:
         """The dataset's settings as fingerprints hash them (JSON types, later keys at their defaults left out)."""
-        data = _without_later(self.model_dump(mode="json"), LATER_DATASET_KEYS)
+        data = without_later(self.model_dump(mode="json"), LATER_DATASET_KEYS)
         data["evaluator"] = self.evaluator.versioned_dump()
         return data
 
@@ -329,7 +245,7 @@ class DatasetConfig(_Strict):
         return out
 
 
-class Plan(_Strict):
+class Plan(Strict):
     title: str = ""
     run: RunConfig = Field(default_factory=RunConfig)
     models: list[ModelConfig] = Field(min_length=1)

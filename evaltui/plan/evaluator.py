@@ -1,0 +1,85 @@
+"""A dataset's `[datasets.evaluator]` table: how its replies are judged, and the filters lm-eval's exact_match reads with."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from evaltui.plan.strict import DAY, Strict, without_later
+
+LATER_EVALUATOR_KEYS: dict[str, Any] = {
+    "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
+    "metrics": None, "target_delimiter": " ", "aggregate": "samples",
+}
+
+
+class FilterStep(Strict):
+    """One step of an lm-eval filter pipeline."""
+
+    function: Literal["regex", "remove_whitespace", "lowercase", "uppercase"]
+    pattern: str | None = None  # regex: the pattern
+    group_select: int = 0  # regex: which match findall gives (-1: the last)
+    fallback: str = "[invalid]"  # regex: what is kept when nothing matches
+
+
+class FilterConfig(Strict):
+    """One of lm-eval's filter pipelines, then `take_first`: a `regex` filter (`pattern`), or
+    the `steps` of a longer one."""
+
+    name: str
+    pattern: str | None = None
+    group_select: int = 0  # which match findall gives (-1: the last)
+    fallback: str = "[invalid]"  # what is kept when nothing matches
+    steps: list[FilterStep] | None = None
+
+    @model_validator(mode="after")
+    def _one_pipeline(self) -> FilterConfig:
+        if (self.pattern is None) == (self.steps is None):
+            raise ValueError("give a filter either `pattern` (one regex) or `steps` (a pipeline), not both or neither")
+        return self
+
+    def pipeline(self) -> list[FilterStep]:
+        if self.steps is not None:
+            return self.steps
+        return [FilterStep(function="regex", pattern=self.pattern, group_select=self.group_select, fallback=self.fallback)]
+
+
+class EvaluatorConfig(Strict):
+    type: Literal["exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood"]
+    pattern: str | None = None
+    timeout: float = Field(10.0, gt=0, le=DAY)
+    memory_mb: int = Field(1024, ge=16, le=1 << 20)
+    reducer: Literal["mean", "max", "median", "mode", "at_least_k", "pass_at_k"] = "mean"
+    k: int | list[int] | None = None  # at_least_k: one k; pass_at_k: one or several
+    # exact_match (lm-eval's): a metric per filter, the texts compared after regexes_to_ignore
+    filters: list[FilterConfig] | None = None
+    ignore_case: bool = False
+    ignore_punctuation: bool = False
+    regexes_to_ignore: list[str] | None = None
+    # loglikelihood (lm-eval's multiple choice): acc (the highest sum of the continuation's log-probs),
+    # acc_norm (that over the choice's length in characters, less target_delimiter), mc2 (TruthfulQA)
+    metrics: list[Literal["acc", "acc_norm", "mc2"]] | None = None
+    target_delimiter: str = " "
+    # a grouped benchmark's score: the mean over its samples (each part weighted by its size), or of its parts
+    aggregate: Literal["samples", "parts"] = "samples"
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _k_shape(cls, v: Any) -> Any:
+        """One positive integer, or (pass_at_k) a list of distinct ones; how k fits the epochs is in checks."""
+        if v is None:
+            return v
+        values = v if isinstance(v, list) else [v]
+        if not values or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in values):
+            raise ValueError(f"must be an integer ≥ 1 or a list of them (got {v!r})")
+        if len(set(values)) != len(values):
+            raise ValueError(f"lists the same k twice (got {v!r})")
+        return v
+
+    def versioned_dump(self) -> dict[str, Any]:
+        return without_later(self.model_dump(mode="json"), LATER_EVALUATOR_KEYS)
+
+    def ks(self) -> tuple[int, ...]:
+        """k as a tuple (empty when not given)."""
+        return () if self.k is None else tuple(self.k) if isinstance(self.k, list) else (self.k,)

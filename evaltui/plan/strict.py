@@ -1,0 +1,20 @@
+"""What every table of the plan shares: strict, frozen pydantic models, and the bounds of times."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+HOUR, DAY = 3600.0, 86400.0  # upper bounds: a typo like 1e300 is an error, not an overflow hours later
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors, values are not coerced, a plan once read does not change."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+def without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """`data` without the keys added later that are still at their defaults (so old fingerprints hold)."""
+    return {k: v for k, v in data.items() if k not in later or v != later[k]}
