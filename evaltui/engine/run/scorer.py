@@ -190,8 +190,12 @@ class WatchScorer:
         code_workers: int = 2,
         gate: ScoreGate | None = None,
         run_code: CodeRunner | None = None,
+        inferring: Callable[[], bool] | None = None,
     ):
-        """`run_code`: what runs code_exec's programs (by default a thread pool of `code_workers`)."""
+        """`run_code`: what runs code_exec's programs (by default a thread pool of `code_workers`).
+        `inferring`: whether the inference it scores is under way, when the scorer can know (it
+        runs in the same process): then a stale heartbeat says nothing — the process was paused
+        (SIGSTOP, a laptop asleep), not gone — and only a scorer that cannot know goes by it."""
         self.plan = plan
         self.workdir = workdir
         self.emit = emit
@@ -200,6 +204,7 @@ class WatchScorer:
         self.code_workers = code_workers
         self.run_code = run_code
         self.gate = gate or ScoreGate()
+        self.inferring = inferring
         self.running = False  # run() is watching (a pair added now is seen)
         self._scoring: dict[Pair, anyio.CancelScope] = {}
         self._wake = anyio.Event()
@@ -287,6 +292,8 @@ class WatchScorer:
             self.emit(ev.WatchSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
             self.pending = []
             return
+        if self.inferring is not None and self.inferring():
+            return  # its own inference, alive: it says when it has finished
         now = self.clock()
         try:
             age = self.workdir.heartbeat_age(now)

@@ -49,7 +49,10 @@ class Session:
         self.executor = executor or LocalExecutor()
         self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
-        self.watcher = WatchScorer(plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code)
+        self.watcher = WatchScorer(
+            plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code,
+            inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
+        )
         self.exit_code = 1
         self.ended = anyio.Event()  # set by the runner once RunFinished is out
         self._opened = anyio.Event()
