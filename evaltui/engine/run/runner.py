@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import tomli_w
@@ -35,6 +35,7 @@ from evaltui.engine.run.fetch import fetch_benchmarks
 from evaltui.engine.run.scorer import ScoreGate
 from evaltui.engine.run.session import Session
 from evaltui.engine.run.simproc import SimulatorError, SimulatorProcess, sim_url_for
+from evaltui.engine.run.verdict import current_result, only_os_errors
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.state import RunState
@@ -255,6 +256,7 @@ class Runner:
         )
         started = time.monotonic()
         exit_code = 1
+        stopped = False  # a fatal stop: whatever the files say, the run did not do its work
         try:
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
@@ -265,12 +267,13 @@ class Runner:
                     try:
                         await session.run(pairs, retry=retry)
                     except BaseException as e:
-                        err = _only_os_errors(e)
+                        err = only_os_errors(e)
                         if err is None:
                             raise
                         # Disk full, too many open files, permissions: say so, keep what is done.
                         self.emit(ev.Notice(f"stopped: {err} — finished samples are kept; fix this and run again", "error"))
-            exit_code = 130 if self.interrupted else self._exit_code(self.pairs)
+                        stopped = True
+            exit_code = 130 if self.interrupted else 1 if stopped else self._exit_code(self.pairs)
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
@@ -278,7 +281,7 @@ class Runner:
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 summary = self._run_summary()
-                scores, extra = summary.result_metrics(self.workdir.read_result)
+                scores, extra = summary.result_metrics(self._result)
                 table = summary.leaderboard(scores, extra)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
@@ -360,8 +363,10 @@ class Runner:
         return {ext: str(p) for ext, p in paths.items()}
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
-        return 0 if all(self.workdir.has_scored_result(*p) for p in pairs) else 1
+        return 0 if all((r := self._result(*p)) is not None and "error" not in r for p in pairs) else 1
 
+    def _result(self, model: str, dataset: str) -> dict[str, Any] | None:
+        return current_result(self.plan, self.workdir, model, dataset)
 
 def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
     """A warning for each model that decodes greedily but is sent datasets of several epochs:
@@ -378,21 +383,3 @@ def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
                 f"{m.abbr}: {', '.join(repeated)} {runs} several epochs, but the model decodes greedily (no do_sample = true or temperature > 0 "
                 "in generation_kwargs): every epoch will get the same answer", "warning"))
     return notices
-
-
-def _only_os_errors(exc: BaseException) -> OSError | None:
-    """The OSError behind `exc` when it (or every non-cancellation part of its group) is one."""
-    if isinstance(exc, OSError):
-        return exc
-    parts = getattr(exc, "exceptions", None)
-    if not parts:
-        return None
-    found: OSError | None = None
-    for part in parts:
-        if isinstance(part, anyio.get_cancelled_exc_class()):
-            continue
-        inner = _only_os_errors(part)
-        if inner is None:
-            return None
-        found = found or inner
-    return found

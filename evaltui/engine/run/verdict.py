@@ -1,0 +1,47 @@
+"""How a run's end is judged: which result files are this plan's, and what stopped it.
+
+A stop can leave earlier files in place — a `--samples` run's result, say, before the plan's
+whole dataset was run — and the leaderboard and the exit code must not take them for this
+run's: a result says which dataset it scored (`dataset_version`), and only this plan's counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from evaltui.engine.disk.versions import dataset_fingerprint
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.plan import Plan
+
+
+def current_result(plan: Plan, workdir: WorkDir, model: str, dataset: str) -> dict[str, Any] | None:
+    """A pair's result, when it scored this plan's dataset: one of another selection of samples
+    (an earlier `--samples` run), another limit, epochs, data or evaluator is not this dataset's
+    score, whatever a stop left in place. A result without a version (an older evaltui's) counts."""
+    result = workdir.read_result(model, dataset)
+    version = result.get("dataset_version") if result is not None else None
+    if isinstance(version, str) and version:
+        current = dataset_fingerprint(plan, plan.dataset(dataset))
+        if current and version != current:
+            return None
+    return result
+
+
+def only_os_errors(exc: BaseException) -> OSError | None:
+    """The OSError behind `exc` when it (or every non-cancellation part of its group) is one."""
+    if isinstance(exc, OSError):
+        return exc
+    parts = getattr(exc, "exceptions", None)
+    if not parts:
+        return None
+    found: OSError | None = None
+    for part in parts:
+        if isinstance(part, anyio.get_cancelled_exc_class()):
+            continue
+        inner = only_os_errors(part)
+        if inner is None:
+            return None
+        found = found or inner
+    return found
