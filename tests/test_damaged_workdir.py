@@ -47,3 +47,104 @@ def test_a_fatal_stop_exits_non_zero_and_never_shows_a_subsets_score_as_the_whol
     board = summary["leaderboard"] if summary else None
     assert board is None or all(score is None for d in board["datasets"] for score in d["scores"].values()), board
     assert board is None or all(v is None for v in board["average"].values())
+
+
+def checkpoint_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def interrupted_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], n: int = 40) -> tuple[Path, Path]:
+    """A plan whose d1 has 30 of its 40 samples in its checkpoint (a --samples run of them), and
+    the checkpoint: `{"version"…}` then one line per sample."""
+    plan = sim_plan(tmp_path, n)
+    assert main([str(plan), "--no-ui", "--samples", "0-29", "--datasets", "d1"]) == 0
+    capsys.readouterr()
+    checkpoint = tmp_path / "out" / "predictions" / "m" / "tmp_d1.jsonl"
+    assert len(checkpoint_lines(checkpoint)) == 31
+    return plan, checkpoint
+
+
+def rerun(plan: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main([str(plan), "--no-ui", "--datasets", "d1"])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def test_two_checkpoint_lines_run_together_are_set_aside_and_sent_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A lost newline ran two lines together: their raw bytes were copied into predictions/m/d1.json,
+    which was then not JSON — `scoring FAILED: ValueError` on that run and every re-run."""
+    plan, checkpoint = interrupted_run(tmp_path, capsys)
+    lines = checkpoint_lines(checkpoint)
+    merged = lines[6].rstrip(b"\n") + lines[7]  # samples 5 and 6
+    checkpoint.write_bytes(b"".join(lines[:6] + [merged] + lines[8:]))
+    code, printed = rerun(plan, capsys)
+    assert code == 0, printed
+    assert "scoring FAILED" not in printed and "m/d1: scored, accuracy = 100.00" in printed
+    assert "1 checkpoint line that is no complete entry of this dataset set aside" in printed
+    assert (checkpoint.parent / "tmp_d1.jsonl.damaged").read_bytes() == merged  # kept, beside it
+    predictions = json.loads((tmp_path / "out" / "predictions" / "m" / "d1.json").read_text())
+    assert sorted(map(int, predictions)) == list(range(40))
+    code, printed = rerun(plan, capsys)  # and the next run has nothing to say
+    assert code == 0 and "set aside" not in printed and "FAILED" not in printed
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"index":30}\n', b'{"index":31,"origin_prompt":"x","prediction":null,"gold":"#### 1"}\n',
+     b'{"index":32,"origin_prompt":"x","prediction":{"text":"#### 1"},"gold":"#### 1"}\n', b"\x00" * 64 + b"\n"],
+    ids=["no-prediction", "null-prediction", "object-prediction", "nuls"],
+)
+def test_a_line_that_is_no_complete_entry_does_not_count_as_done(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: bytes) -> None:
+    """`{"index":30}`, a null or an object prediction counted as done and were never sent again."""
+    plan, checkpoint = interrupted_run(tmp_path, capsys)
+    with open(checkpoint, "ab") as f:
+        f.write(damage)
+    code, printed = rerun(plan, capsys)
+    assert code == 0, printed
+    assert "m/d1: scored, accuracy = 100.00" in printed and "set aside" in printed
+    predictions = json.loads((tmp_path / "out" / "predictions" / "m" / "d1.json").read_text())
+    assert all(isinstance(p["prediction"], str) and p["prediction"] for p in predictions.values())
+    assert (checkpoint.parent / "tmp_d1.jsonl.damaged").read_bytes() == damage
+
+
+def test_lines_under_another_datasets_version_header_are_not_kept_as_this_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Checkpoints joined by hand: d2's header and its answers to samples 30-39 appended to d1's
+    checkpoint were kept as d1's answers."""
+    data = write_jsonl(tmp_path / "d.jsonl", arithmetic(40))
+    models = [{"abbr": "m", "type": "lightllm", "url": "sim://?accuracy=1.0", "max_workers": 4}]
+    datasets = [gsm_dataset("d1", data), {**gsm_dataset("d2", data), "prompt": "Answer this: {question}"}]
+    plan = write_plan(tmp_path, models=models, datasets=datasets)
+    assert main([str(plan), "--no-ui", "--samples", "0-29", "--datasets", "d1"]) == 0
+    assert main([str(plan), "--no-ui", "--datasets", "d2"]) == 0
+    capsys.readouterr()
+    cp1 = tmp_path / "out" / "predictions" / "m" / "tmp_d1.jsonl"
+    d2 = checkpoint_lines(tmp_path / "out" / "predictions" / "m" / "tmp_d2.jsonl")
+    foreign = [d2[0]] + [line for line in d2[1:] if json.loads(line)["index"] >= 30]
+    with open(cp1, "ab") as f:
+        f.write(b"".join(foreign))
+    code, printed = rerun(plan, capsys)
+    assert code == 0, printed
+    assert f"{len(foreign)} checkpoint lines that are no complete entry of this dataset set aside" in printed
+    predictions = json.loads((tmp_path / "out" / "predictions" / "m" / "d1.json").read_text())
+    assert all(not p["origin_prompt"].startswith("Answer this:") for p in predictions.values())
+    assert (cp1.parent / "tmp_d1.jsonl.damaged").read_bytes() == b"".join(foreign)
+
+
+def test_a_finished_pair_whose_predictions_a_damaged_line_broke_is_rebuilt_not_failed_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The state the lost newline left on main: statuses done, predictions/m/d1.json not JSON (the
+    two lines' bytes in it), an error result. Every re-run said `already inferred … scoring
+    FAILED`; now the checkpoint is read through, the damage set aside, and the pair rebuilt."""
+    plan = sim_plan(tmp_path)
+    assert main([str(plan), "--no-ui", "--datasets", "d1"]) == 0
+    capsys.readouterr()
+    folder = tmp_path / "out" / "predictions" / "m"
+    lines = checkpoint_lines(folder / "tmp_d1.jsonl")
+    (folder / "tmp_d1.jsonl").write_bytes(b"".join(lines[:6] + [lines[6].rstrip(b"\n") + lines[7]] + lines[8:]))
+    text = (folder / "d1.json").read_text()
+    (folder / "d1.json").write_text(text.replace('},\n  "6": ', "}"))  # as the merge copied it: not JSON
+    result = tmp_path / "out" / "results" / "m" / "d1.json"
+    result.write_text(json.dumps({"error": "ValueError: d1.json: not a JSON object of predictions"}))
+    code, printed = rerun(plan, capsys)
+    assert code == 0, printed
+    assert "set aside" in printed and "FAILED" not in printed and "m/d1: scored, accuracy = 100.00" in printed
+    assert sorted(map(int, json.loads((folder / "d1.json").read_text()))) == list(range(40))

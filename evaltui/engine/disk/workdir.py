@@ -148,7 +148,8 @@ class WorkDir:
         so a kill half-way leaves the next run still knowing to set aside what is left.
         """
         files = [self.predictions_file(model, dataset), self.result_file(model, dataset)]
-        files += self.checkpoint_files(model, dataset) + self.sample_log_files(model, dataset) + self.status_files(model, dataset)
+        files += self.checkpoint_files(model, dataset) + self._pair_files(self.root / "predictions" / model, "tmp_", dataset, ".jsonl.damaged")
+        files += self.sample_log_files(model, dataset) + self.status_files(model, dataset)
         files = [p for p in files if p.exists()]
         if not files:
             return None

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from evaltui.datasets import file_fingerprint
 from evaltui.engine.disk.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.disk.damaged import DAMAGED, Sorter
 from evaltui.engine.disk.versions import evaluator_version, pair_version
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.runs import DatasetRun, ShardRun, UnitFlags, shard_indices
@@ -42,26 +43,38 @@ def plan_pairs(
         total = totals[ds.abbr]
         epochs = plan.epochs(ds)
         version = _drop_stale_work(plan, model, wd, ds, emit)
-        if _kept_whole(m, wd, ds, total if ds.sample_ids is None else len(ds.sample_ids), epochs, emit):
+        count = total if ds.sample_ids is None else len(ds.sample_ids)
+        # A pair scored whole is kept without reading its checkpoints again; any other has them
+        # read through first: a damaged line (set aside) means its predictions are to be rebuilt.
+        if wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, epochs, emit):
             continue
-        if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
-            # Checkpoints deleted after the merge (as OpenCompass users do): the final file
-            # holds the same samples, so it becomes the checkpoint to resume from.
-            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), wd.checkpoint_file(m, ds.abbr, 0, 1))
-        # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
-        wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
-        wd.result_file(m, ds.abbr).unlink(missing_ok=True)
-        indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
         answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
-        for path in wd.checkpoint_files(m, ds.abbr):
-            for index, epoch, ok, _ in scan_checkpoint(path):
+        damaged = 0
+        for sorter in [Sorter(p, version) for p in wd.checkpoint_files(m, ds.abbr)]:
+            for index, epoch, ok, _ in sorter:
                 if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
                     key = index * epochs + epoch
                     if ok:
                         answered[key], failures[key] = 1, 0
                     elif not answered[key]:
                         failures[key] = 1
+            damaged += sorter.set_aside()
+        if damaged:
+            where = wd.checkpoint_file(m, ds.abbr).name + DAMAGED
+            emit(ev.Notice(f"{m}/{ds.abbr}: {damaged} checkpoint line{'s' if damaged > 1 else ''} that {'are' if damaged > 1 else 'is'} no complete "
+                           f"entry of this dataset set aside (in predictions/{m}/{where} and the like); their samples are sent again", "warning"))
+        elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, epochs, emit):
+            continue
+        if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
+            # Checkpoints deleted after the merge (as OpenCompass users do): the final file
+            # holds the same samples, so it becomes the checkpoint to resume from.
+            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), wd.checkpoint_file(m, ds.abbr, 0, 1))
+            _read_back(wd, m, ds.abbr, total, epochs, chosen, answered, failures)
+        # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
+        wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
+        wd.result_file(m, ds.abbr).unlink(missing_ok=True)
+        indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
         done, failed = UnitFlags(total * epochs, answered), UnitFlags(total * epochs, failures)  # failed: none since answered
         n = ds.shards
         samples = "" if ds.sample_ids is None else samples_spec(ds.sample_ids)
@@ -142,3 +155,15 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int,
 
 def _number(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _read_back(wd: WorkDir, m: str, dataset: str, total: int, epochs: int, chosen: set[int] | None, answered: bytearray, failures: bytearray) -> None:
+    """The units of a checkpoint just rebuilt from the final predictions (written here: whole)."""
+    for path in wd.checkpoint_files(m, dataset):
+        for index, epoch, ok, _ in scan_checkpoint(path):
+            if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
+                key = index * epochs + epoch
+                if ok:
+                    answered[key], failures[key] = 1, 0
+                elif not answered[key]:
+                    failures[key] = 1
