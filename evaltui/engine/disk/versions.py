@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from evaltui.datasets import file_fingerprint
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.scoring.score import JUDGE_REVISIONS
+from evaltui.sim.url import sim_options
 
 
 def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
@@ -17,12 +19,16 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     a record inserted) invalidates what was predicted from the old one, while the same file named
     another way (`./data/x.jsonl`, an absolute path, a copy) does not. Not `limit` (more or fewer
     samples of the same kind) nor `shards` (the same samples in other files: checkpoints of any
-    layout are read back), nor the evaluator (see evaluator_version)."""
-    keys = {
+    layout are read back), nor the evaluator (see evaluator_version). Not a real server's url
+    (the same model moved to another host: the run says so, and results record the urls), but a
+    `sim://` url's options, which are the simulated model itself."""
+    keys: dict[str, Any] = {
         "dataset": ds.model_dump(include={"columns", "prompt", "system", "target", "mode", "choices"}),
         "data": data,
         "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
     }
+    if model.is_sim:  # its options are the model itself (accuracy 0.9 and 0.8 answer differently)
+        keys["sim"] = sorted(sim_options(model.urls[0]).items())
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
 
 

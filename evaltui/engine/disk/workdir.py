@@ -331,9 +331,11 @@ class StatusWriter:
         reset: bool = False,
         epochs: int = 1,
         samples: str = "",
+        urls: tuple[str, ...] = (),
     ) -> bool:
         """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs;
-        `samples`: the selection run (sample_ids, --samples) when not all of them."""
+        `samples`: the selection run (sample_ids, --samples) when not all of them; `urls`: the
+        model's urls whose answers the pair holds (this run's and earlier runs')."""
         path = self.workdir.status_file(model, dataset, shard, shards)
         if not reset and self._final.get(path, status) != status:  # (a final one restated as itself: its error's count)
             return False
@@ -350,6 +352,8 @@ class StatusWriter:
             data["epochs"] = epochs
         if samples:
             data["samples"] = samples
+        if urls:
+            data["urls"] = list(urls)
         atomic_write_json(path, data)
         if status in TERMINAL:
             self._final[path] = status

@@ -76,7 +76,7 @@ class PairEnding:
         """The shard's status file, with its counts as they stand."""
         self.statuses.write(
             self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
-            error=error, version=run.version, epochs=run.epochs, samples=run.samples,
+            error=error, version=run.version, epochs=run.epochs, samples=run.samples, urls=run.urls,
         )
 
     async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:

@@ -39,10 +39,13 @@ def plan_pairs(
     """
     m = model.abbr
     runs = []
+    moved: list[str] = []  # datasets whose answers came from another url
     for ds in datasets:
         total = totals[ds.abbr]
         epochs = plan.epochs(ds)
-        version = _drop_stale_work(plan, model, wd, ds, emit)
+        version, urls = _drop_stale_work(plan, model, wd, ds, emit)
+        if len(urls) > len(model.urls):
+            moved.append(ds.abbr)
         count = total if ds.sample_ids is None else len(ds.sample_ids)
         # A pair scored whole is kept without reading its checkpoints again; any other has them
         # read through first: a damaged line (set aside) means its predictions are to be rebuilt.
@@ -86,19 +89,25 @@ def plan_pairs(
                 shard.log = Checkpoint(wd.sample_log_file(m, ds.abbr, k, n), version)
             shards.append(shard)
             statuses.write(
-                m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs, samples=samples
+                m, ds.abbr, k, n, "pending", total=shard.total, completed=shard.completed, failed=0, version=version, reset=True, epochs=epochs,
+                samples=samples, urls=urls,
             )
         units = len(indices) * epochs
         run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
-        run.selection, run.samples = ds.sample_ids, samples
+        run.selection, run.samples, run.urls = ds.sample_ids, samples, urls
         run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
         runs.append(run)
         emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
+    if moved:
+        emit(ev.Notice(
+            f"{m}: its url is not the one that answered earlier runs of {', '.join(moved)} (now {', '.join(model.urls)}): "
+            "their answers are kept, as a url is not what makes an answer stale (--fresh starts over); results record each url", "warning"))
     return runs
 
 
-def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> str:
-    """Forget what earlier runs did under other settings; the pair's version for this run."""
+def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> tuple[str, tuple[str, ...]]:
+    """Forget what earlier runs did under other settings; the pair's version for this run, and
+    the urls whose answers it holds (earlier runs' kept, as their status files say)."""
     m = model.abbr
     data = file_fingerprint(plan, ds)
     version = pair_version(model, ds, data or "")
@@ -108,7 +117,9 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     seen |= {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
     # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
     # dataset fails when it is loaded, and the next run carries on.
+    earlier = [u for s in statuses if isinstance(s, dict) and isinstance(s.get("urls"), list) for u in s["urls"] if isinstance(u, str)]
     if data is not None and seen - {version, ""}:
+        earlier = []
         folder = wd.set_aside_pair(m, ds.abbr)
         # A status without a version was not written by evaltui (OpenCompass writes that layout).
         why = ("was written by another tool (no evaltui version in its status files)" if None in seen
@@ -119,7 +130,7 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     result = wd.read_result(m, ds.abbr)
     if result is not None and result.get("scored_with") != evaluator_version(ds):
         wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
-    return version
+    return version, tuple(dict.fromkeys([*earlier, *model.urls]))
 
 
 def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int, emit: ev.Sink) -> bool:

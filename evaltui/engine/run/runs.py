@@ -119,6 +119,7 @@ class DatasetRun:
     epochs: int = 1
     selection: Sequence[int] | None = None  # the indices run (sample_ids, --samples); None: all of them
     samples: str = ""  # the selection as written in status and result files (`3,17,40-60`); "": all
+    urls: tuple[str, ...] = ()  # the model's urls its answers came from, earlier runs' included (status files)
     tokens: SampleTokens | None = None  # token_limit's count per sample, when the dataset has one
     todo: Iterator[Job] | None = None
     remaining: int = 0  # units not finished in this run (queued + in flight)

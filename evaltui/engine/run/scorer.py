@@ -124,7 +124,7 @@ def score_pair(
         result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs, **runner)
         details = result.pop("details")
         with atomic_writer(out, replace=replace) as w:
-            w.write(dumps_readable({**result, **_run_as(plan, ds, epochs), "scored_with": scored_with, "details": details}).encode("utf-8"))
+            w.write(dumps_readable({**result, **_run_as(plan, ds, epochs, workdir, model), "scored_with": scored_with, "details": details}).encode("utf-8"))
         return Scored({name: float(value) for name, value in result.items()})
     reduction = scoring.Reduction.of(ds.evaluator, epochs)
     sums = scoring.MetricSums(reduction)
@@ -136,7 +136,7 @@ def score_pair(
             sums.add(detail)
             if parts is not None:
                 parts.add(detail)
-        metrics, head = sums.result(), _run_as(plan, ds, epochs)
+        metrics, head = sums.result(), _run_as(plan, ds, epochs, workdir, model)
         if parts is not None:
             head["parts"] = by_part = parts.result()
             if ds.evaluator.aggregate == "parts":  # OpenCompass's naive average of the parts
@@ -167,15 +167,22 @@ def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None
     return PartSums(reduction, part_of)
 
 
-def _run_as(plan: Plan, ds: DatasetConfig, epochs: int) -> dict[str, Any]:
+def _run_as(plan: Plan, ds: DatasetConfig, epochs: int, workdir: WorkDir, model: str) -> dict[str, Any]:
     """What a result says of how its samples were run: the dataset's fingerprint (which
     `evaltui compare` checks), and when not all once by mean, its epochs and reducer, the
-    selection (`samples`) when not all of them."""
+    selection (`samples`) when not all of them; the urls whose answers it scored (its status
+    files keep them over runs: a server moved to another host is on record)."""
     head: dict[str, Any] = {"dataset_version": dataset_fingerprint(plan, ds)}
     if epochs != 1 or ds.evaluator.reducer != "mean":
         head.update(epochs=epochs, reducer=ds.evaluator.reducer)
     if ds.sample_ids is not None:
         head["samples"] = samples_spec(ds.sample_ids)
+    urls: dict[str, None] = {}
+    for k in range(ds.shards):
+        status = workdir.read_status(model, ds.abbr, k, ds.shards) or {}
+        urls.update((u, None) for u in status.get("urls", ()) if isinstance(u, str))
+    if urls:
+        head["urls"] = list(urls)
     return head
 
 
