@@ -6,8 +6,6 @@ their samples sent again."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
