@@ -8,10 +8,10 @@ every checkpoint line and hashes the data file, so the session runs it in a work
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from evaltui.datasets import file_fingerprint
-from evaltui.engine.disk.checkpoint import Checkpoint, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.disk.checkpoint import Checkpoint, Line, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
 from evaltui.engine.disk.damaged import DAMAGED, Sorter
 from evaltui.engine.disk.versions import evaluator_version, pair_version
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
@@ -55,18 +55,10 @@ def plan_pairs(
         answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
         damaged = 0
         for sorter in [Sorter(p, version) for p in wd.checkpoint_files(m, ds.abbr)]:
-            for index, epoch, ok, _ in sorter:
-                if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
-                    key = index * epochs + epoch
-                    if ok:
-                        answered[key], failures[key] = 1, 0
-                    elif not answered[key]:
-                        failures[key] = 1
+            _mark(sorter, total, epochs, chosen, answered, failures)
             damaged += sorter.set_aside()
         if damaged:
-            where = wd.checkpoint_file(m, ds.abbr).name + DAMAGED
-            emit(ev.Notice(f"{m}/{ds.abbr}: {damaged} checkpoint line{'s' if damaged > 1 else ''} that {'are' if damaged > 1 else 'is'} no complete "
-                           f"entry of this dataset set aside (in predictions/{m}/{where} and the like); their samples are sent again", "warning"))
+            _say_damaged(wd, m, ds.abbr, damaged, emit)
         elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, epochs, emit):
             continue
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
@@ -171,10 +163,22 @@ def _number(value: object) -> float | None:
 def _read_back(wd: WorkDir, m: str, dataset: str, total: int, epochs: int, chosen: set[int] | None, answered: bytearray, failures: bytearray) -> None:
     """The units of a checkpoint just rebuilt from the final predictions (written here: whole)."""
     for path in wd.checkpoint_files(m, dataset):
-        for index, epoch, ok, _ in scan_checkpoint(path):
-            if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
-                key = index * epochs + epoch
-                if ok:
-                    answered[key], failures[key] = 1, 0
-                elif not answered[key]:
-                    failures[key] = 1
+        _mark(scan_checkpoint(path), total, epochs, chosen, answered, failures)
+
+
+def _mark(lines: Iterable[Line], total: int, epochs: int, chosen: set[int] | None, answered: bytearray, failures: bytearray) -> None:
+    """Each unit a line answered, or failed when none answered it (of this run's samples)."""
+    for index, epoch, ok, _ in lines:
+        if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
+            key = index * epochs + epoch
+            if ok:
+                answered[key], failures[key] = 1, 0
+            elif not answered[key]:
+                failures[key] = 1
+
+
+def _say_damaged(wd: WorkDir, m: str, dataset: str, damaged: int, emit: ev.Sink) -> None:
+    where = wd.checkpoint_file(m, dataset).name + DAMAGED
+    lines = f"{damaged} checkpoint line that is" if damaged == 1 else f"{damaged} checkpoint lines that are"
+    emit(ev.Notice(f"{m}/{dataset}: {lines} no complete entry of this dataset set aside (in predictions/{m}/{where} and the like); "
+                   "their samples are sent again", "warning"))
