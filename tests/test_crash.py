@@ -136,11 +136,12 @@ def check_invariants(wd: Path, datasets: dict[str, int] = SIZES) -> None:
 
 
 def outcome(wd: Path, datasets: dict[str, int] = SIZES) -> dict[str, Any]:
-    return {
-        f"{kind}/{ds}": read_strict_json(wd / kind / "m" / f"{ds}.json")
-        for kind in ("predictions", "results")
-        for ds in datasets
-    }
+    """Predictions and results; a result's `urls` (which server answered: a reference run may
+    have had a server of its own) left out."""
+    files = {f"{kind}/{ds}": read_strict_json(wd / kind / "m" / f"{ds}.json") for kind in ("predictions", "results") for ds in datasets}
+    for ds in datasets:
+        files[f"results/{ds}"].pop("urls", None)
+    return files
 
 
 def phase_at_kill(wd: Path) -> str:
