@@ -347,6 +347,16 @@ def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_f
     beating = {"on": False}
     real_beat = WorkDir.beat
     monkeypatch.setattr(WorkDir, "beat", lambda self: real_beat(self) if beating["on"] else None)
+    # A scorer that cannot know whether inference is alive goes by the heartbeat (the one inside a
+    # run knows, and since issue 23 never skips for a stale heartbeat): its skips are what r and R score.
+    from evaltui.engine.run.scorer import WatchScorer
+
+    real_init = WatchScorer.__init__
+
+    def blind(self: WatchScorer, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **{**kwargs, "inferring": None})
+
+    monkeypatch.setattr(WatchScorer, "__init__", blind)
     events: list[ev.Event] = []
     runner = Runner(load_plan(plan), sink=events.append)
 

@@ -21,14 +21,14 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     samples of the same kind) nor `shards` (the same samples in other files: checkpoints of any
     layout are read back), nor the evaluator (see evaluator_version). Not a real server's url
     (the same model moved to another host: the run says so, and results record the urls), but a
-    `sim://` url's options, which are the simulated model itself."""
+    `sim://` url's accuracy, which is the simulated model itself."""
     keys: dict[str, Any] = {
         "dataset": ds.model_dump(include={"columns", "prompt", "system", "target", "mode", "choices"}),
         "data": data,
         "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
     }
-    if model.is_sim:  # its options are the model itself (accuracy 0.9 and 0.8 answer differently)
-        keys["sim"] = sorted(sim_options(model.urls[0]).items())
+    if model.is_sim:  # its accuracy is the model itself (0.9 and 0.8 answer differently); latency is not
+        keys["sim"] = sim_options(model.urls[0]).get("accuracy")
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
 
 
