@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 from evaltui import __version__
 from evaltui.cliargs import OneLineParser
+from evaltui.exitcode import ExitCode
 
 if TYPE_CHECKING:
     from evaltui.engine.run.runner import Runner
     from evaltui.engine.stream.source import RunSource
-
-EXIT_USAGE = 2
 
 
 def _csv(value: str) -> list[str]:
@@ -72,7 +71,7 @@ def entry() -> None:
     try:
         code = main()
     except KeyboardInterrupt:  # Ctrl-C before the run could catch it (e.g. while a plan is checked)
-        code = 130
+        code = ExitCode.INTERRUPTED
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):  # the reader has gone (`| head`)
             stream.flush()
@@ -103,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         for line in e.problems:
             print(line, file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
 
     if plan.run.executor != "ray" and args.ray_address:
         print(f"{plan.source.name}: --ray-address: the plan runs here (run.executor = \"local\"); add --executor ray to run it on Ray", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
 
     from evaltui.engine.disk.guard import WorkDirRefused
     from evaltui.engine.disk.workdir import in_use
@@ -121,11 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         runner = Runner(plan, work_dir=args.work_dir, fresh=args.fresh, snapshot_of=full_plan, ray_address=args.ray_address)
     except WorkDirRefused as e:
         print(f"{plan.source.name}: {_work_dir_field(args)}: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     holder = runner.workdir.holder()  # said here, before the run or the TUI starts; Runner.run() says it too
     if holder is not None:
         print(f"{plan.source.name}: {_work_dir_field(args)}: {runner.workdir.root} {in_use(holder)}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     return _run(runner, args) if plan.run.executor != "ray" else _run_on_ray(runner, args)
 
 
@@ -148,7 +147,7 @@ def _run_on_ray(runner: Runner, args: argparse.Namespace) -> int:
         connect(address, hide=runner.plan.key_variables())
     except RayUnavailable as e:
         print(f"{runner.plan.source.name}: {field}: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         return _run(runner, args)
     finally:
@@ -197,13 +196,13 @@ def watch_main(argv: list[str]) -> int:
         view = open_view(Path(args.work_dir).resolve())
     except NotAWorkDir as e:
         print(f"evaltui watch: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     headless = args.no_ui or not sys.stdout.isatty()
     follower = Follower(view, until_over=headless)
     why = follower.unusable() if headless else None
     if why is not None:
         print(f"evaltui watch: {why}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if not headless:
         return _run_interactive(follower, args.theme)
     return follow_headless(follower, follower.log_interval, epochs=follower.epochs)
@@ -218,7 +217,7 @@ def _run_interactive(runner: RunSource, theme: str | None) -> int:
     # A typo is a usage error; a theme whose file is broken is not: the app says so and falls back.
     if theme is not None and theme not in themes.themes and theme not in _builtin_themes() and not themes.problems:
         print(f"evaltui: --theme: no theme named {theme!r} (known: {', '.join(themes.cycle())})", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     return run_app(runner, theme=theme, themes=themes)
 
 

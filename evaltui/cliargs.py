@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from evaltui.exitcode import ExitCode
+
 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
+        self.exit(ExitCode.USAGE, f"{self.prog}: {message}\n")

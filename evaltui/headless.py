@@ -24,6 +24,7 @@ from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
+from evaltui.exitcode import ExitCode
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -197,6 +198,6 @@ async def _cancel_on_signal(source: RunSource) -> None:
         async for _ in signals:
             if asked:
                 sys.stderr.write("interrupted twice: leaving now (finished samples are on disk)\n")
-                os._exit(130)
+                os._exit(ExitCode.INTERRUPTED)
             asked = True
             source.cancel()

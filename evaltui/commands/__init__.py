@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from evaltui.exitcode import ExitCode
+
 
 def run_command(name: str, argv: list[str]) -> int:
     """`evaltui <name> …`: the command's exit code (0, or 2 for a command line or work dir it
@@ -27,4 +29,4 @@ def run_command(name: str, argv: list[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        return 0
+        return ExitCode.OK

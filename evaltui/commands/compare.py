@@ -19,6 +19,7 @@ from evaltui.cliargs import OneLineParser
 from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
 from evaltui.engine.disk.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.disk.versions import dataset_fingerprint
+from evaltui.exitcode import ExitCode
 from evaltui.scoring.score import sample_right
 
 
@@ -59,24 +60,24 @@ def main(argv: list[str]) -> int:
     view_a = open_view(WorkDirArgs(args.a, None, None))
     view_b = open_view(WorkDirArgs(args.b, None, None))
     if view_a is None or view_b is None:
-        return 2
+        return ExitCode.USAGE
     matched = _matched(view_a.pairs(args.model, args.dataset), view_b.pairs(args.model, args.dataset))
     if not matched:
         print(f"evaltui: compare: no model×dataset is scored in both {args.a} and {args.b}", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     prints = [(_fingerprint(view_a, a), _fingerprint(view_b, b)) for a, b in matched]
     differ = [(a, fa, fb) for (a, _), (fa, fb) in zip(matched, prints, strict=True) if fa != fb or not fa]
     if differ and not args.force:
         for pair, fa, fb in differ:
             print(f"evaltui: compare: {pair.dataset}: the datasets differ (fingerprint {fa or 'unknown'} in A, {fb or 'unknown'} in B: "
                   "their data, prompts, evaluator, epochs or selection); --force compares them anyway", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     rows = [_row(view_a, view_b, a, b, f) for (a, b), f in zip(matched, prints, strict=True)]
     if args.json:
         print(json.dumps({"a": str(view_a.workdir.root), "b": str(view_b.workdir.root), "rows": [{**r._asdict(), "delta": r.delta} for r in rows]}, indent=2))
     else:
         sys.stdout.write(render(rows, args.list))
-    return 0
+    return ExitCode.OK
 
 
 def _matched(pairs_a: list[PairView], pairs_b: list[PairView]) -> list[tuple[PairView, PairView]]:

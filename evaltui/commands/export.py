@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from evaltui import __version__
 from evaltui.engine.disk.records import PairView, WorkDirView
+from evaltui.exitcode import ExitCode
 from evaltui.fsutil import atomic_writer, json_bytes
 from evaltui.scoring.summary import RunSummary
 
@@ -44,14 +45,14 @@ def export(view: WorkDirView, pairs: list[PairView], records: Records, fmt: str,
     if output is None:
         write(sys.stdout.buffer, view, pairs, records)
         sys.stdout.flush()
-        return 0
+        return ExitCode.OK
     try:
         with atomic_writer(output) as f:
             write(f, view, pairs, records)
     except OSError as e:
         print(f"evaltui: -o {output}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
-    return 0
+        return ExitCode.USAGE
+    return ExitCode.OK
 
 
 def _run(view: WorkDirView) -> dict[str, Any]:

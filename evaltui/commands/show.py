@@ -17,6 +17,7 @@ from evaltui.cliargs import OneLineParser
 from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
 from evaltui.commands.export import EXPORT_FORMATS, export, output_problem
 from evaltui.engine.disk.records import PairView, WorkDirView
+from evaltui.exitcode import ExitCode
 
 
 def build_parser() -> OneLineParser:
@@ -43,10 +44,10 @@ def main(argv: list[str]) -> int:
         parser.error("-o/--output is the file --export writes: give --export json or --export jsonl too")
     view = open_view(WorkDirArgs(args.work_dir, args.model, args.dataset))
     if view is None:
-        return 2
+        return ExitCode.USAGE
     if args.output is not None and (problem := output_problem(args.output, view.workdir.root)):
         print(f"evaltui: -o {args.output}: {problem}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     pairs = view.pairs(args.model, args.dataset)
 
     def chosen(pair: PairView) -> Iterator[dict[str, Any]]:
@@ -64,7 +65,7 @@ def main(argv: list[str]) -> int:
             out.write(record_line(record, choices) + "\n")
             if args.full:
                 _texts(out, record)
-    return 0
+    return ExitCode.OK
 
 
 def _filtered(records: Iterator[dict[str, Any]], failed: bool, wrong: bool, limit: int) -> Iterator[dict[str, Any]]:

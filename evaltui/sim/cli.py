@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evaltui.cliargs import OneLineParser
+from evaltui.exitcode import ExitCode
 from evaltui.sim.answers import AnswerKey
 from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_kind
 from evaltui.sim.server import SimServer
@@ -207,7 +208,7 @@ async def serve(config: SimConfig) -> int:
             waiter.cancel()
     finally:
         await server.stop()
-    return 0
+    return ExitCode.OK
 
 
 def _exit_with_parent(pid: int) -> None:
@@ -235,15 +236,15 @@ def run_from_args(args: argparse.Namespace) -> int:
         config = config_from_args(args)
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     try:
         return asyncio.run(serve(config))
     except KeyboardInterrupt:
-        return 0
+        return ExitCode.OK
     except OSError as exc:
         print(f"{PROG}: error: cannot listen on {config.host}:{config.port}: "
               f"{exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m evaltui.sim") -> int:

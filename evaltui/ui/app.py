@@ -19,6 +19,7 @@ from textual.color import Color
 from textual.screen import Screen
 
 from evaltui.engine.stream.source import RunSource
+from evaltui.exitcode import ExitCode
 from evaltui.ui import keys
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.palette import KeyCommands
@@ -28,7 +29,6 @@ from evaltui.ui.themes import BAR_EMPTY, DEFAULT_THEME, ThemeSet, load_themes, r
 from evaltui.ui.toast import toast
 
 TICK = 0.2  # seconds between repaints of counters and bars: smooth, and cheap for the engine
-EXIT_INTERRUPTED = 130
 _PALETTE_NAMES = ("foreground", "foreground-muted", "primary", "secondary", "success", "warning", "error", "accent", BAR_EMPTY)
 
 
@@ -67,7 +67,7 @@ class EvalApp(App[int]):
         self._jobs_at_finish = 0  # engine jobs asked for when the last RunFinished came in
         self._reported: set[int] = set()
         self._palette: dict[str, str] = {}
-        self.exit_code = 1
+        self.exit_code: int = ExitCode.FAILED
         self.themes = themes if themes is not None else load_themes()
         for t in self.themes.themes.values():
             self.register_theme(t)
@@ -178,7 +178,7 @@ class EvalApp(App[int]):
             title = "retry refused" if retry else "the run stopped"
             toast(self, f"{title}: {error}", severity="error", timeout=15)
             return
-        self.exit_code = EXIT_INTERRUPTED if self._quitting else job.result()
+        self.exit_code = ExitCode.INTERRUPTED if self._quitting else job.result()
 
     # ------------------------------------------------------------------ actions
     def action_next_theme(self) -> None:
@@ -217,8 +217,8 @@ class EvalApp(App[int]):
     async def action_quit(self) -> None:
         if self._quitting:
             # a second q (or ctrl+q) while stopping: leave now; what finished is already on disk
-            self.exit_code = EXIT_INTERRUPTED
-            self.exit(EXIT_INTERRUPTED)
+            self.exit_code = ExitCode.INTERRUPTED
+            self.exit(ExitCode.INTERRUPTED)
             return
         if isinstance(self.screen, ConfirmQuit):
             self.screen.action_answer(True)  # asked twice while the question is open (ctrl+q): the answer is yes
@@ -239,7 +239,7 @@ class EvalApp(App[int]):
             self._leave()
             return
         self._quitting = True
-        self.exit_code = EXIT_INTERRUPTED
+        self.exit_code = ExitCode.INTERRUPTED
         toast(self, "stopping: finished samples are kept…", timeout=30)
         self.engine.cancel()
 

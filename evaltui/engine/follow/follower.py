@@ -47,13 +47,13 @@ from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.stream.state import RunState
+from evaltui.exitcode import ExitCode
 
 if TYPE_CHECKING:
     from evaltui.engine.disk.details import PairDetails
     from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
-EXIT_NOTHING_TO_FOLLOW = 2  # `--no-ui` over a folder that is no work dir and that nothing writes
 FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
 IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
 Pair = tuple[str, str]
@@ -112,7 +112,7 @@ class Follower:
         self.bus = EventBus(self.state)
         self.subscribe = self.bus.subscribe
         self.emit = self.bus.emit
-        self.exit_code = 1
+        self.exit_code: int = ExitCode.FAILED
         self.interrupted = False
         self._watches: dict[Pair, PairWatch] = {}
         self._live: bool | None = None  # what was last said: None before the first look
@@ -173,10 +173,10 @@ class Follower:
                 scope.cancel()
             while True:
                 self.look()
-                if self.until_over and (self._live is False or self.exit_code == EXIT_NOTHING_TO_FOLLOW):
+                if self.until_over and (self._live is False or self.exit_code == ExitCode.USAGE):
                     return self.exit_code
                 await anyio.sleep(self.idle_interval if self._live is False else self.interval)
-        return 130
+        return ExitCode.INTERRUPTED
 
     @property
     def retry_advice(self) -> str:
@@ -216,7 +216,7 @@ class Follower:
                 self.emit(ev.Notice(f"waiting for a run to begin in {self.view.root}{': ' + self.view.problem if self.view.problem else ''}"))
             why = self.unusable() if self.until_over else None
             if why is not None:  # and nothing will make it one: `--no-ui` would wait for ever
-                self.exit_code = EXIT_NOTHING_TO_FOLLOW
+                self.exit_code = ExitCode.USAGE  # `--no-ui` over a folder that is no work dir and that nothing writes
                 self.emit(ev.Notice(why, "error"))
             return
         self._began = False
@@ -333,7 +333,8 @@ class Follower:
         if left:
             self.emit(self._stopped(left))
         taken = [w for w in watches if w.planned]  # a --models/--datasets run leaves the plan's other pairs untouched
-        self.exit_code = 0 if taken and all(w.score is not None and w.score.value is not None for w in taken) else 1
+        scored = taken and all(w.score is not None and w.score.value is not None for w in taken)
+        self.exit_code = ExitCode.OK if scored else ExitCode.FAILED
         scores = {w.pair: w.score.value for w in watches if w.score is not None}
         extra = {(*w.pair, metric): value for w in watches if w.score is not None for metric, value in w.score.extra}
         board = self.view.leaderboard(scores, extra)

@@ -40,6 +40,7 @@ from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.state import RunState
 from evaltui.engine.unit.heap import settle_heap
+from evaltui.exitcode import ExitCode
 from evaltui.fsutil import atomic_write_text
 from evaltui.plan import ModelConfig, Plan
 
@@ -162,7 +163,7 @@ class Runner:
         wd = self.workdir
         lock = self._take_workdir()
         if lock is None:
-            return 2
+            return ExitCode.USAGE
         try:
             with self._run_log():
                 self._statuses = StatusWriter(wd)
@@ -171,7 +172,7 @@ class Runner:
                 except OSError as e:  # a full disk, before anything of the run's own
                     why = f"cannot write {wd.plan_file.name}: {e.strerror or e}"
                     self.emit(ev.Notice(f"cannot use the work dir {wd.root}: {why} — fix this and run again", "error"))
-                    return 2
+                    return ExitCode.USAGE
                 self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
                 if self.fresh:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
@@ -210,7 +211,7 @@ class Runner:
         self.interrupted = False
         lock = self._take_workdir()
         if lock is None:
-            return 2
+            return ExitCode.USAGE
         try:
             with self._run_log():
                 return await self._session(wanted, retry=True)
@@ -255,7 +256,7 @@ class Runner:
             self.plan, self.workdir, self._statuses, self.emit, code_workers=self.code_workers, gate=self._gate, executor=self.executor
         )
         started = time.monotonic()
-        exit_code = 1
+        exit_code: int = ExitCode.FAILED
         stopped = False  # a fatal stop: whatever the files say, the run did not do its work
         try:
             with anyio.CancelScope() as scope:
@@ -273,7 +274,7 @@ class Runner:
                         # Disk full, too many open files, permissions: say so, keep what is done.
                         self.emit(ev.Notice(f"stopped: {err} — finished samples are kept; fix this and run again", "error"))
                         stopped = True
-            exit_code = 130 if self.interrupted else 1 if stopped else self._exit_code(self.pairs)
+            exit_code = ExitCode.INTERRUPTED if self.interrupted else ExitCode.FAILED if stopped else self._exit_code(self.pairs)
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
@@ -287,7 +288,7 @@ class Runner:
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)
                 if self.interrupted:
-                    exit_code = 130
+                    exit_code = ExitCode.INTERRUPTED
                 self.emit(ev.RunFinished(exit_code, self.interrupted, files, table, time.monotonic() - started))
                 session.exit_code = exit_code
                 self._live = None
@@ -363,7 +364,7 @@ class Runner:
         return {ext: str(p) for ext, p in paths.items()}
 
     def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
-        return 0 if all((r := self._result(*p)) is not None and "error" not in r for p in pairs) else 1
+        return ExitCode.OK if all((r := self._result(*p)) is not None and "error" not in r for p in pairs) else ExitCode.FAILED
 
     def _result(self, model: str, dataset: str) -> dict[str, Any] | None:
         return current_result(self.plan, self.workdir, model, dataset)

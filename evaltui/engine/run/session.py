@@ -24,6 +24,7 @@ from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun
 from evaltui.engine.run.scorer import ScoreGate, WatchScorer
 from evaltui.engine.stream import events as ev
+from evaltui.exitcode import ExitCode
 from evaltui.plan import DatasetConfig, Plan
 
 Pair = tuple[str, str]
@@ -53,7 +54,7 @@ class Session:
             plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code,
             inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
         )
-        self.exit_code = 1
+        self.exit_code: int = ExitCode.FAILED
         self.ended = anyio.Event()  # set by the runner once RunFinished is out
         self._opened = anyio.Event()
         self._work: TaskGroup | None = None  # while it takes work
