@@ -33,6 +33,7 @@ from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT,
 from evaltui.backends.replicas import Router
 from evaltui.backends.replies import EVENT_STREAM, TEXT_CHARS, Unparseable, is_event_stream, reply_json, server_message, unparseable
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
+from evaltui.failure import ErrorKind, error_record
 from evaltui.redaction import redact
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ PROBE_TIMEOUT = 10.0  # s a health check of an ejected replica may take (at most
 class BackendError(Exception):
     """A request that failed for good. `kind` is the error class a user sees in the failures list."""
 
-    def __init__(self, kind: str, message: str, *, status: int | None = None, attempts: int = 1, retryable: bool = False):
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None, attempts: int = 1, retryable: bool = False):
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -60,7 +61,7 @@ class BackendError(Exception):
         self.retryable = retryable
 
     def as_dict(self) -> dict[str, Any]:
-        return {"type": self.kind, "status": self.status, "message": self.message, "attempts": self.attempts}
+        return error_record(self.kind, self.message, status=self.status, attempts=self.attempts)
 
     def __str__(self) -> str:
         code = f" {self.status}" if self.status is not None else ""
@@ -198,12 +199,12 @@ class Backend(ABC):
         """The body `generate` sends for this prompt (what `evaltui benchmarks show` prints)."""
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
-        raise BackendError("config", f"type {self.cfg.type!r} cannot compute perplexity")
+        raise BackendError(ErrorKind.CONFIG, f"type {self.cfg.type!r} cannot compute perplexity")
 
     async def loglikelihoods(self, context: str, continuations: Sequence[str], *, trace: Trace | None = None) -> list[float]:
         """Each continuation's log-likelihood given `context`, as lm-eval computes it
         (backends/loglikelihood.py); only protocols that give prompt log-probs can."""
-        raise BackendError("config", f"type {self.cfg.type!r} gives no prompt log-probabilities (loglikelihood needs openai-completions or lightllm)")
+        raise BackendError(ErrorKind.CONFIG, f"type {self.cfg.type!r} gives no prompt log-probabilities (loglikelihood needs openai-completions or lightllm)")
 
     def ll_payloads(self, context: str, continuations: Sequence[str]) -> list[dict[str, Any]]:
         """The bodies `loglikelihoods` sends, in order (what `evaltui benchmarks show` prints)."""
@@ -247,7 +248,7 @@ class Backend(ABC):
             await self.bucket.acquire(held=retry_after is None)
             refusal = await noted.start(cost)
             if refusal is not None:
-                raise BackendError("token-limit", refusal, attempts=attempt - 1)
+                raise BackendError(ErrorKind.TOKEN_LIMIT, refusal, attempts=attempt - 1)
             if self.tokens is not None:
                 await self.tokens.acquire(cost)
             used: int | None = None  # the tokens the server counted, once it answered
@@ -256,7 +257,7 @@ class Backend(ABC):
                     replica = await self.router.acquire(avoid)
                 except ReplicasDown as e:
                     noted.end(None, "down")
-                    raise BackendError("down", str(e), attempts=attempt) from None
+                    raise BackendError(ErrorKind.DOWN, str(e), attempts=attempt) from None
                 if trace is not None and len(self.urls) > 1:
                     trace.replica = replica.url
                 answer, used = await self._send(replica, body, parse, attempt, cost, noted)
@@ -291,17 +292,17 @@ class Backend(ABC):
             if 200 <= status < 300:  # the same prompt gets as long a reply again: no retry
                 noted.end(status, "reply-too-large")
                 self.router.release(replica, epoch, sent, status, load=load, tag=tag)
-                raise BackendError("reply-too-large", e.message, status=status, attempts=attempt) from None
+                raise BackendError(ErrorKind.REPLY_TOO_LARGE, e.message, status=status, attempts=attempt) from None
             # an error reply too large to read: its status decides, as any other error's
             noted.end(status, "http")
             free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {e.message}", tag=tag)
             raise self._failed(e.reply, e.message, replica, attempt, free) from None
         except RequestFailed as e:
             noted.end(None, e.kind)
-            no_reply = e.kind != "timeout"
+            no_reply = e.kind != ErrorKind.TIMEOUT
             free = self.router.release(replica, epoch, sent, NO_REPLY if no_reply else TIMED_OUT, e.message, tag=tag)
-            if e.kind == "tls":  # an untrusted certificate stays untrusted: no retry
-                raise BackendError("connect", e.message, attempts=attempt) from None
+            if e.kind == ErrorKind.TLS:  # an untrusted certificate stays untrusted: no retry
+                raise BackendError(ErrorKind.CONNECT, e.message, attempts=attempt) from None
             if no_reply and not free:  # one url: free if its server turns out to be down (replicas.py)
                 free = await self.router.confirm_down(replica, epoch)
             raise _Retry(BackendError(e.kind, e.message, attempts=attempt, retryable=True), free=free) from None
@@ -317,8 +318,8 @@ class Backend(ABC):
             except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
                 noted.end(status, "bad-reply")
                 if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
-                    raise BackendError("bad-reply", EVENT_STREAM, status=status, attempts=attempt) from None
-                raise _Retry(BackendError("bad-reply", unparseable(reply, e), status=status, attempts=attempt, retryable=True)) from None
+                    raise BackendError(ErrorKind.BAD_REPLY, EVENT_STREAM, status=status, attempts=attempt) from None
+                raise _Retry(BackendError(ErrorKind.BAD_REPLY, unparseable(reply, e), status=status, attempts=attempt, retryable=True)) from None
             except BackendError as e:
                 e.attempts = attempt
                 noted.end(status, e.kind)
@@ -356,8 +357,8 @@ class Backend(ABC):
                 self._say_hold(replica, status, retry_after, "every request of the model waits")
             elif retry_after:
                 self._say_hold(replica, status, retry_after, "its request waits")
-            return _Retry(BackendError("http", message, status=status, attempts=attempt, retryable=True), retry_after=retry_after, free=free)
-        return BackendError("http", message, status=status, attempts=attempt)
+            return _Retry(BackendError(ErrorKind.HTTP, message, status=status, attempts=attempt, retryable=True), retry_after=retry_after, free=free)
+        return BackendError(ErrorKind.HTTP, message, status=status, attempts=attempt)
 
     def _say_hold(self, replica: Replica, status: int, asked: float, who: str) -> None:
         """A Retry-After long enough to notice, said once per hold (not once per request it holds):

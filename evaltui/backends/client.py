@@ -26,6 +26,8 @@ from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_f
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from evaltui.failure import ErrorKind
+
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
 
@@ -59,10 +61,10 @@ TRANSPORT_CHARS = 500
 
 
 class RequestFailed(Exception):
-    """No HTTP reply: `kind` is timeout, connect, connection or tls; only tls is not worth retrying.
+    """No HTTP reply: `kind` is TIMEOUT, CONNECT, CONNECTION or TLS; only TLS is not worth retrying.
     The message is on one line and at most TRANSPORT_CHARS long, whatever the library said."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str) -> None:
         message = one_line(message, TRANSPORT_CHARS)
         super().__init__(message)
         self.kind = kind
@@ -176,17 +178,17 @@ class ModelClient:
                 return Reply(resp.status, resp.reason or "", resp.headers, data)
         except asyncio.TimeoutError as e:  # aiohttp's own timeouts are TimeoutErrors too
             detail = f" ({e})" if str(e) else ""
-            raise RequestFailed("timeout", f"no complete reply within {timeout.total:g} s{detail}") from None
+            raise RequestFailed(ErrorKind.TIMEOUT, f"no complete reply within {timeout.total:g} s{detail}") from None
         except aiohttp.ClientConnectorCertificateError as e:
-            raise RequestFailed("tls", _certificate_problem(e.certificate_error)) from None
+            raise RequestFailed(ErrorKind.TLS, _certificate_problem(e.certificate_error)) from None
         except aiohttp.ClientHttpProxyError as e:
-            raise RequestFailed("connect", f"the proxy refused the connection: {e.status} {e.message}") from None
+            raise RequestFailed(ErrorKind.CONNECT, f"the proxy refused the connection: {e.status} {e.message}") from None
         except aiohttp.ClientConnectorError as e:
-            raise RequestFailed("connect", _cannot_connect(e, url)) from None
+            raise RequestFailed(ErrorKind.CONNECT, _cannot_connect(e, url)) from None
         except aiohttp.ClientResponseError as e:  # raised only when the reply does not parse as HTTP
-            raise RequestFailed("connection", f"malformed HTTP reply: {_without_carets(e.message)}") from None
+            raise RequestFailed(ErrorKind.CONNECTION, f"malformed HTTP reply: {_without_carets(e.message)}") from None
         except aiohttp.ClientError as e:
-            raise RequestFailed("connection", str(e) or type(e).__name__) from None
+            raise RequestFailed(ErrorKind.CONNECTION, str(e) or type(e).__name__) from None
 
 
     async def get(self, url: URL, headers: dict[str, str], timeout: aiohttp.ClientTimeout, replica: int = 0) -> int:
@@ -199,11 +201,11 @@ class ModelClient:
                 await resp.read()
                 return resp.status
         except asyncio.TimeoutError:
-            raise RequestFailed("timeout", f"no reply within {timeout.total:g} s") from None
+            raise RequestFailed(ErrorKind.TIMEOUT, f"no reply within {timeout.total:g} s") from None
         except aiohttp.ClientConnectorError as e:
-            raise RequestFailed("connect", _cannot_connect(e, url)) from None
+            raise RequestFailed(ErrorKind.CONNECT, _cannot_connect(e, url)) from None
         except aiohttp.ClientError as e:
-            raise RequestFailed("connect", str(e) or type(e).__name__) from None
+            raise RequestFailed(ErrorKind.CONNECT, str(e) or type(e).__name__) from None
 
 
 async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:

@@ -12,6 +12,7 @@ from evaltui.backends.loglikelihood import NoLogprobs, lightllm_ids, lightllm_su
 from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
+from evaltui.failure import ErrorKind
 
 PPL_FLAG_HINT = (
     "the reply has no prompt_token_ids/prompt_logprobs: start the LightLLM server with "
@@ -34,7 +35,7 @@ def _generated_text(data: Any) -> str:
 
 def _prompt_logprobs(data: Any) -> float:
     if not isinstance(data, dict) or "prompt_token_ids" not in data or "prompt_logprobs" not in data:
-        raise BackendError("config", PPL_FLAG_HINT)
+        raise BackendError(ErrorKind.CONFIG, PPL_FLAG_HINT)
     ids = data["prompt_token_ids"][1:]
     items = [item[1] for item in data["prompt_logprobs"]]
     return ppl_from_logprobs([float(lp[str(tok)]) for tok, lp in zip(ids, items, strict=False)])
@@ -108,7 +109,7 @@ class LightLLMBackend(Backend):
             try:
                 return lightllm_ids(data, PPL_FLAG_HINT)
             except NoLogprobs as e:
-                raise BackendError("config", str(e)) from None
+                raise BackendError(ErrorKind.CONFIG, str(e)) from None
 
         context_tokens = len((await self._post(first, ids, self.cost(first["inputs"], 1), trace))[0])
 

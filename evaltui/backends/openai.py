@@ -12,6 +12,7 @@ from evaltui.backends.loglikelihood import NoLogprobs, completion_payload, compl
 from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.trace import Trace
+from evaltui.failure import ErrorKind
 
 MAX_CHAT_STOPS = 4  # stop sequences a chat request carries: the first four
 
@@ -154,7 +155,7 @@ class OpenAICompletionsBackend(_OpenAIBackend):
             lp = choice.get("logprobs")
             if not isinstance(lp, dict) or not isinstance(lp.get("token_logprobs"), list):
                 raise BackendError(
-                    "config", "the reply has no echoed prompt logprobs: the server must support echo=true with logprobs"
+                    ErrorKind.CONFIG, "the reply has no echoed prompt logprobs: the server must support echo=true with logprobs"
                 )
             values = lp["token_logprobs"]
             offsets = lp.get("text_offset")
@@ -178,7 +179,7 @@ class OpenAICompletionsBackend(_OpenAIBackend):
                 try:
                     return completion_sum(_first_choice(data), context, continuation)
                 except NoLogprobs as e:
-                    raise BackendError("config", str(e)) from None
+                    raise BackendError(ErrorKind.CONFIG, str(e)) from None
 
             out.append(await self._post(completion_payload(self._model, context, continuation), parse, self.cost(context + continuation, 1), trace))
         return out

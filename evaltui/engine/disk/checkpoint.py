@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
+from evaltui.failure import ErrorKind, error_record
 from evaltui.fsutil import atomic_writer, json_bytes, read_json
 
 
@@ -205,7 +206,7 @@ def scan_checkpoint(path: Path) -> Iterator[Line]:
 
 # An epoch with no line when the predictions are merged (it cannot be: a dataset ends `done`
 # only once every (sample, epoch) has one; this keeps a hand-edited checkpoint readable).
-MISSING_EPOCH = {"type": "missing", "status": None, "message": "no answer for this epoch", "attempts": 0}
+MISSING_EPOCH = error_record(ErrorKind.MISSING, "no answer for this epoch")
 
 
 def replaces(had: bool, ok: bool) -> bool:

@@ -31,6 +31,7 @@ from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.answer import Answered, ModelAnswerer
 from evaltui.engine.unit.heap import settle_heap
 from evaltui.engine.unit.tries import INTERNAL_CHARS, SampleTokens, failed_entry
+from evaltui.failure import ErrorKind, error_record
 from evaltui.plan import DatasetConfig, ModelConfig
 from evaltui.redaction import redact, undumpable
 
@@ -82,7 +83,7 @@ class ModelActor:
             answerer = await self._open()
         except Exception as e:  # e.g. a ca_file this node does not have: each unit says so (the driver waits for them)
             why = redact(one_line(f"the Ray actor could not make the model's HTTP client: {type(e).__name__}: {e}", INTERNAL_CHARS), self._secrets)
-            error = {"type": "worker", "status": None, "message": why, "attempts": 0}
+            error = error_record(ErrorKind.WORKER, why)
             for dataset, _, index, epoch, *_ in units:
                 self._answers.append(((dataset, index, epoch), failed_entry(index, epoch, error), None, 0))
             self._ready.set()
@@ -127,7 +128,7 @@ class ModelActor:
             answered: Answered = await answerer.answer(cfg, shard, index, epoch, record, tokens, traced)
         except Exception as e:  # a bug must cost one unit, and the driver must hear of it (it waits)
             message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), answerer.secrets)
-            answered = failed_entry(index, epoch, {"type": "internal", "status": None, "message": message, "attempts": 0}), None
+            answered = failed_entry(index, epoch, error_record(ErrorKind.INTERNAL, message)), None
         finally:
             if self._tasks.get(key) is asyncio.current_task():  # (not a later unit of the same key)
                 del self._tasks[key]

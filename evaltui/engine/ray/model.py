@@ -46,6 +46,7 @@ from evaltui.engine.ray.actor import Key, ModelActor, Unit
 from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.answer import Answered
 from evaltui.engine.unit.tries import SampleTokens, failed_entry
+from evaltui.failure import ErrorKind, error_record
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.redaction import redact
 
@@ -294,7 +295,7 @@ class RayModel:
 
 
 def _worker_failure(index: int, epoch: int, why: str) -> dict[str, Any]:
-    return failed_entry(index, epoch, {"type": "worker", "status": None, "message": why, "attempts": 0})
+    return failed_entry(index, epoch, error_record(ErrorKind.WORKER, why))
 
 
 def _one_line(error: BaseException) -> str:

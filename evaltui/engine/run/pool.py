@@ -32,6 +32,7 @@ from evaltui.engine.run.todo import first_pass_skip, todo
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus, SampleError
 from evaltui.engine.unit.answer import Answerer
+from evaltui.failure import ErrorKind
 from evaltui.plan import ModelConfig, Plan
 
 # Samples in a row that found no server (connection refused, unknown host, or every request
@@ -257,13 +258,13 @@ class WorkerPool:
         reason, and no worker takes another (a re-run resumes them)."""
         if self._stopped:
             return
-        if error.get("type") == "down":
+        if error.get("type") == ErrorKind.DOWN:
             self._stopped = f"stopped: {error.get('message')}"
             self.emit(ev.Notice(f"{self.model.abbr}: {error.get('message')}; stopping this model — run again once a server is back", "error"))
             return
         if self._server_seen:
             return
-        if error.get("type") != "connect" and error.get("status") not in _NO_SERVER_STATUSES:
+        if error.get("type") != ErrorKind.CONNECT and error.get("status") not in _NO_SERVER_STATUSES:
             self._server_seen = True  # an error of this sample's own (a prompt too long): the server is there
             return
         self._no_server += 1

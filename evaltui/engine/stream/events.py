@@ -42,7 +42,7 @@ class PairStatus(str, Enum):
 class SampleError(NamedTuple):
     """Why one sample failed for good, as a user reads it in the failures pane and failures.jsonl."""
 
-    type: str  # error class: http, timeout, connect, connection, bad-reply, reply-too-large, template, dataset, internal
+    type: str  # its kind (failure.ErrorKind's value; read back as written: an older or newer evaltui's may be another)
     status: int | None  # the HTTP status, when there was a reply
     message: str
     attempts: int

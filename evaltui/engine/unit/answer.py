@@ -25,6 +25,7 @@ from evaltui.engine.disk import samplelog
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import SampleError
 from evaltui.engine.unit.tries import SampleInference, SampleTokens, failed_entry
+from evaltui.failure import ErrorKind, error_record
 from evaltui.plan import DatasetConfig, ModelConfig
 from evaltui.redaction import redact
 
@@ -85,10 +86,10 @@ class ModelAnswerer:
                 raise DatasetError(record)
             sample = render_sample(cfg, index, record)
         except Exception as e:  # the file changed since it was checked: this sample fails, not the run
-            kind, message = "template", f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
+            kind, message = ErrorKind.TEMPLATE, f"record {index}: cannot fill the templates: {type(e).__name__}: {e}"
             if isinstance(e, DatasetError):
-                kind, message = "dataset", f"record {index}: {e}"
-            entry = failed_entry(index, epoch, {"type": kind, "status": None, "message": message, "attempts": 0})
+                kind, message = ErrorKind.DATASET, f"record {index}: {e}"
+            entry = failed_entry(index, epoch, error_record(kind, message))
         else:
             on_retry = partial(self._retrying, cfg.abbr, shard, index, epoch)
             answer = await self._inference.answer(cfg, sample, epoch, on_retry, tokens, traced=traced)

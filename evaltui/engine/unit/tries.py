@@ -22,6 +22,7 @@ import anyio
 from evaltui.backends import Backend, BackendError, Trace
 from evaltui.backends.client import one_line
 from evaltui.datasets import Sample
+from evaltui.failure import RECORD_KEYS, ErrorKind, error_record
 from evaltui.plan import DatasetConfig
 from evaltui.redaction import redact
 
@@ -161,9 +162,9 @@ class SampleInference:
             await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
         if scope.cancelled_caught:
             assert trace is not None
-            trace.interrupted("time-limit")
+            trace.interrupted(ErrorKind.TIME_LIMIT)
             message = f"no answer within time_limit = {cfg.time_limit:g} s"
-            error: dict[str, Any] = {"type": "time-limit", "status": None, "message": message, "attempts": len(trace.attempts)}
+            error = error_record(ErrorKind.TIME_LIMIT, message, attempts=len(trace.attempts))
             if earlier:
                 error["tries"] = [*earlier, _reason(error)]
             entry.update(prediction="", gold=sample.target, error=error)
@@ -217,11 +218,11 @@ class SampleInference:
             return e.as_dict(), e.retryable
         except Exception as e:  # a bug must cost one sample, not the whole run
             if trace is not None:
-                trace.interrupted("internal")  # the attempt it cut short (and its token hold) ends here
+                trace.interrupted(ErrorKind.INTERNAL)  # the attempt it cut short (and its token hold) ends here
             message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), self.backend.secrets)
-            return {"type": "internal", "status": None, "message": message, "attempts": 1}, False
+            return error_record(ErrorKind.INTERNAL, message, attempts=1), False
 
 
 def _reason(error: dict[str, Any]) -> dict[str, Any]:
     """What one failed try says in the entry's `tries`."""
-    return {key: error.get(key) for key in ("type", "status", "message", "attempts")}
+    return {key: error.get(key) for key in RECORD_KEYS}
