@@ -20,6 +20,7 @@ from evaltui.benchmarks import ENTRIES, DataUnavailable, Entry, dataset_records,
 from evaltui.benchmarks.fill import entry_fields
 from evaltui.cliargs import OneLineParser
 from evaltui.datasets import render_sample
+from evaltui.exitcode import ExitCode
 from evaltui.plan import DatasetConfig, ModelConfig
 
 
@@ -48,14 +49,14 @@ def main(argv: list[str]) -> int:
         if args.name:
             parser.error(f"unexpected {args.name!r}: did you mean `evaltui benchmarks show {args.name}`?")
         _list(args.json)
-        return 0
+        return ExitCode.OK
     if not args.name:
         parser.error("show: name an entry (`evaltui benchmarks` lists them)")
     try:
         lookup(args.name)
     except ValueError as e:
         print(f"evaltui benchmarks: {e}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     return _show(args)
 
 
@@ -102,7 +103,7 @@ def _show(args: Any) -> int:
         ds = _dataset(args)
     except ValueError as e:
         print(f"evaltui benchmarks: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     w = wanted_of(ds, Path.cwd())
     out = sys.stdout
     shots = f"{w.num_fewshot}-shot" + (f" from {entry.fewshot_split}" if entry.fewshot_split and w.num_fewshot else "")
@@ -118,7 +119,7 @@ def _show(args: Any) -> int:
         records = dataset_records(ds, Path.cwd(), _progress(entry))
     except DataUnavailable as e:
         print(f"evaltui benchmarks: {e}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     sample = render_sample(ds, 0, records[0])
     cfg = ModelConfig.model_validate({"abbr": "model", "type": args.type, "url": _url(args.type), "model": "MODEL"})
     backend = make_backend(cfg, make_client(cfg), api_key=None)
@@ -137,7 +138,7 @@ def _show(args: Any) -> int:
     out.write(f"\n# The first request (record 0 of {len(records)}, {w.where()}) a model of type {args.type} is sent "
               f"(model's generation_kwargs at their defaults; --type for another):\n")
     out.write(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
-    return 0
+    return ExitCode.OK
 
 
 def _url(model_type: str) -> str:
