@@ -45,7 +45,7 @@ from evaltui.engine.follow.view import View
 from evaltui.engine.follow.watches import PairWatch
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
-from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.events import Pair, PairStatus
 from evaltui.engine.stream.state import RunState
 from evaltui.exitcode import ExitCode
 
@@ -56,7 +56,6 @@ if TYPE_CHECKING:
 
 FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
 IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
-Pair = tuple[str, str]
 
 
 class NotAWorkDir(Exception):

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
 from evaltui.engine.stream import events as ev
-from evaltui.engine.stream.events import PairStatus, SampleError
+from evaltui.engine.stream.events import Pair, PairStatus, SampleError
 
 _FINAL = (PairStatus.DONE, PairStatus.FAIL)
-Pair = tuple[str, str]
 
 
 class ShardWatch:

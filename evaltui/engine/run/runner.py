@@ -38,6 +38,7 @@ from evaltui.engine.run.simproc import SimulatorError, SimulatorProcess, sim_url
 from evaltui.engine.run.verdict import current_result, only_os_errors
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
+from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.state import RunState
 from evaltui.engine.unit.heap import settle_heap
 from evaltui.exitcode import ExitCode
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
     from evaltui.scoring.summary import RunSummary
 
-Pair = tuple[str, str]
 
 class Runner:
     watching = False  # it drives its run (see engine/stream/source.py: the follower only follows one)
@@ -363,7 +363,7 @@ class Runner:
             return {}
         return {ext: str(p) for ext, p in paths.items()}
 
-    def _exit_code(self, pairs: list[tuple[str, str]]) -> int:
+    def _exit_code(self, pairs: list[Pair]) -> int:
         return ExitCode.OK if all((r := self._result(*p)) is not None and "error" not in r for p in pairs) else ExitCode.FAILED
 
     def _result(self, model: str, dataset: str) -> dict[str, Any] | None:

@@ -40,6 +40,7 @@ from evaltui.engine.disk.checkpoint import iter_predictions, read_predictions
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import Pair
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import DatasetConfig, Plan, samples_spec
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from evaltui.scoring.code.code_exec import CodeRunner
     from evaltui.scoring.reference.parts import PartSums
 
-Pair = tuple[str, str]
 Replace = Callable[[str, Path], None]
 
 

@@ -24,10 +24,9 @@ from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun
 from evaltui.engine.run.scorer import ScoreGate, WatchScorer
 from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import Pair
 from evaltui.exitcode import ExitCode
 from evaltui.plan import DatasetConfig, Plan
-
-Pair = tuple[str, str]
 
 
 class Session:

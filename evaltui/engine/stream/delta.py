@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaltui.engine.stream import events as ev
-
-Pair = tuple[str, str]
+from evaltui.engine.stream.events import Pair
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
 
+#: A model×dataset, by their abbrs: what the run's rows, scores, retries and files are keyed by.
+Pair = tuple[str, str]
+
 
 class PairStatus(str, Enum):
     """Where a model×dataset stands. A `str`, so `status == "fail"` and JSON output keep working;
@@ -219,14 +222,14 @@ class DatasetScored(NamedTuple):
 
 
 class WatchSkipped(NamedTuple):
-    pairs: tuple[tuple[str, str], ...]
+    pairs: tuple[Pair, ...]
     reason: str
 
 
 class RetryStarted(NamedTuple):
     """A retry of these pairs' failed samples began (their earlier failures no longer stand)."""
 
-    pairs: tuple[tuple[str, str], ...]
+    pairs: tuple[Pair, ...]
 
 
 class Notice(NamedTuple):

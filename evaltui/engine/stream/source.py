@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import Pair
 
 if TYPE_CHECKING:
     from evaltui.engine.disk.details import PairDetails
     from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
 
-Pair = tuple[str, str]
 
 
 class RunSource(Protocol):

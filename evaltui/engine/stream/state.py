@@ -19,7 +19,7 @@ from typing import Any
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import NOTHING, Delta
-from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.events import Pair, PairStatus
 from evaltui.engine.stream.pair import RATE_MIN_SPAN, Clock, Failure, PairState, ReplicaView
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
@@ -48,7 +48,7 @@ class RunState:
         self.load: dict[str, ev.ModelLoad] = {}
         self.replicas: dict[str, dict[str, ReplicaView]] = {}  # per model (with several urls, or adaptive)
         self.down: dict[str, tuple[ev.ReplicasDown, float]] = {}  # models whose replicas are all out, since when
-        self.skipped: list[tuple[str, str]] = []
+        self.skipped: list[Pair] = []
         self.notices: list[ev.Notice] = []
         self.finished: ev.RunFinished | None = None
         self.live = False  # between RunStarted (or RetryStarted) and RunFinished
@@ -300,12 +300,12 @@ class RunState:
         kept = len(self.failures)
         return list(itertools.islice(self.failures, max(0, kept - n), kept))
 
-    def failed_pairs(self) -> list[tuple[str, str]]:
+    def failed_pairs(self) -> list[Pair]:
         """The pairs a retry-all would re-run: inference failed, or scoring did, or the watcher
         gave up on them (a stale heartbeat: the laptop slept) — a retry scores what is done."""
         return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR, PairStatus.SKIPPED)]
 
-    def stopped_pairs(self) -> list[tuple[str, str]]:
+    def stopped_pairs(self) -> list[Pair]:
         """The pairs an interrupted run left under way: running the plan again resumes them."""
         return [key for key, p in self.pairs.items() if p.status == PairStatus.STOPPED]
 

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Footer
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import Changes, Delta
+from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.pair import Clock
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
@@ -45,7 +46,6 @@ _PROGRESS_MIN = 6
 _FAILURES_ROWS, _FAILURES_FOCUSED = 4, 9
 _SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
 
-Pair = tuple[str, str]
 
 
 def _which(pairs: Sequence[Pair]) -> str:

@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
 from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.pair import PairState
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import MISSING
@@ -27,7 +28,6 @@ WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)  # all of it fits 80 columns with a bar 
 _DONE = COLUMNS.index("done")  # at least 9 (`9999/9999`), wider for a larger total (`123456/200000`)
 BAR_MIN, BAR_MAX = 6, 40
 _RATE, _ETA = COLUMNS.index("req/s"), COLUMNS.index("ETA")
-Pair = tuple[str, str]
 
 
 @dataclass
