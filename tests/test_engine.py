@@ -154,7 +154,7 @@ def test_failures_are_recorded_and_a_plain_rerun_retries_only_them(tmp_path: Pat
     assert status["status"] == "fail" and status["failed"] == len(long_ones) and status["completed"] == 40 - len(long_ones)
     assert not runner.workdir.predictions_file("m", "d").exists()  # never scored while incomplete
     assert not runner.workdir.result_file("m", "d").exists()
-    assert of_type(events, ev.WatchSkipped)[0].pairs == (("m", "d"),)
+    assert of_type(events, ev.ScoringSkipped)[0].pairs == (("m", "d"),)
     failures_log = (runner.workdir.logs_dir / "failures.jsonl").read_text().splitlines()
     assert len(failures_log) == len(long_ones) and json.loads(failures_log[0])["status"] == 400
 

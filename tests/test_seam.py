@@ -79,7 +79,7 @@ def test_run_state_never_raises_on_pairs_it_has_not_seen() -> None:
         ev.DatasetScoring("m", "e"),
         ev.DatasetScored("m", "f", "accuracy", 50.0),
         ev.DatasetStarted("m", "g", 10, 10),
-        ev.WatchSkipped((("m", "h"),), "why"),
+        ev.ScoringSkipped((("m", "h"),), "why"),
         ev.RetryStarted((("m", "i"),)),
         ev.ModelLoad("m", 3, 8, 1, 10),
     ]:

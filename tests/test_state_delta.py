@@ -71,7 +71,7 @@ CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
         ev.RetryStarted((("m", "d"),)),
         Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=MD),
     ),
-    ("the watcher gave up: every row", running(), ev.WatchSkipped((("m", "e"),), "stale"), Delta(every_pair=True, statuses=True)),
+    ("the watcher gave up: every row", running(), ev.ScoringSkipped((("m", "e"),), "stale"), Delta(every_pair=True, statuses=True)),
     ("the run began: every row, the leaderboard, live", RunState(), ev.RunStarted("/w", ("m",), ("d",)), Delta(every_pair=True, statuses=True, scores=True, live=True)),
     ("a notice: said to the user", running(), ev.Notice("careful", "warning"), Delta(notices=(ev.Notice("careful", "warning"),))),
     ("the run ended: every row, the final leaderboard, no longer live", failed(), ev.RunFinished(1, False), Delta(every_pair=True, statuses=True, scores=True, live=False)),

@@ -349,14 +349,14 @@ def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_f
     monkeypatch.setattr(WorkDir, "beat", lambda self: real_beat(self) if beating["on"] else None)
     # A scorer that cannot know whether inference is alive goes by the heartbeat (the one inside a
     # run knows, and since issue 23 never skips for a stale heartbeat): its skips are what r and R score.
-    from evaltui.engine.run.scorer import WatchScorer
+    from evaltui.engine.run.scorer import Scorer
 
-    real_init = WatchScorer.__init__
+    real_init = Scorer.__init__
 
-    def blind(self: WatchScorer, *args: Any, **kwargs: Any) -> None:
+    def blind(self: Scorer, *args: Any, **kwargs: Any) -> None:
         real_init(self, *args, **{**kwargs, "inferring": None})
 
-    monkeypatch.setattr(WatchScorer, "__init__", blind)
+    monkeypatch.setattr(Scorer, "__init__", blind)
     events: list[ev.Event] = []
     runner = Runner(load_plan(plan), sink=events.append)
 
@@ -364,7 +364,7 @@ def test_datasets_the_watcher_gave_up_on_are_scored_with_r(tmp_path: Path, sim_f
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 50), notifications=True) as pilot:
             await until_run_ends(pilot, app)
-            assert of_type(events, ev.WatchSkipped) and "heartbeat stale" in of_type(events, ev.WatchSkipped)[0].reason
+            assert of_type(events, ev.ScoringSkipped) and "heartbeat stale" in of_type(events, ev.ScoringSkipped)[0].reason
             for d in ("d", "e"):
                 assert app.run_screen.state.pairs[("m", d)].status == ev.PairStatus.SKIPPED, d
                 assert app.run_screen.state.pairs[("m", d)].completed == 30  # its inference went on and finished

@@ -13,7 +13,7 @@ from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir, parse_iso
 from evaltui.engine.run.heartbeat import HeartbeatThread
-from evaltui.engine.run.scorer import WatchScorer
+from evaltui.engine.run.scorer import Scorer
 from evaltui.engine.stream import events as ev
 from evaltui.fsutil import atomic_write_json, atomic_write_text
 from evaltui.plan import load_plan
@@ -43,7 +43,7 @@ def finish(wd: WorkDir, board: StatusWriter, dataset: str, shards: int = 1) -> N
 
 def watch(plan, wd, pairs, *, before=None, timeout: float = 10.0):  # type: ignore[no-untyped-def]
     events: list[ev.Event] = []
-    scorer = WatchScorer(plan, wd, events.append)
+    scorer = Scorer(plan, wd, events.append)
     scorer.add(pairs)
 
     async def main() -> None:
@@ -64,7 +64,7 @@ def test_stale_heartbeat_skips_without_scoring(tmp_path: Path) -> None:
     # Incomplete predictions are on disk; they must not be scored.
     write_predictions(wd.predictions_file("m", "a"), [{"index": 0, "origin_prompt": "x", "prediction": "1", "gold": "1"}])
     events = watch(plan, wd, [("m", "a"), ("m", "b")])
-    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    (skipped,) = [e for e in events if isinstance(e, ev.ScoringSkipped)]
     assert set(skipped.pairs) == {("m", "a"), ("m", "b")} and "heartbeat" in skipped.reason
     assert not [e for e in events if isinstance(e, ev.DatasetScored)]
     assert not wd.result_file("m", "a").exists() and not wd.result_file("m", "b").exists()
@@ -78,7 +78,7 @@ def test_done_pairs_are_scored_even_when_the_rest_is_skipped(tmp_path: Path) -> 
     events = watch(plan, wd, [("m", "a"), ("m", "b")])
     scored = [e for e in events if isinstance(e, ev.DatasetScored)]
     assert [(e.dataset, e.score) for e in scored] == [("b", 100.0)]
-    assert [e.pairs for e in events if isinstance(e, ev.WatchSkipped)] == [(("m", "a"),)]
+    assert [e.pairs for e in events if isinstance(e, ev.ScoringSkipped)] == [(("m", "a"),)]
 
 
 def test_a_split_dataset_waits_for_every_shard(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_a_split_dataset_waits_for_every_shard(tmp_path: Path) -> None:
     board.write("m", "a", 1, 3, "done", total=2, completed=2, failed=0)
     # shard 2 has no status file at all yet, and b is running
 
-    async def later(scorer: WatchScorer) -> None:
+    async def later(scorer: Scorer) -> None:
         await anyio.sleep(0.3)
         assert not wd.result_file("m", "a").exists()
         finish(wd, board, "a", shards=3)
@@ -100,7 +100,7 @@ def test_a_split_dataset_waits_for_every_shard(tmp_path: Path) -> None:
 
     events = watch(plan, wd, [("m", "a"), ("m", "b")], before=later)
     assert [e.dataset for e in events if isinstance(e, ev.DatasetScored)] == ["a"]
-    assert [e.pairs for e in events if isinstance(e, ev.WatchSkipped)] == [(("m", "b"),)]
+    assert [e.pairs for e in events if isinstance(e, ev.ScoringSkipped)] == [(("m", "b"),)]
 
 
 def test_finished_inference_does_not_wait_out_the_timeouts(tmp_path: Path) -> None:
@@ -109,14 +109,14 @@ def test_finished_inference_does_not_wait_out_the_timeouts(tmp_path: Path) -> No
     board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
     finish(wd, board, "b")
 
-    async def end(scorer: WatchScorer) -> None:
+    async def end(scorer: Scorer) -> None:
         await anyio.sleep(0.1)
         scorer.inference_finished()
 
     # Bounded at 10 s by `watch`; with the intervals above it would otherwise wait 10 minutes.
     events = watch(plan, wd, [("m", "a"), ("m", "b")], before=end)
     assert [e.dataset for e in events if isinstance(e, ev.DatasetScored)] == ["b"]
-    assert [e.pairs for e in events if isinstance(e, ev.WatchSkipped)] == [(("m", "a"),)]
+    assert [e.pairs for e in events if isinstance(e, ev.ScoringSkipped)] == [(("m", "a"),)]
 
 
 def test_pairs_with_results_are_not_scored_again_but_error_results_are(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ class Clock:
 
 def watch_with(plan, wd, pairs, clock, before, timeout: float = 10.0):  # type: ignore[no-untyped-def]
     events: list[ev.Event] = []
-    scorer = WatchScorer(plan, wd, events.append, clock=clock)
+    scorer = Scorer(plan, wd, events.append, clock=clock)
     scorer.add(pairs)
 
     async def main() -> None:
@@ -206,7 +206,7 @@ def test_heartbeat_going_stale_mid_run_skips_the_rest_and_scores_nothing_partial
     board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
     board.write("m", "b", 0, 1, "running", total=5, completed=1, failed=0)
 
-    async def story(scorer: WatchScorer) -> None:
+    async def story(scorer: Scorer) -> None:
         finish(wd, board, "b")  # b ends while inference is alive: it is scored
         scorer.wake()
         await wait_for(lambda: wd.result_file("m", "b").exists())
@@ -221,7 +221,7 @@ def test_heartbeat_going_stale_mid_run_skips_the_rest_and_scores_nothing_partial
 
     events = watch_with(plan, wd, [("m", "a"), ("m", "b")], clock, story)
     assert [(e.dataset, e.score) for e in events if isinstance(e, ev.DatasetScored)] == [("b", 100.0)]
-    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    (skipped,) = [e for e in events if isinstance(e, ev.ScoringSkipped)]
     assert skipped.pairs == (("m", "a"),) and "heartbeat stale for 31 s" in skipped.reason
     assert not wd.result_file("m", "a").exists()
 
@@ -236,7 +236,7 @@ def test_an_unparseable_heartbeat_is_dated_by_its_file_time(tmp_path: Path, cont
     written = wd.heartbeat_file.stat().st_mtime
     board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
 
-    async def story(scorer: WatchScorer) -> None:
+    async def story(scorer: Scorer) -> None:
         clock.now = written + 20.0
         scorer.wake()
         await anyio.sleep(0.2)
@@ -245,7 +245,7 @@ def test_an_unparseable_heartbeat_is_dated_by_its_file_time(tmp_path: Path, cont
         scorer.wake()
 
     events = watch_with(plan, wd, [("m", "a")], clock, story)
-    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    (skipped,) = [e for e in events if isinstance(e, ev.ScoringSkipped)]
     assert skipped.pairs == (("m", "a"),) and "heartbeat stale for 40 s" in skipped.reason
 
 
@@ -255,7 +255,7 @@ def test_a_missing_heartbeat_counts_from_the_watchers_start(tmp_path: Path) -> N
     clock = Clock()
     board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
 
-    async def story(scorer: WatchScorer) -> None:
+    async def story(scorer: Scorer) -> None:
         await anyio.sleep(0.1)
         clock.now += 25.0
         scorer.wake()
@@ -265,7 +265,7 @@ def test_a_missing_heartbeat_counts_from_the_watchers_start(tmp_path: Path) -> N
         scorer.wake()
 
     events = watch_with(plan, wd, [("m", "a")], clock, story)
-    (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+    (skipped,) = [e for e in events if isinstance(e, ev.ScoringSkipped)]
     assert skipped.pairs == (("m", "a"),) and "heartbeat stale for 35 s" in skipped.reason
     assert not wd.result_file("m", "a").exists()
 
@@ -282,7 +282,7 @@ def test_an_opencompass_heartbeat_in_naive_local_time(tmp_path: Path, monkeypatc
         assert wd.heartbeat_age(clock.now) is not None and abs(wd.heartbeat_age(clock.now)) < 1.0  # type: ignore[arg-type]
         board.write("m", "a", 0, 1, "running", total=5, completed=1, failed=0)
 
-        async def story(scorer: WatchScorer) -> None:
+        async def story(scorer: Scorer) -> None:
             clock.now += 10.0
             scorer.wake()
             await anyio.sleep(0.2)
@@ -291,7 +291,7 @@ def test_an_opencompass_heartbeat_in_naive_local_time(tmp_path: Path, monkeypatc
             scorer.wake()
 
         events = watch_with(plan, wd, [("m", "a")], clock, story)
-        (skipped,) = [e for e in events if isinstance(e, ev.WatchSkipped)]
+        (skipped,) = [e for e in events if isinstance(e, ev.ScoringSkipped)]
         assert "heartbeat stale for 35 s" in skipped.reason
     finally:
         monkeypatch.undo()
@@ -318,7 +318,7 @@ def test_an_evaluator_that_raises_gives_an_error_result_and_the_rest_are_scored(
 
     monkeypatch.setitem(_FIXED_JUDGES, "includes", broken)
 
-    async def end(scorer: WatchScorer) -> None:
+    async def end(scorer: Scorer) -> None:
         await wait_for(lambda: all(wd.result_file("m", d).exists() for d in "abc"))
         scorer.inference_finished()
 
@@ -329,7 +329,7 @@ def test_an_evaluator_that_raises_gives_an_error_result_and_the_rest_are_scored(
     assert by["c"].score is None and by["c"].error
     assert json.loads(wd.result_file("m", "b").read_text()) == {"error": by["b"].error}
     assert "error" in json.loads(wd.result_file("m", "c").read_text())
-    assert not [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert not [e for e in events if isinstance(e, ev.ScoringSkipped)]
     assert wd.has_scored_result("m", "a") and not wd.has_scored_result("m", "b")
 
 
@@ -364,7 +364,7 @@ def test_a_run_whose_heartbeat_writer_hangs_still_scores_what_its_own_inference_
     code, events, runner = run_plan(plan)
     assert code == 0
     assert [(e.dataset, e.score) for e in events if isinstance(e, ev.DatasetScored)] == [("quick", 100.0), ("slow", 100.0)]
-    assert not [e for e in events if isinstance(e, ev.WatchSkipped)]
+    assert not [e for e in events if isinstance(e, ev.ScoringSkipped)]
     assert runner.workdir.has_scored_result("m", "slow")
 
 

@@ -66,7 +66,7 @@ def _scored(e: ev.DatasetScored) -> str:
     return f"{e.model}/{e.dataset}: scored, {_score(e.metric, e.score)}"
 
 
-def _skipped(e: ev.WatchSkipped) -> str:
+def _skipped(e: ev.ScoringSkipped) -> str:
     names = ", ".join(f"{m}/{d}" for m, d in e.pairs)
     return f"watcher: not scored ({e.reason}): {names} — run the plan again to finish and score them"
 
@@ -141,7 +141,7 @@ _LINES: dict[type, Callable[[Any], str | None]] = {
     ev.DatasetStarted: _started,
     ev.DatasetInferred: _inferred,
     ev.DatasetScored: _scored,
-    ev.WatchSkipped: _skipped,
+    ev.ScoringSkipped: _skipped,
     ev.RetryStarted: _retrying,
     ev.DatasetPlanned: _planned,
     ev.ShardStatusChanged: _shard_failed,

@@ -15,7 +15,7 @@ evaltui_view.py, opencompass.py) and what it makes of it:
 - the end: once no process holds the work dir's lock — where /proc/locks can tell (lockstate.py:
   a local filesystem) at once, a killed run included; elsewhere once its files say it is over
   (the run's last line in logs/run.log, a heartbeat older than `heartbeat_timeout` — a killed
-  run, or OpenCompass's summary written after everything else) — `WatchSkipped` for done pairs left
+  run, or OpenCompass's summary written after everything else) — `ScoringSkipped` for done pairs left
   unscored, a `Notice` when work was left, and `RunFinished` with the leaderboard. A run that
   takes the work dir again later is followed anew (`RunStarted`).
 
@@ -327,7 +327,7 @@ class Follower:
         watches = list(self._watches.values())
         unscored = tuple(w.pair for w in watches if w.done and w.score is None)
         if unscored:
-            self.emit(ev.WatchSkipped(unscored, "the run ended before they were scored"))
+            self.emit(ev.ScoringSkipped(unscored, "the run ended before they were scored"))
         left = [f"{m}/{d}" for m, d in (w.pair for w in watches if w.unfinished)]
         if left:
             self.emit(self._stopped(left))

@@ -2,7 +2,7 @@
 
 A shard ends `done` or `fail` against the dataset's failure budget; the last shard of a
 dataset merges the checkpoints into the final predictions file before its `done` is written,
-so a watcher that sees every shard done finds them. A run that stops leaves every shard that
+so a scorer that sees every shard done finds them. A run that stops leaves every shard that
 had not ended `pending`, never `running`.
 """
 
@@ -63,7 +63,7 @@ def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0, *, 
 
 
 class PairEnding:
-    """Ends one model's shards and datasets; `on_inferred(model, dataset)` wakes the watcher."""
+    """Ends one model's shards and datasets; `on_inferred(model, dataset)` wakes the scorer."""
 
     def __init__(self, model: str, workdir: WorkDir, statuses: StatusWriter, emit: ev.Sink, on_inferred: Callable[[str, str], None]):
         self.model = model
@@ -105,7 +105,7 @@ class PairEnding:
             others_done = all(s.status == PairStatus.DONE for s in run.shards if s is not shard)
             final_status = PairStatus.DONE if status == PairStatus.DONE and others_done else PairStatus.FAIL
             if final_status == PairStatus.DONE:
-                # Predictions before the last `done`: a watcher that sees all shards done finds them.
+                # Predictions before the last `done`: a scorer that sees all shards done finds them.
                 await self._write_predictions(run)
             elif error:
                 self._restate_failed_shards(run, shard, error)
@@ -143,7 +143,7 @@ class PairEnding:
 
     def end_failed(self, run: DatasetRun, shards: list[ShardRun], error: str) -> None:
         """End the dataset as failed: `fail` (with why) for these shards, DatasetInferred, the
-        watcher woken; none of its samples is handed out any more."""
+        scorer woken; none of its samples is handed out any more."""
         m, d, n = self.model, run.cfg.abbr, len(run.shards)
         run.started, run.todo, run.remaining = True, iter(()), 0
         run.loaded.set()
@@ -155,7 +155,7 @@ class PairEnding:
         self._end_dataset(run, PairStatus.FAIL, "", error)
 
     def _end_dataset(self, run: DatasetRun, status: PairStatus, path: str, error: str) -> None:
-        """DatasetInferred (its predictions, if any, are written) and the watcher woken."""
+        """DatasetInferred (its predictions, if any, are written) and the scorer woken."""
         m, d = self.model, run.cfg.abbr
         run.todo = iter(())  # lets go of the data file at once
         run.ended = True

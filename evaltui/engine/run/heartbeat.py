@@ -1,7 +1,7 @@
 """The heartbeat thread: proof of life for the watch-scorer, as in OpenCompass.
 
 A thread rather than a task so the beat keeps its rhythm even while the event loop is busy
-with thousands of replies; the watcher only needs to know the inference process still exists.
+with thousands of replies; the scorer only needs to know the inference process still exists.
 """
 
 from __future__ import annotations

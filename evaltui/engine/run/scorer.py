@@ -186,7 +186,7 @@ def _run_as(plan: Plan, ds: DatasetConfig, epochs: int, workdir: WorkDir, model:
     return head
 
 
-class WatchScorer:
+class Scorer:
     def __init__(
         self,
         plan: Plan,
@@ -296,7 +296,7 @@ class WatchScorer:
         if not self.pending:
             return
         if final_scan:
-            self.emit(ev.WatchSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
+            self.emit(ev.ScoringSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
             self.pending = []
             return
         if self.inferring is not None and self.inferring():
@@ -309,7 +309,7 @@ class WatchScorer:
         if age is None:  # no beat yet: count from our own start, as a beat that never came
             age = now - started
         if age > timeout:
-            self.emit(ev.WatchSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
+            self.emit(ev.ScoringSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
             self.pending = []
 
     async def _warm_up(self) -> None:

@@ -5,7 +5,7 @@ as long as the work does — one HTTP client per model (made when a model first 
 heartbeat thread, the watch-scorer, the `max_num_workers` limiter — and takes more work at any
 time until its last task ends: a retried pair is planned again (in a worker thread: planning
 reads every checkpoint line and hashes the data), its model's pool gets the pair's failed
-samples back, and the watcher gets the pair back.
+samples back, and the scorer gets the pair back.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from evaltui.engine.run.heartbeat import HeartbeatThread
 from evaltui.engine.run.pool import WorkerPool
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun
-from evaltui.engine.run.scorer import ScoreGate, WatchScorer
+from evaltui.engine.run.scorer import ScoreGate, Scorer
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.exitcode import ExitCode
@@ -49,7 +49,7 @@ class Session:
         self.executor = executor or LocalExecutor()
         self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
-        self.watcher = WatchScorer(
+        self.scorer = Scorer(
             plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code,
             inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
         )
@@ -104,7 +104,7 @@ class Session:
                 return
             self.emit(ev.RetryStarted(tuple(pairs)))
             for pair in pairs:
-                self.watcher.forget(pair)  # before its files go: a scoring in flight must not write
+                self.scorer.forget(pair)  # before its files go: a scoring in flight must not write
         self._planning.update(pairs)
         planned: list[tuple[WorkerPool, list[DatasetRun], list[Pair]]] = []
         try:
@@ -120,20 +120,20 @@ class Session:
             self._planning.difference_update(pairs)
         for pool, runs, pending in planned:
             pool.add_runs(runs, first=retry)
-            self.watcher.add(pending)
+            self.scorer.add(pending)
             if runs:
                 self._start(pool)
         assert self._work is not None  # this task is one of its tasks
-        if self.watcher.pending and not self.watcher.running:
-            self.watcher.running = True
-            self._work.start_soon(self.watcher.run)
+        if self.scorer.pending and not self.scorer.running:
+            self.scorer.running = True
+            self._work.start_soon(self.scorer.run)
         self._maybe_finished()
 
     def _maybe_finished(self) -> None:
-        """Tell the watcher inference is over once no pool runs and no pair is being planned
+        """Tell the scorer inference is over once no pool runs and no pair is being planned
         (a retry being planned brings more)."""
         if not self._running and not self._planning:
-            self.watcher.inference_finished()
+            self.scorer.inference_finished()
 
     def _retryable(self, pairs: list[Pair]) -> list[Pair]:
         """The pairs not being planned or inferred right now (those are already on their way)."""
@@ -165,7 +165,7 @@ class Session:
                 cfg = next(m for m in self.plan.models if m.abbr == model)
                 urls = self.urls.get(model) or list(cfg.urls)
                 answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
-                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.watcher.wake())
+                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.scorer.wake())
                 self._pools[model] = pool
             return pool
 
@@ -174,7 +174,7 @@ class Session:
         if m in self._running:
             return  # its pool takes the new runs itself (or runs again when it ends)
         self._running.add(m)
-        self.watcher.inference_restarted()
+        self.scorer.inference_restarted()
         assert self._work is not None
         self._work.start_soon(self._infer, pool)
 

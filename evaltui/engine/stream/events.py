@@ -221,7 +221,7 @@ class DatasetScored(NamedTuple):
     parts: Parts = ()  # a grouped benchmark's parts, each with its metrics
 
 
-class WatchSkipped(NamedTuple):
+class ScoringSkipped(NamedTuple):
     pairs: tuple[Pair, ...]
     reason: str
 
@@ -267,7 +267,7 @@ Event = (
     | Heartbeat
     | DatasetScoring
     | DatasetScored
-    | WatchSkipped
+    | ScoringSkipped
     | RetryStarted
     | Notice
     | RunFinished

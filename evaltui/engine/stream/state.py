@@ -190,7 +190,7 @@ class RunState:
                 self.skipped.remove((model, dataset))
         return Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
 
-    def _watch_skipped(self, e: ev.WatchSkipped) -> Delta:
+    def _scoring_skipped(self, e: ev.ScoringSkipped) -> Delta:
         for model, dataset in e.pairs:
             if (model, dataset) not in self.skipped:
                 self.skipped.append((model, dataset))
@@ -232,7 +232,7 @@ class RunState:
         return _RUN_FINISHED
 
     def _set_inference_status(self, p: PairState, status: PairStatus) -> None:
-        """What inference says of the pair, unless scoring has taken over. A pair the watcher gave
+        """What inference says of the pair, unless scoring has taken over. A pair the scorer gave
         up on (a stale heartbeat: the laptop slept) is not scored when its inference ends done:
         it is said skipped, which `r` retries (scores)."""
         if p.status in _FINAL:
@@ -281,7 +281,7 @@ class RunState:
         out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error, f.epoch) for f in self.failures)
         out.extend(ev.DatasetScored(p.model, p.dataset, p.metric, None, p.error) for p in self.pairs.values() if p.status == PairStatus.ERROR)
         if self.skipped:
-            out.append(ev.WatchSkipped(tuple(self.skipped), "skipped earlier in this run"))
+            out.append(ev.ScoringSkipped(tuple(self.skipped), "skipped earlier in this run"))
         out.extend(self.notices)
         out.extend(self.load.values())
         for model, views in self.replicas.items():
@@ -301,7 +301,7 @@ class RunState:
         return list(itertools.islice(self.failures, max(0, kept - n), kept))
 
     def failed_pairs(self) -> list[Pair]:
-        """The pairs a retry-all would re-run: inference failed, or scoring did, or the watcher
+        """The pairs a retry-all would re-run: inference failed, or scoring did, or the scorer
         gave up on them (a stale heartbeat: the laptop slept) — a retry scores what is done."""
         return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR, PairStatus.SKIPPED)]
 
@@ -362,7 +362,7 @@ _FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
     ev.DatasetScored: RunState._dataset_scored,
     ev.DatasetPlanned: RunState._dataset_planned,
     ev.RetryStarted: RunState._retry_started,
-    ev.WatchSkipped: RunState._watch_skipped,
+    ev.ScoringSkipped: RunState._scoring_skipped,
     ev.RunStarted: RunState._run_started,
     ev.SimulatorStarted: RunState._simulator_started,
     ev.Notice: RunState._notice,
