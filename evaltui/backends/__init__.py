@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from evaltui.backends.base import Backend, BackendError, Backoff, secrets_of
+from evaltui.backends.base import Backend, BackendError, secrets_of
 from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
-from evaltui.backends.pacing import TokenBucket
+from evaltui.backends.pacing import Backoff, TokenBucket
 from evaltui.backends.trace import Attempt, SampleBudget, Trace
 
 if TYPE_CHECKING:

@@ -10,14 +10,10 @@ after its replica was ejected does not count, and is bounded on its own.
 
 from __future__ import annotations
 
-import math
-import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aiohttp
@@ -27,7 +23,7 @@ from yarl import URL
 from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
-from evaltui.backends.pacing import TokenBucket, TokenBudget, estimate_tokens
+from evaltui.backends.pacing import MAX_RETRY_AFTER, Backoff, TokenBucket, TokenBudget, estimate_tokens, parse_retry_after
 from evaltui.backends.params import Settings, max_new_tokens, merged
 from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown
 from evaltui.backends.replicas import Router
@@ -43,8 +39,6 @@ T = TypeVar("T")
 
 RETRY_STATUSES = frozenset({408, 429})
 URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
-MAX_BACKOFF = 60.0
-MAX_RETRY_AFTER = 300.0  # s a Retry-After is honoured for at most (README: "How it works")
 HOLD_SAID = 5.0  # s of Retry-After from which the wait is said (shorter ones pass unnoticed anyway)
 PROBE_TIMEOUT = 10.0  # s a health check of an ejected replica may take (at most the model's timeout)
 
@@ -66,37 +60,6 @@ class BackendError(Exception):
     def __str__(self) -> str:
         code = f" {self.status}" if self.status is not None else ""
         return f"{self.kind}{code}: {self.message}"
-
-
-@dataclass
-class Backoff:
-    """Exponential backoff with jitter: attempt k waits base·2^(k-1) · U(0.5, 1], at most `cap`."""
-
-    base: float = 1.0
-    cap: float = MAX_BACKOFF
-    rng: random.Random | None = None
-
-    def delay(self, retry_number: int, retry_after: float | None = None) -> float:
-        rng = self.rng or random
-        d: float = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
-        if retry_after is not None:
-            d = max(d, min(retry_after, MAX_RETRY_AFTER))
-        return d
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-        return seconds if math.isfinite(seconds) and seconds >= 0 else None
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class _Retry(Exception):

@@ -1,5 +1,7 @@
-"""Pacing: the request rate (`rate_per_worker`, `requests_per_minute`: `TokenBucket`, at the end)
-and the token budget (`tokens_per_minute`: `TokenBudget`), charged before a request is sent, settled after.
+"""Pacing: when a request may go. The token budget (`tokens_per_minute`: `TokenBudget`), charged
+before a request is sent and settled after; then (at the end) the request rate (`rate_per_worker`,
+`requests_per_minute`: `TokenBucket`) and the waits between a request's attempts (`Backoff`, a
+server's Retry-After).
 
 A request's tokens are known only once the server has counted them, so it is charged an
 estimate (its prompt's and `max_new_tokens`) when it goes, and the reply's `usage` settles the
@@ -18,9 +20,12 @@ charge. Two rules make that work:
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import anyio
 
@@ -140,3 +145,38 @@ class TokenBucket:
             self._next = at + self.interval
         if at > now:
             await self._sleep(at - now)
+
+
+MAX_BACKOFF = 60.0
+MAX_RETRY_AFTER = 300.0  # s a Retry-After is honoured for at most (README: "How it works")
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: attempt k waits base·2^(k-1) · U(0.5, 1], at most `cap`."""
+
+    base: float = 1.0
+    cap: float = MAX_BACKOFF
+    rng: random.Random | None = None
+
+    def delay(self, retry_number: int, retry_after: float | None = None) -> float:
+        rng = self.rng or random
+        d: float = min(self.cap, self.base * 2 ** (retry_number - 1)) * (0.5 + 0.5 * rng.random())
+        if retry_after is not None:
+            d = max(d, min(retry_after, MAX_RETRY_AFTER))
+        return d
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

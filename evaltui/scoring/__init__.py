@@ -12,8 +12,7 @@ from .leaderboard import DatasetRow, Leaderboard, RankedModel, build_leaderboard
 from .normalize import normalize
 from .reducers import MetricSums, Reduction, pass_at_k
 from .score import EVALUATOR_TYPES, iter_details, main_metric, percent, score
-from .summary import render_csv, render_md, render_txt, write_summary
-from .version import dataset_version
+from .summary import dataset_version, render_csv, render_md, render_txt, write_summary
 
 __all__ = [
     "EVALUATOR_TYPES",

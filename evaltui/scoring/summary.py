@@ -10,7 +10,9 @@ scores its result files hold.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import json
 import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -21,7 +23,6 @@ from evaltui.fsutil import atomic_write_text
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
 from .reducers import Reduction
-from .version import dataset_version
 
 if TYPE_CHECKING:
     from evaltui.plan import DatasetConfig, Plan
@@ -98,6 +99,16 @@ def write_summary(work_dir: str | os.PathLike[str], table: Leaderboard, now: dat
         atomic_write_text(path, render(table))
         paths[ext] = path
     return paths
+
+
+def dataset_version(config_dict: dict[str, Any]) -> str:
+    """The leaderboard's `version` column: which dataset configuration produced a score.
+
+    Two runs whose prompts, evaluator or data differ must not be compared as if equal, so the
+    column is a short hash of the whole dataset configuration; the same configuration always
+    gives the same hash, whatever order its keys were written in."""
+    canonical = json.dumps(config_dict, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:6]
 
 
 class RunSummary:
