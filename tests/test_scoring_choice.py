@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaltui.scoring.choice import extract_choice, gold_letter, judge_choice
+from evaltui.scoring.readers.choice import extract_choice, gold_letter, judge_choice
 
 
 @pytest.mark.parametrize(

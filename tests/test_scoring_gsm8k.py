@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaltui.scoring.gsm8k import extract_gold_number, extract_prediction_number, judge_gsm8k, numbers_equal
+from evaltui.scoring.readers.gsm8k import extract_gold_number, extract_prediction_number, judge_gsm8k, numbers_equal
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from evaltui.datasets import load_records, render_sample
 from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.scoring import score
-from evaltui.scoring.mathcheck import PROCESS_SECONDS, MathChecker, MathVerifyMissing, answer_region, reference_region
+from evaltui.scoring.readers.mathcheck import PROCESS_SECONDS, MathChecker, MathVerifyMissing, answer_region, reference_region
 from evaltui.sim import AnswerKey, ModelProfile, SimConfig, answers_correctly, wrong_answer
 
 MATH500 = SHARED_DATASETS / "math500" / "test.jsonl"

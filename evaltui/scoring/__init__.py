@@ -4,12 +4,12 @@ Standard library only (plus evaltui's own helpers): the watch-scorer runs it bes
 it must never pull in the UI's dependencies.  Model-written code runs only in subprocesses.
 """
 
-from .choice import extract_choice
 from .code.sandbox import run_program
-from .gsm8k import extract_gold_number, extract_prediction_number
 from .judgement import Judgement
 from .leaderboard import DatasetRow, Leaderboard, RankedModel, build_leaderboard, rank_models
 from .normalize import normalize
+from .readers.choice import extract_choice
+from .readers.gsm8k import extract_gold_number, extract_prediction_number
 from .reducers import MetricSums, Reduction, pass_at_k
 from .score import EVALUATOR_TYPES, iter_details, main_metric, percent, score
 from .summary import dataset_version, render_csv, render_md, render_txt, write_summary

@@ -13,11 +13,11 @@ import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from .choice import judge_choice
 from .code.code_exec import CodeRunner, is_pass, run_code_samples
-from .gsm8k import judge_gsm8k
 from .judgement import Judge, ScoredJudge
-from .mathcheck import MathChecker
+from .readers.choice import judge_choice
+from .readers.gsm8k import judge_gsm8k
+from .readers.mathcheck import MathChecker
 from .reducers import EVALUATOR_TYPES, SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .reference import make_exact_match, make_loglikelihood
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .judgement import Judgement
+from ..judgement import Judgement
 
 _LETTER = r"[(\[]?[^\S\n]*(?P<letter>[A-Z])[^\S\n]*[)\]]?(?![A-Za-z0-9])"
 _VERB = r"(?:is|was|would\s+be|should\s+be|will\s+be|must\s+be|be)"

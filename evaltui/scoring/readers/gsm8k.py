@@ -16,7 +16,7 @@ import math
 import re
 from fractions import Fraction
 
-from .judgement import Judgement
+from ..judgement import Judgement
 
 # An optional "$", then an integer with or without thousands commas ("1,234" but not "1, 2"),
 # then optional decimals - or a fraction "1/2" (not part of a date "12/25/2023").

@@ -29,8 +29,8 @@ import sys
 import time
 from types import TracebackType
 
+from ..judgement import Judgement
 from . import mathcheck_worker
-from .judgement import Judgement
 from .reply import first_follow_up
 
 #: How long one sample may take in the worker (math-verify's own limits are 5 s a parse and 5 s
