@@ -109,3 +109,33 @@ def test_judge_choice():
     assert judge_choice("The answer is C.", "B") == ("C", False)
     assert judge_choice("I don't know.", "A") == (None, False)
     assert judge_choice("A", "") == ("A", False)
+
+
+# Issue 29: each way a reply's letter was missed or misread.
+@pytest.mark.parametrize(
+    "reply, letter",
+    [
+        ("I think it's D because A is wrong.", "D"),
+        ("It's B, since the others contradict the premise.", "B"),
+        ("b", "B"),
+        (" (c) ", "C"),
+        ("d.", "D"),
+        ("B — London", "B"),
+        ("B – London is the capital", "B"),
+        ("<answer>B</answer>", "B"),
+        ("<answer>b</answer>", "B"),
+        ("Let me think. A is wrong, C is too narrow.\n<answer>(D)</answer>", "D"),
+        # the last explicit statement wins, a second thought included
+        ("The answer is B. Wait, actually it's C.", "C"),
+        ("The answer is B. No, wait: it's D.", "D"),
+        ("Answer: B\nOn second thought, the answer is C.", "C"),
+        ("\\boxed{A} Hmm, that ignores the premise. \\boxed{C}", "C"),
+        # ... but not an answer to a question the model invented afterwards
+        ("B\n\nQuestion: Which is larger?\nA. 2\nB. 3\nAnswer: B", "B"),
+        ("The answer is C.\nQ: Which is smaller?\nA. 2\nB. 3\nThe answer is A.", "C"),
+        # OpenCompass's first_option_postprocess reads A (from "Answer") here
+        ("**Answer: (C)**", "C"),
+    ],
+)
+def test_read_as_a_careful_person_reads_it(reply, letter):
+    assert extract_choice(reply) == letter

@@ -107,3 +107,78 @@ def test_no_number_is_incorrect():
     assert judge_gsm8k("I do not know", "#### 5") == (None, False)
     assert judge_gsm8k("5", "no number in the gold") == ("5", False)
     assert judge_gsm8k("", "#### 0") == (None, False)
+
+
+# Issue 29: each way a reply's answer was misread, read as a careful person reads it.
+@pytest.mark.parametrize(
+    "text, number",
+    [
+        # where a reply states an expression, the value after its last "=" is the answer
+        ("The answer is 3 + 6 = 9.", "9"),
+        ("#### 3+6=9", "9"),
+        ("\\boxed{x = 9}", "9"),
+        ("The answer is 16 - 3 - 4 = 9 eggs, and 9 * 2 = 18 dollars.", "18"),
+        # ... but a leading number is the answer whatever follows it
+        ("The answer is 18 (because 16 - 3 - 4 = 9 eggs).", "18"),
+        # LaTeX's thousands separators, the minus sign, fractions
+        ("\\boxed{2{,}125}", "2125"),
+        ("The total is $2\\,125$.", "2125"),
+        ("The temperature is −10 degrees.", "-10"),
+        ("\\boxed{−10}", "-10"),
+        ("\\boxed{\\frac{36}{2}}", "36/2"),
+        ("\\boxed{\\dfrac{7}{2}}", "7/2"),
+        ("The answer is \\$18.", "18"),
+        # a mixed number
+        ("She needs 2 1/2 cups of flour.", "2 1/2"),
+        ("The answer is -2 1/2.", "-2 1/2"),
+        # "Final answer: 9" is a mark, whatever reasoning follows it
+        ("Final answer: 9\n\nTo check: 3 + 4 = 7, and 2 more is 9, so 12 apples in all.", "9"),
+        ("**Answer:** 18\n\nExplanation: 16 eggs, 3 eaten, 4 baked.", "18"),
+        ("<answer>18</answer> since 16 + 2", "18"),
+        # the last mark wins
+        ("The answer is 16. Wait, I forgot the 2 eggs she found. The answer is 18.", "18"),
+        ("#### 20\nHmm, no: she sold 2 fewer.\n#### 18", "18"),
+        ("So \\boxed{16}. Wait, that misses 2: \\boxed{18}", "18"),
+        ("The answer is 16.\nActually, the final answer is \\boxed{18}.", "18"),
+        # ... but a question the model invents after answering is not read
+        ("She has 5 apples.\n\nQuestion: Tom has 3 apples and buys 4. How many?\nAnswer: 7", "5"),
+        ("The answer is 8.\nQ: what is 5 + 6?\nThe answer is 11.", "8"),
+        # a phrase with no number after it is no mark
+        ("The answer is that she keeps 3 of the 9 eggs.", "9"),
+        # an expression without "=" is an expression (worked out by math-verify when scoring)
+        ("The answer is 3 + 6.", "3 + 6"),
+        ("\\boxed{2^4}", "2^4"),
+        ("The answer is (18).", "18"),
+    ],
+)
+def test_prediction_read_as_a_careful_person_reads_it(text, number):
+    assert extract_prediction_number(text) == number
+
+
+@pytest.mark.parametrize("gold", ["#### 2125", "#### 2,125", "The answer is 2{,}125", "2125"])
+def test_gold_in_any_of_its_forms(gold):
+    assert extract_gold_number(gold) == "2125"
+    assert judge_gsm8k("\\boxed{2{,}125}", gold).correct
+
+
+def test_mixed_numbers_equal_their_value():
+    assert numbers_equal("2 1/2", "2.5")
+    assert numbers_equal("-2 1/2", "-5/2")
+    assert not numbers_equal("2 1/2", "2")
+
+
+def test_an_expression_is_worked_out_by_math_verify_when_scoring():
+    """`score` hands gsm8k's expressions to math-verify (its worker); `judge_gsm8k` alone reads
+    their first number."""
+    from evaltui.scoring import score
+
+    class Ev:
+        type = "gsm8k"
+
+    replies = ["The answer is 3 + 6.", "\\boxed{2^4}", "\\boxed{\\sqrt{324}}", "The answer is 3 \\times 6.", "#### 3 × 6", "The answer is (4 + 8) - 3.", "The answer is 3 + 5."]
+    golds = ["#### 9", "#### 16", "#### 18", "#### 18", "#### 18", "#### 9", "#### 9"]
+    result = score(Ev(), [{"prediction": p, "gold": g} for p, g in zip(replies, golds, strict=True)])
+    assert [d["correct"] for d in result["details"]] == [True] * 6 + [False]
+    assert result["details"][0]["extracted"] == "3 + 6"
+    assert judge_gsm8k("The answer is 3 + 6.", "#### 9") == ("3 + 6", False)
+    assert judge_gsm8k("The answer is 3 + 6.", "#### 3") == ("3 + 6", True)

@@ -10,6 +10,7 @@ A dataset of several epochs judges each sample once per epoch and reduces the ve
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,12 +27,11 @@ __all__ = ["EVALUATOR_TYPES", "JUDGE_REVISIONS", "epoch_answers", "iter_details"
 
 # Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
 # that results the earlier code scored are scored again by a re-run.
-JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 4, "choice": 3, "math": 1}
+JUDGE_REVISIONS: dict[str, int] = {"gsm8k": 5, "choice": 4, "math": 1}
 
 _FIXED_JUDGES: dict[str, Judge] = {
     "exact": judge_exact,
     "includes": judge_includes,
-    "gsm8k": judge_gsm8k,
     "choice": judge_choice,
     "ppl": judge_ppl,
 }
@@ -118,6 +118,14 @@ def _math_judge() -> Iterator[Judge]:
         yield checker.judge
 
 
+@contextlib.contextmanager
+def _gsm8k_judge() -> Iterator[Judge]:
+    """gsm8k's judge, with math-verify for an answer that is an expression ("3 + 6"): its worker
+    is started only by the first such answer."""
+    with MathChecker() as checker:
+        yield functools.partial(judge_gsm8k, math_checker=checker)
+
+
 def _judge_text(judging: contextlib.AbstractContextManager[Judge], predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
     with judging as judge:
         yield from _judge_all(judge, predictions, reduction)
@@ -185,8 +193,8 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
     if name in SCORED_TYPES:
         return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, 1))
-    if name == "math":
-        judging: contextlib.AbstractContextManager[Judge] = _math_judge()
+    if name in ("math", "gsm8k"):
+        judging: contextlib.AbstractContextManager[Judge] = _math_judge() if name == "math" else _gsm8k_judge()
     elif name == "regex":  # compiled here: a bad pattern is said before the first sample
         judging = contextlib.nullcontext(make_regex_judge(getattr(evaluator, "pattern", None)))
     else:

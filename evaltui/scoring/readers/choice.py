@@ -1,21 +1,23 @@
 """Multiple choice: find the option letter (A-Z) a free-text answer settles on.
 
-Precedence, first hit wins:
-  1. an explicit statement: "\\boxed{C}", "answer is (C)", "The answer would be C", "Answer: C",
-     "The answer I think is C", "correct option is C", "答案是 C" (the first such statement: a
-     base model that keeps generating after answering goes on to ask and answer a new question);
+A question the model invented after it began answering ("\\n\\nQuestion: …") is not read
+(`reply.first_follow_up`). Then, precedence, first hit wins:
+  1. the last explicit statement: "\\boxed{C}", "<answer>C</answer>", "answer is (C)", "The answer
+     would be C", "Answer: C", "The answer I think is C", "correct option is C", "答案是 C", or a
+     second thought ("The answer is B. Wait, actually it's C." is C);
   2. a letter declared right: "B is correct", "(B) is the correct answer", "C is the best option";
-  3. a reply that is only the letter: "D", "(D)", "D.", "D)", "D:";
-  4. a reply that opens with the letter as a label: "B. Paris", "B) Paris", "(B) Paris";
-  5. else the last letter named as a pick ("option B", "I think B", "I'd go with B") or
-     standing alone between punctuation or line boundaries ("... so it must be (B)") - a letter
-     followed by a word ("Between A and") is not taken, nor letters of "U.S.".
+  3. a reply that is only the letter, of either case: "D", "(D)", "D.", "D)", "D:", "d";
+  4. a reply that opens with the letter as a label: "B. Paris", "B) Paris", "(B) Paris", "B — Paris";
+  5. else the last letter named as a pick ("option B", "I think B", "I think it's D", "I'd go
+     with B") or standing alone between punctuation or line boundaries ("... so it must be (B)") -
+     a letter followed by a word ("Between A and") is not taken, nor letters of "U.S.".
 An unbracketed "I" followed by a lowercase word is the pronoun ("The answer I think is B"),
 never an option; an "A" followed by one, unless a verb puts it as the answer ("The answer is
 A because…"), may be the article ("Answer: A lot…") and is taken only when nothing else in the
 reply names a letter.
 Markdown emphasis (`**C**`, backticks) is removed first.  A reply with no letter gives None.
-The letter must be a capital; only the surrounding words are matched case-insensitively.
+The letter must be a capital (but for a reply that is the letter alone, or inside an answer
+tag); only the surrounding words are matched case-insensitively.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import re
 from collections.abc import Callable
 
 from ..judgement import Judgement
+from .reply import first_follow_up
 
 _LETTER = r"[(\[]?[^\S\n]*(?P<letter>[A-Z])[^\S\n]*[)\]]?(?![A-Za-z0-9])"
 _VERB = r"(?:is|was|would\s+be|should\s+be|will\s+be|must\s+be|be)"
@@ -39,11 +42,20 @@ _IS_CORRECT_RE = re.compile(
     + r"[^\S\n]+(?i:is[^\S\n]+(?:the[^\S\n]+)?(?:correct|right|best)(?:[^\S\n]+(?:answer|option|choice))?)\b"
 )
 _BOXED_RE = re.compile(r"\\boxed\{\s*(?:\\text(?:bf)?\{\s*)?\(?(?P<letter>[A-Z])\)?\s*\}")
-_ONLY_RE = re.compile(r"\A\s*[(\[]?\s*([A-Z])\s*[)\]]?\s*[.:)]?\s*\Z")
-_LEADING_RE = re.compile(r"\A\s*(?:[(\[]\s*([A-Z])\s*[)\]]|([A-Z])[.)])(?=\s|\Z)")
-# A pick: the letter after a word that names one ("option B is plausible", "I'd choose C because").
+_TAG_RE = re.compile(r"<answer>\s*[(\[]?\s*(?P<letter>[A-Za-z])\s*[)\].:]?(?:\s|</answer>)", re.IGNORECASE)
+# A second thought: "Wait, actually it's C", "No, C", "Correction: make that C".
+_REVISION_RE = re.compile(
+    r"(?i:\b(?:actually|wait|correction|on\s+second\s+thought|no)\b[,:.!]?[^\S\n]+"
+    r"(?:(?:it'?s|it\s+is|it\s+(?:should|must|would)\s+be|make\s+that|rather|I'?ll\s+(?:go\s+with|pick|choose|say))[^\S\n]+)?)"
+    + _LETTER
+)
+_ONLY_RE = re.compile(r"\A\s*[(\[]?\s*([A-Za-z])\s*[)\]]?\s*[.:)]?\s*\Z")
+_LEADING_RE = re.compile(r"\A\s*(?:[(\[]\s*([A-Z])\s*[)\]]|([A-Z])[.)]|([A-Z])[^\S\n]*[—–-])(?=\s|\Z)")
+# A pick: the letter after a word that names one ("option B is plausible", "I'd choose C because",
+# "I think it's D").
 _PICK_RE = re.compile(
-    r"(?i:\b(?:option|choice|think|guess|pick|choose|select|say|go\s+(?:with|for)|lean\s+(?:to|towards))[^\S\n]+)"
+    r"(?i:\b(?:option|choice|think|guess|pick|choose|select|say|go\s+(?:with|for)|lean\s+(?:to|towards))[^\S\n]+"
+    r"(?:(?:it'?s|it\s+is|that\s+it'?s)[^\S\n]+)?|\bit'?s[^\S\n]+)"
     + _LETTER
 )
 # Left: line start, whitespace, an opening bracket or quote.  Right: a closing bracket,
@@ -67,14 +79,21 @@ def _as_word(text: str, match: re.Match[str]) -> str:
     return letter
 
 
-def _boxed(text: str) -> str | None:
-    boxed = _BOXED_RE.search(text)
-    return boxed.group("letter") if boxed else None
+def _marked(text: str) -> str | None:
+    """The last explicit statement (a box, an answer tag, an answer phrase, a second thought)
+    whose letter is not a pronoun or article."""
+    found = [(m.start(), m.group("letter")) for m in _BOXED_RE.finditer(text)]
+    found += [(m.start(), m.group("letter").upper()) for m in _TAG_RE.finditer(text)]
+    for regex in (_EXPLICIT_RE, _REVISION_RE):
+        found += [(m.start("letter"), m.group("letter")) for m in regex.finditer(text) if not _as_word(text, m)]
+    return max(found)[1] if found else None
 
 
-def _explicit(text: str) -> str | None:
-    """The first explicit statement whose letter is not a pronoun or article."""
-    return next((m.group("letter") for m in _EXPLICIT_RE.finditer(text) if not _as_word(text, m)), None)
+def _answered(text: str) -> str:
+    """The reply up to a question the model invented after it began answering."""
+    begun = [m.start() for m in (_EXPLICIT_RE.search(text), _BOXED_RE.search(text), _TAG_RE.search(text), _STANDALONE_RE.search(text)) if m]
+    cut = first_follow_up(text, min(begun)) if begun else None
+    return text if cut is None else text[:cut]
 
 
 def _declared(text: str) -> str | None:
@@ -87,7 +106,7 @@ def _whole(regex: re.Pattern[str]) -> Callable[[str], str | None]:
 
     def rule(text: str) -> str | None:
         whole = regex.search(text)
-        return next(group for group in whole.groups() if group) if whole else None
+        return next(group for group in whole.groups() if group).upper() if whole else None
 
     return rule
 
@@ -118,8 +137,7 @@ def _article(text: str) -> str | None:
 
 # The precedence of the module's docstring: the first rule that finds a letter wins.
 _RULES: tuple[Callable[[str], str | None], ...] = (
-    _boxed,
-    _explicit,
+    _marked,
     _declared,
     _whole(_ONLY_RE),
     _whole(_LEADING_RE),
@@ -129,7 +147,7 @@ _RULES: tuple[Callable[[str], str | None], ...] = (
 
 
 def extract_choice(text: str) -> str | None:
-    text = _MARKUP_RE.sub("", text)
+    text = _answered(_MARKUP_RE.sub("", text))
     for rule in _RULES:
         letter = rule(text)
         if letter:

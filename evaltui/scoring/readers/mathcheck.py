@@ -39,6 +39,9 @@ PROCESS_SECONDS = 30.0
 #: How long the worker may take to import math-verify (sympy: ~0.5 s on an idle machine).
 START_SECONDS = 120.0
 
+#: What a sample's `extracted` says when the worker gave up on it.
+TIMED_OUT, WORKER_DIED = "(timed out)", "(worker died)"
+
 _WORKER = mathcheck_worker.__file__
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _PHRASE_RE = re.compile(r"(?i:\bfinal\s+answer\b|\banswer\s+(?:is|would\s+be|should\s+be|will\s+be)\b|\banswer\s*[:：])|答案")
@@ -143,7 +146,7 @@ class MathChecker:
             answer = self._line(self.timeout)
         except (OSError, TimeoutError) as e:
             self.close()
-            return Judgement("(timed out)" if isinstance(e, TimeoutError) else "(worker died)", False)
+            return Judgement(TIMED_OUT if isinstance(e, TimeoutError) else WORKER_DIED, False)
         verdict = json.loads(answer)
         return Judgement(verdict.get("extracted"), verdict.get("correct") is True)
 
