@@ -24,6 +24,7 @@ from agreement_table import (
     math_rows,
 )
 
+from evaltui.plan.schema import EvaluatorConfig, FilterConfig
 from evaltui.scoring import score
 from evaltui.scoring.reference.lmeval import make_exact_match, regex_filter
 
@@ -38,13 +39,13 @@ def _evaltui(kind: str, rows: list[Row]) -> list[bool]:
     return [d["correct"] for d in result["details"]]
 
 
-def _lm_eval_gsm8k() -> SimpleNamespace:
+def _lm_eval_gsm8k() -> EvaluatorConfig:
     """lm-eval 0.4.13's gsm8k task: its two filters and exact_match's settings (lm_eval/tasks/gsm8k/gsm8k.yaml)."""
-    return SimpleNamespace(
+    return EvaluatorConfig(
         type="exact_match",
         filters=[
-            SimpleNamespace(name="strict-match", pattern=r"#### (\-?[0-9\.\,]+)", group_select=0, fallback="[invalid]"),
-            SimpleNamespace(name="flexible-extract", pattern=r"(-?[$0-9.,]{2,})|(-?[0-9]+)", group_select=-1, fallback="[invalid]"),
+            FilterConfig(name="strict-match", pattern=r"#### (\-?[0-9\.\,]+)", group_select=0),
+            FilterConfig(name="flexible-extract", pattern=r"(-?[$0-9.,]{2,})|(-?[0-9]+)", group_select=-1),
         ],
         regexes_to_ignore=[",", "\\$", "(?s).*#### ", "\\.$"],
         ignore_case=True,
@@ -110,8 +111,8 @@ def test_gsm8k_reads_every_style_it_claims_and_at_least_as_many_as_the_reference
     # where the references are wrong: lm-eval's flexible filter reads "$." from "$\boxed{16}$."
     boxed = [r for r in rows if r.style == "boxed in $…$."]
     assert _by_style(rows, lm_eval["flexible-extract"])["boxed in $…$."] == 0
-    flexible = _lm_eval_gsm8k().filters[1]
-    assert regex_filter(boxed[0].reply, re.compile(flexible.pattern), flexible.group_select) == "$."
+    flexible = (_lm_eval_gsm8k().filters or [])[1]
+    assert regex_filter(boxed[0].reply, re.compile(flexible.pattern or ""), flexible.group_select) == "$."
     # … and OpenCompass takes the last number whatever follows the answer
     assert _by_style(rows, opencompass)["Final answer: then more reasoning"] == 0
 
