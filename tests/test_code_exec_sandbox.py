@@ -225,7 +225,8 @@ def _running(pid: int) -> bool:
 
 
 def _processes_under(folder) -> list[int]:  # type: ignore[no-untyped-def]
-    """Live sandboxed programs whose folder is in `folder` (their command line names the program)."""
+    """Live sandboxed processes whose folder is in `folder`: their working directory is it (each
+    is a fork of the sandbox's fork server, whose command line names no sample)."""
     import os
 
     found = []
@@ -233,11 +234,10 @@ def _processes_under(folder) -> list[int]:  # type: ignore[no-untyped-def]
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmdline = f.read()
+            cwd = os.readlink(f"/proc/{name}/cwd")
         except OSError:
             continue
-        if f"{folder}/evaltui-exec-".encode() in cmdline and _running(int(name)):
+        if cwd.startswith(f"{folder}/evaltui-exec-") and _running(int(name)):
             found.append(int(name))
     return found
 
@@ -494,3 +494,28 @@ def test_the_programs_folder_is_held_to_its_limit(tmp_path):
     fill = "for n in range(6):\n    with open(f'fill{n}', 'wb') as f:\n        f.write(bytes(15 * 2**20))\nimport time\ntime.sleep(5)\n"
     assert run_program(fill, timeout=20, tmp_root=str(tmp_path)) == FOLDER_FULL
     assert _processes_under(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.reliability
+def test_a_sample_forked_by_the_fork_server_holds_nothing_of_the_server_or_other_samples(tmp_path):
+    """Each sample is a fork of one warm interpreter: it must not inherit the server's socket, its
+    network namespace's handle, nor another sample's files — only its own stdin, stdout, stderr."""
+    import threading
+
+    body = (
+        "    import os\n"
+        "    fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))\n"
+        "    if fds[:3] != [0, 1, 2] or len(fds) > 4:\n"  # (the listing's own fd is the fourth)
+        "        raise SystemExit(f'fds {fds}')\n"
+        "    return x + 1\n"
+    )
+    program = PROMPT + body + "\n" + TEST + "\ncheck(inc)\n"
+    slow = "import time\ntime.sleep(3)\n"
+    results: list[str] = []
+    other = threading.Thread(target=lambda: results.append(run_program(slow, timeout=10, tmp_root=str(tmp_path))))
+    other.start()  # another sample running meanwhile, its files open in the server's process
+    try:
+        assert run_program(program, timeout=10, tmp_root=str(tmp_path)) == PASSED
+    finally:
+        other.join(timeout=30)
+    assert results == [PASSED]

@@ -1,9 +1,10 @@
 """Run one untrusted Python program and say how it ended.
 
-The program is model-written, so it runs in a child interpreter (`sandbox_child`, which says how
-the sandbox is built from inside) that:
-- starts with `-I -B` (no user site, no PYTHON* variables, no cwd on sys.path, no .pyc) in a
-  fresh temporary directory, its cwd, HOME and TMPDIR, removed afterwards;
+The program is model-written, so it runs in a child process (`sandbox_child`, which says how
+the sandbox is built from inside), forked by the fork server (`sandbox_server`, `forkserver`:
+one warm interpreter per evaltui process, so a sample does not pay an interpreter's start), that:
+- runs in an interpreter started with `-I -B` (no user site, no PYTHON* variables, no cwd on
+  sys.path, no .pyc), in a fresh temporary directory, its cwd, HOME and TMPDIR, removed afterwards;
 - gets a bare environment, never the parent's, so API keys cannot leak into it;
 - has resource limits on address space, CPU time, file size and core dumps per process, and
   the whole sandbox — every process it starts — is held to `memory_mb` together (a memory
@@ -18,7 +19,8 @@ the sandbox is built from inside) that:
   namespace of its own (root; an ordinary user inside a user namespace, where the kernel allows
   one) the kernel kills all of it when the sample ends, daemons that left the session included;
   elsewhere a subreaper gets what it orphans and kills it;
-- cannot fork without bound (RLIMIT_NPROC, EXTRA_PROCESSES more than were running): the kernel
+- cannot fork without bound (RLIMIT_NPROC, EXTRA_PROCESSES more than were running, counted at
+  most COUNT_SECONDS before): the kernel
   does not apply that limit to root, so under root the child first gives up every capability
   and its groups, and becomes `nobody` — wholly when nobody can read the interpreter's
   libraries (always in a mount namespace of its own, which puts them back under an empty /root);
@@ -32,7 +34,8 @@ the sandbox is built from inside) that:
 - can create, write, truncate, rename or delete files only inside its directory (Landlock,
   Linux ≥ 5.13; where the kernel lacks it, it can write what the user can write);
 - cannot reach the network, this machine's 127.0.0.1 included: in namespaces of its own it has
-  a network namespace with nothing in it; Landlock (Linux ≥ 6.7) refuses it TCP connections and
+  a network namespace with nothing in it (root: one the fork server made once, for all its
+  samples; a user: its own); Landlock (Linux ≥ 6.7) refuses it TCP connections and
   binds in any case (so without namespaces, only UDP remains open);
 - cannot signal any process outside its sandbox — evaltui, the user's shell — nor reach an
   abstract unix socket outside it (Landlock scopes, Linux ≥ 6.12): it can only kill itself and
@@ -51,20 +54,17 @@ import contextlib
 import os
 import secrets
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from typing import IO
 
-from evaltui.scoring.code import sandbox_child
+from evaltui.scoring.code.forkserver import ForkServer, Sandbox
 from evaltui.scoring.code.sandbox_child import EXTRA_PROCESSES, descendants
 from evaltui.scoring.code.sandbox_watch import FOLDER_LIMIT, POLL, MemoryCgroup, folder_bytes, tree_memory
 
 FSIZE_LIMIT = 16 * 2**20
 _TAIL_BYTES = 64 * 1024
 _PROGRAM_NAME = "program.py"
-_CHILD = sandbox_child.__file__
 #: Whether the sandbox makes namespaces of its own where the kernel allows (tests turn it off to
 #: check what still holds where the kernel refuses them, as in a container).
 NAMESPACES = True
@@ -95,31 +95,26 @@ def _tail(f: IO[bytes]) -> str:
     return f.read().decode("utf-8", errors="replace")
 
 
-def _end(proc: subprocess.Popen[bytes]) -> None:
+def _end(proc: Sandbox) -> None:
     """Kill the sandbox: every process below the outer (the keeper among them, whose end kills the
     rest; outside a PID namespace the outer, a subreaper, kills what is left), then the outer
     should it linger. Called only before the outer is reaped, so its number is still its own."""
     for pid in descendants(proc.pid):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    try:
-        proc.wait(timeout=1.0)
-    except subprocess.TimeoutExpired:
+    if proc.wait(timeout=1.0) is None:
         with contextlib.suppress(OSError):
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
 
 
-def _watch(proc: subprocess.Popen[bytes], home: str, *, timeout: float, memory: int, cgroup: MemoryCgroup | None) -> str | None:
+def _watch(proc: Sandbox, home: str, *, timeout: float, memory: int, cgroup: MemoryCgroup | None) -> str | None:
     """Wait for the sandbox to end; the verdict when it had to be ended: its time, its memory (all
     its processes together, where no cgroup holds them) or its folder's size ran out."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            proc.wait(timeout=max(0.0, min(POLL, deadline - time.monotonic())))
+        if proc.wait(timeout=max(0.0, min(POLL, deadline - time.monotonic()))) is not None:
             return None
-        except subprocess.TimeoutExpired:
-            pass
         if time.monotonic() >= deadline:
             verdict = TIMED_OUT
         elif cgroup.oom_killed() if cgroup is not None else tree_memory(proc.pid) > memory:
@@ -178,8 +173,25 @@ def _verdict(returncode: int, stdout: str, stderr: str, sentinel: str, *, floode
 NOBODY = 65534  # the real uid a sandbox started by root runs under
 
 
+_COUNTED: dict[int, tuple[float, int]] = {}  # uid → (when, how many processes it ran)
+#: How long a count of a user's processes is used again: reading /proc for it cost ~5 ms a
+#: sample, a fifth of one. A count a little old only lowers the limit (processes started since
+#: count against it), never raises it past EXTRA_PROCESSES more than were running.
+COUNT_SECONDS = 1.0
+
+
 def _user_processes(uid: int) -> int:
     """How many processes the user `uid` runs now (the base of the sandbox's process limit)."""
+    now = time.monotonic()
+    when, count = _COUNTED.get(uid, (-COUNT_SECONDS, 0))
+    if now - when < COUNT_SECONDS:
+        return count
+    count = _count_processes(uid)
+    _COUNTED[uid] = (now, count)
+    return count
+
+
+def _count_processes(uid: int) -> int:
     uid_text = str(uid)
     count = 0
     try:
@@ -213,10 +225,7 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
         path = os.path.join(home, _PROGRAM_NAME)
         with open(path, "w", encoding="utf-8") as f:
             f.write(source)
-        token_read, token_write = os.pipe()
         settings = {
-            "parent": os.getpid(),
-            "token_fd": token_read,
             "program": path,
             "as_bytes": int(memory_mb) * 2**20,
             "cpu_s": max(1, int(timeout) + 1),
@@ -226,22 +235,9 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
             "namespaces": int(NAMESPACES),
         }
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", _CHILD, *(f"{k}={v}" for k, v in settings.items())],
-                cwd=home,
-                env=_sandbox_env(home),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                close_fds=True,
-                pass_fds=(token_read,),
-            )
+            proc, token_write = ForkServer.spawn(home, _sandbox_env(home), [f"{k}={v}" for k, v in settings.items()], out.fileno(), err.fileno())
         except OSError as exc:
-            os.close(token_write)
             return f"failed: could not start the interpreter: {exc}"
-        finally:
-            os.close(token_read)
         cgroup = MemoryCgroup.make(int(memory_mb) * 2**20)
         try:
             if cgroup is not None and not cgroup.add(proc.pid):
@@ -261,4 +257,5 @@ def run_program(source: str, *, timeout: float = 10.0, memory_mb: int = 1024, tm
         if ended is not None:
             return ended
         flooded = max(_size(out), _size(err)) >= FSIZE_LIMIT
+        assert proc.returncode is not None
         return _verdict(proc.returncode, _tail(out), _tail(err), sentinel, flooded=flooded)

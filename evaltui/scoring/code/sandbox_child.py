@@ -1,13 +1,13 @@
-"""The sandbox from inside: run as a script (`python -I -B sandbox_child.py name=value ...`) by
-`sandbox.run_program`, in the interpreter that then runs the model's program. Standard library
-only, and nothing of evaltui is imported (`-I` keeps evaltui off sys.path); nor are json and
-typing, whose imports alone cost more than the sandbox's namespaces (~8 ms of each sample).
+"""The sandbox from inside: `main(["sandbox_child", "name=value", ...])`, called in a fork of the
+fork server (`sandbox_server`, an interpreter started `python -I -B` for `sandbox.run_program`),
+which then runs the model's program. Standard library only, and nothing of evaltui is imported
+(`-I` keeps evaltui off sys.path).
 
 On Linux it makes this tree of processes:
 
-    evaltui ── outer ── keeper ── the program ── whatever the program starts
+    evaltui ── fork server ── outer ── keeper ── the program ── whatever the program starts
 
-- the outer (this script's first process) dies with evaltui, waits for the go (the pass token,
+- the outer (the server's fork) dies with the server, which ends with evaltui, waits for the go (the pass token,
   sent once evaltui has put it in the sandbox's memory cgroup), makes the namespaces, and ends
   as the program ended (the same exit code, or killed by the same signal);
 - the keeper is PID 1 of a PID namespace of the sandbox's own where one can be made (root can;
@@ -64,7 +64,10 @@ def main(argv: list[str]) -> NoReturn:
     libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
     _tie_to_parent(libc, parent)
     token = _read_token(int(settings["token_fd"]))
-    namespaces = _namespaces(libc) if libc is not None and settings["namespaces"] == "1" else ""
+    net = int(settings.get("net_fd", "-1"))  # the fork server's empty network namespace (root only)
+    namespaces = _namespaces(libc, net) if libc is not None and settings["namespaces"] == "1" else ""
+    if net >= 0:
+        os.close(net)
     _tie_to_parent(libc, parent)  # again: a user namespace's new credentials clear the tie
     if "pid" in namespaces:
         status_read, status_write = os.pipe()
@@ -102,16 +105,20 @@ def _read_token(fd: int) -> bytes:
     return token
 
 
-def _namespaces(libc: Any) -> str:
+def _namespaces(libc: Any, net: int = -1) -> str:
     """Which namespaces of its own the sandbox got: "pid mount net", "net" or "" (none).
 
-    Root makes them directly. An ordinary user makes them inside a user namespace of its own
-    ("user pid mount net"), mapping only its own uid and gid, where the kernel allows one.
+    Root makes them directly — but for the network namespace, which when `net` is given is the
+    fork server's, made once with nothing in it (making one costs ~15 ms of a sample's wall
+    time); the samples that share it have no interface up and no capability to raise one. An
+    ordinary user makes them inside a user namespace of its own ("user pid mount net"), mapping
+    only its own uid and gid, where the kernel allows one.
     """
     if os.getuid() == 0:
-        if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET) == 0:
+        shared = net >= 0 and libc.setns(net, CLONE_NEWNET) == 0
+        if libc.unshare(CLONE_NEWPID | CLONE_NEWNS | (0 if shared else CLONE_NEWNET)) == 0:
             return "pid mount net"
-        return "net" if libc.unshare(CLONE_NEWNET) == 0 else ""
+        return "net" if shared or libc.unshare(CLONE_NEWNET) == 0 else ""
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET) != 0:
         return ""
