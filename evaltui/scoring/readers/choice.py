@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 
 from ..judgement import Judgement
-from .reply import first_follow_up
+from .reply import first_follow_up, may_follow_up
 
 _LETTER = r"[(\[]?[^\S\n]*(?P<letter>[A-Z])[^\S\n]*[)\]]?(?![A-Za-z0-9])"
 _VERB = r"(?:is|was|would\s+be|should\s+be|will\s+be|must\s+be|be)"
@@ -85,13 +85,28 @@ def _marked(text: str) -> str | None:
     found = [(m.start(), m.group("letter")) for m in _BOXED_RE.finditer(text)]
     found += [(m.start(), m.group("letter").upper()) for m in _TAG_RE.finditer(text)]
     for regex in (_EXPLICIT_RE, _REVISION_RE):
-        found += [(m.start("letter"), m.group("letter")) for m in regex.finditer(text) if not _as_word(text, m)]
+        if _may_hold(text, regex):
+            found += [(m.start("letter"), m.group("letter")) for m in regex.finditer(text) if not _as_word(text, m)]
     return max(found)[1] if found else None
+
+
+# Words without which a regex cannot match: a cheap test first (its scan cost ~30 µs a reply).
+_NEEDS = {
+    id(_EXPLICIT_RE): ("nswer", "NSWER", "ption", "PTION", "hoice", "HOICE", "答案"),
+    id(_REVISION_RE): ("ctually", "CTUALLY", "ait", "AIT", "orrection", "ORRECTION", "econd", "ECOND", "no", "No", "NO"),
+}
+
+
+def _may_hold(text: str, regex: re.Pattern[str]) -> bool:
+    return any(word in text for word in _NEEDS[id(regex)])
 
 
 def _answered(text: str) -> str:
     """The reply up to a question the model invented after it began answering."""
-    begun = [m.start() for m in (_EXPLICIT_RE.search(text), _BOXED_RE.search(text), _TAG_RE.search(text), _STANDALONE_RE.search(text)) if m]
+    if not may_follow_up(text):  # the usual reply
+        return text
+    explicit = _EXPLICIT_RE.search(text) if _may_hold(text, _EXPLICIT_RE) else None
+    begun = [m.start() for m in (explicit, _BOXED_RE.search(text), _TAG_RE.search(text), _STANDALONE_RE.search(text)) if m]
     cut = first_follow_up(text, min(begun)) if begun else None
     return text if cut is None else text[:cut]
 

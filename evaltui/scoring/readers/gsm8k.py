@@ -46,6 +46,8 @@ _MARK_RE = re.compile(
     r"|(?P<phrase>(?i:\b(?:final\s+)?answer(?:\s+(?:is|was|would\s+be|should\s+be|will\s+be|must\s+be)\b\s*[:：]?|\s*[:：]))|答案是?)"
 )
 _EQUALS_RE = re.compile(r"\s*(?:=|≈|\\approx)")
+# Where a mark may begin: each word, and how far before it the mark starts ("nswer" of "Answer").
+_MARK_WORDS = (("####", 0), ("\\boxed", 0), ("\\fbox", 0), ("<answer>", 0), ("nswer", 1), ("NSWER", 1), ("答案", 0))
 _SENTENCE_END_RE = re.compile(r"[.!?;](?=\s|$)|\n")
 # Where a phrase's number may stand: after markup and dollars only ("is **18**", "is $18", "is \\(18").
 _LEADING_RE = re.compile(r"(?:\s|[-*$\[{]|\\\(|\\\$|\\(?:text\w*|boxed|mathbf|mathrm)\s*\{)*")
@@ -57,6 +59,11 @@ _EXPRESSION_RE = re.compile(r"(?:[\d.,+*/×÷^·(){}\s-]|\\(?:times|cdot|div|sqr
 _LATEX_OPERATORS = {"×": "\\times ", "÷": "\\div ", "·": "\\cdot "}
 
 
+_THIN_SPACE_RE = re.compile(r"(?<=\d)\\[,!;: ](?=\d)")
+_FRAC_RE = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+_SHORT_FRAC_RE = re.compile(r"\\[dt]?frac(\d)(\d)")
+
+
 class Answer(NamedTuple):
     """What a reply's answer reads as: a number ("18", "1/2", "2 1/2"), or an expression ("3 + 6")."""
 
@@ -66,10 +73,13 @@ class Answer(NamedTuple):
 
 def _latex_number(text: str) -> str:
     """Numbers written in LaTeX or with typographic signs, as plain numbers."""
-    text = text.replace("{,}", ",").replace("\u2212", "-").replace("\\$", "$")
-    text = re.sub(r"(?<=\d)\\[,!;: ](?=\d)", "", text)
-    text = re.sub(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(\d+)\s*\}", r"\1/\2", text)
-    return re.sub(r"\\[dt]?frac(\d)(\d)", r"\1/\2", text)
+    text = text.replace("\u2212", "-").replace("{,}", ",")
+    if "\\" not in text:  # the usual reply: nothing more to do
+        return text
+    text = text.replace("\\$", "$")
+    text = _THIN_SPACE_RE.sub("", text)
+    text = _FRAC_RE.sub(r"\1/\2", text)
+    return _SHORT_FRAC_RE.sub(r"\1/\2", text)
 
 
 def _signed(text: str, match: re.Match[str]) -> str:
@@ -177,10 +187,22 @@ def _expression(text: str, start: int) -> _Found | None:
     return _Found(Answer(expression.strip(), expression=True), start + len(expression))
 
 
+def _marks(text: str) -> list[re.Match[str]]:
+    """The answer marks of `text`, in order: `_MARK_RE` tried only where str.find puts one of its
+    words (scanning every position with the regex cost ~50 µs of a GSM8K reply, 5 times the rest)."""
+    starts: set[int] = set()
+    for word, back in _MARK_WORDS:
+        at = text.find(word)
+        while at >= 0:
+            starts.add(max(0, at - back))
+            at = text.find(word, at + 1)
+    return [m for m in (_MARK_RE.match(text, at) for at in sorted(starts)) if m]
+
+
 def read_answer(text: str) -> Answer | None:
     """The answer a reply settles on (see the module's doc); None when it holds no number."""
     text = _latex_number(text)
-    marks = list(_MARK_RE.finditer(text))
+    marks = _marks(text)
     first_number = _NUMBER_RE.search(text)
     begun = [m.start() for m in (marks[0] if marks else None, first_number) if m is not None]
     cut = first_follow_up(text, min(begun)) if begun else None  # a question after it began answering

@@ -17,7 +17,17 @@ _FOLLOW_UP_RE = re.compile(
 )
 
 
+_FOLLOW_UP_WORDS = ("Q", "Problem", "Human", "User", "ext question")
+
+
+def may_follow_up(text: str) -> bool:
+    """Whether `text` holds a word a follow-up question opens with (the usual reply does not)."""
+    return any(word in text for word in _FOLLOW_UP_WORDS)
+
+
 def first_follow_up(text: str, after: int) -> int | None:
     """Where the first invented follow-up question at or after `after` begins; None when there is none."""
+    if not may_follow_up(text):  # the usual reply: no regex scan
+        return None
     match = _FOLLOW_UP_RE.search(text, after)
     return match.start() if match else None
