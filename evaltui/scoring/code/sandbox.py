@@ -19,8 +19,7 @@ one warm interpreter per evaltui process, so a sample does not pay an interprete
   namespace of its own (root; an ordinary user inside a user namespace, where the kernel allows
   one) the kernel kills all of it when the sample ends, daemons that left the session included;
   elsewhere a subreaper gets what it orphans and kills it;
-- cannot fork without bound (RLIMIT_NPROC, EXTRA_PROCESSES more than were running, counted at
-  most COUNT_SECONDS before): the kernel
+- cannot fork without bound (RLIMIT_NPROC, EXTRA_PROCESSES more than were running): the kernel
   does not apply that limit to root, so under root the child first gives up every capability
   and its groups, and becomes `nobody` — wholly when nobody can read the interpreter's
   libraries (always in a mount namespace of its own, which puts them back under an empty /root);
@@ -173,26 +172,11 @@ def _verdict(returncode: int, stdout: str, stderr: str, sentinel: str, *, floode
 NOBODY = 65534  # the real uid a sandbox started by root runs under
 
 
-_COUNTED: dict[int, tuple[float, int]] = {}  # uid → (when, how many processes it ran)
-#: How long a count of a user's processes is used again: reading /proc for it cost ~5 ms a
-#: sample, a fifth of one. A count a little old only lowers the limit (processes started since
-#: count against it), never raises it past EXTRA_PROCESSES more than were running.
-COUNT_SECONDS = 1.0
-
-
 def _user_processes(uid: int) -> int:
-    """How many processes the user `uid` runs now (the base of the sandbox's process limit)."""
-    now = time.monotonic()
-    when, count = _COUNTED.get(uid, (-COUNT_SECONDS, 0))
-    if now - when < COUNT_SECONDS:
-        return count
-    count = _count_processes(uid)
-    _COUNTED[uid] = (now, count)
-    return count
-
-
-def _count_processes(uid: int) -> int:
-    uid_text = str(uid)
+    """How many processes the user `uid` runs now (the base of the sandbox's process limit): the
+    real uid on each /proc/<pid>/status's Uid line, read raw (reading them line by line cost ~5 ms
+    a sample, a fifth of one)."""
+    marker = b"\nUid:\t%d\t" % uid
     count = 0
     try:
         names = os.listdir("/proc")
@@ -201,13 +185,15 @@ def _count_processes(uid: int) -> int:
     for name in names:
         if name.isdigit():
             try:
-                with open(f"/proc/{name}/status", "rb") as f:
-                    for line in f:
-                        if line.startswith(b"Uid:"):
-                            count += line.split()[1].decode() == uid_text
-                            break
+                fd = os.open(f"/proc/{name}/status", os.O_RDONLY)
             except OSError:
                 continue
+            try:
+                count += marker in os.read(fd, 1024)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
     return count
 
 
