@@ -24,7 +24,7 @@ from agreement_table import (
     math_rows,
 )
 
-from evaltui.plan.schema import EvaluatorConfig, FilterConfig
+from evaltui.plan.evaluator import EvaluatorConfig, FilterConfig
 from evaltui.scoring import score
 from evaltui.scoring.reference.lmeval import make_exact_match, regex_filter
 
