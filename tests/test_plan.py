@@ -339,10 +339,13 @@ def test_epochs_come_from_the_dataset_or_the_run(tmp_path: Path) -> None:
     assert [default.epochs(d) for d in default.datasets] == [1, 1]
 
 
-def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path) -> None:
+def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """New keys at their defaults are left out of the fingerprints: existing work is neither
-    re-scored nor shown under another version."""
-    from evaltui.engine.disk.versions import evaluator_version
+    re-scored nor shown under another version. (The gsm8k judge's revision is held at the 4 these
+    values were computed under: a new revision is meant to change them, and re-score.)"""
+    from evaltui.engine.disk.versions import JUDGE_REVISIONS, evaluator_version
+
+    monkeypatch.setitem(JUDGE_REVISIONS, "gsm8k", 4)
     from evaltui.plan import DatasetConfig
     from evaltui.scoring import dataset_version
     from evaltui.scoring.summary import RunSummary

@@ -10,6 +10,7 @@ one message on a SOCK_SEQPACKET socket, whose sends do not interleave.
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
 import socket
@@ -80,6 +81,7 @@ class ForkServer:
             theirs.close()
         self._sock = ours
         self._owner = os.getpid()
+        atexit.register(self.close)  # evaltui's end is the server's: nothing of the sandbox outlives it
 
     @classmethod
     def shared(cls) -> ForkServer:
@@ -123,7 +125,10 @@ class ForkServer:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
+        """End the server (it ends when its socket closes) and wait for it; in a fork of evaltui, only let go of it."""
         self._sock.close()
+        if self._owner != os.getpid():
+            return
         try:
             self._proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
