@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evaltui",
         description="Evaluate LLMs served over HTTP: concurrent inference, live scoring, a leaderboard.",
         epilog="Also: `evaltui watch --help` (follow a run from its work dir), `evaltui show --help` (each sample of a run; "
-        "--export), `evaltui compare --help` (two runs side by side), `evaltui benchmarks --help` (the standard benchmarks a plan can name) "
+        "--export), `evaltui compare --help` (two runs side by side), `evaltui report --help` (a run as one HTML file), "
+        "`evaltui benchmarks --help` (the standard benchmarks a plan can name) "
         "and `evaltui serve-sim --help` (the bundled simulated model server).",
     )
     p.add_argument("plan", metavar="PLAN.toml", help="the evaluation plan (see README.md)")
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return sim_main(argv[1:], prog="evaltui serve-sim")
     if argv and argv[0] == "watch":
         return watch_main(argv[1:])
-    if argv and argv[0] in ("show", "compare", "benchmarks"):  # commands over work dirs and the catalog (evaltui/commands/)
+    if argv and argv[0] in ("show", "compare", "report", "benchmarks"):  # commands over work dirs and the catalog (evaltui/commands/)
         from evaltui.commands import run_command
 
         return run_command(argv[0], argv[1:])

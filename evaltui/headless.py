@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import anyio
 
@@ -25,9 +25,6 @@ from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
 from evaltui.exitcode import ExitCode
-
-if TYPE_CHECKING:
-    from evaltui.scoring.leaderboard import Leaderboard
 
 
 class HeadlessRenderer:
@@ -111,21 +108,6 @@ def replica_names(urls: list[str]) -> list[str]:
     return [h if hosts.count(h) == 1 else u.split("://", 1)[-1] for h, u in zip(hosts, urls, strict=True)]
 
 
-def leaderboard_json(table: Leaderboard) -> dict[str, Any]:
-    """One entry per dataset (its main metric's scores); a dataset's other metrics (pass@10 next
-    to pass@1) under its `extra`, by metric."""
-    datasets: list[dict[str, Any]] = []
-    for row in table.datasets:
-        scores = {m: table.value(m, row) for m in table.models}
-        if row.main:
-            datasets.append({"abbr": row.abbr, "version": row.version, "metric": row.metric, "mode": row.mode, "scores": scores})
-            if row.note:
-                datasets[-1]["note"] = row.note.strip(" ()")
-        else:
-            datasets[-1].setdefault("extra", {})[row.metric] = scores
-    return {"models": list(table.models), "datasets": datasets, "average": {m: table.average(m) for m in table.models}}
-
-
 def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
     table = finished.leaderboard
     return {
@@ -133,7 +115,7 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
         "interrupted": finished.interrupted,
         "work_dir": state.work_dir,
         "summary_files": dict(finished.summary_files),
-        "leaderboard": leaderboard_json(table) if table is not None else None,
+        "leaderboard": table.as_json() if table is not None else None,
         "pairs": [
             {
                 "model": p.model,

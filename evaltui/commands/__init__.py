@@ -1,6 +1,6 @@
-"""Commands that read instead of running a plan: `evaltui show` (and its export) and
-`evaltui compare` over work dirs, `evaltui benchmarks` over the catalog. Headless, read-only,
-each in a module of its own; cli.py hands them argv."""
+"""Commands that read instead of running a plan: `evaltui show` (and its export), `evaltui
+compare` and `evaltui report` over work dirs, `evaltui benchmarks` over the catalog. Headless,
+read-only, each in a module of its own; cli.py hands them argv."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def run_command(name: str, argv: list[str]) -> int:
         from evaltui.commands.show import main
     elif name == "benchmarks":
         from evaltui.commands.benchmarks import main
+    elif name == "report":
+        from evaltui.commands.report.command import main
     else:
         from evaltui.commands.compare import main
     try:

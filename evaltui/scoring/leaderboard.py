@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 MISSING = "-"
 AVERAGE_ROW = ("Average", MISSING, "naive_average", MISSING)
@@ -95,6 +95,20 @@ class Leaderboard:
         ]
         body.append([*AVERAGE_ROW, *(format_score(self.average(model)) for model in self.models)])
         return body
+
+    def as_json(self) -> dict[str, Any]:
+        """One entry per dataset (its main metric's scores); a dataset's other metrics (pass@10 next
+        to pass@1) under its `extra`, by metric: what `--json` and `evaltui report` show."""
+        datasets: list[dict[str, Any]] = []
+        for row in self.datasets:
+            scores = {m: self.value(m, row) for m in self.models}
+            if row.main:
+                datasets.append({"abbr": row.abbr, "version": row.version, "metric": row.metric, "mode": row.mode, "scores": scores})
+                if row.note:
+                    datasets[-1]["note"] = row.note.strip(" ()")
+            else:
+                datasets[-1].setdefault("extra", {})[row.metric] = scores
+        return {"models": list(self.models), "datasets": datasets, "average": {m: self.average(m) for m in self.models}}
 
     def ranking(self) -> list[RankedModel]:
         """Best partial mean first; more datasets scored breaks ties; unscored models last."""

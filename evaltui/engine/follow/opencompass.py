@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from evaltui.engine.disk.details import PairDetails, PredictionSample
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.follow.evaltui_view import last_beat, newest_summary
+from evaltui.engine.follow.opencompass_samples import part_files, read_entries
 from evaltui.engine.follow.opencompass_tally import PredictionCount
 from evaltui.engine.follow.view import PairSpec, Score, ShardStatus, stat_key
 from evaltui.engine.stream.events import PairStatus
@@ -334,21 +335,9 @@ class OpenCompassView:
 
     def details(self, model: str, dataset: str, status: PairStatus, predictions: int = 5) -> PairDetails:
         """A few predictions next to their gold (OpenCompass keeps no per-sample errors)."""
-        folder = self.root / "predictions" / model
-        candidates = [folder / f"{dataset}.json", folder / f"{dataset}_0.json", folder / f"tmp_{dataset}.json", folder / f"tmp_{dataset}_0.json"]
-        data: Any = None
-        for path in candidates:
-            try:
-                data = read_json(path)
-            except OSError:
-                data = None
-            if isinstance(data, dict):
-                break
-        entries = sorted(((int(k), v) for k, v in (data or {}).items() if str(k).isdigit() and isinstance(v, dict)), key=lambda kv: kv[0])
-        shown = [
-            PredictionSample(i, _text(e.get("origin_prompt")), _text(e.get("prediction")), _text(e.get("gold")), None)
-            for i, e in entries[:predictions]
-        ]
+        files = part_files(self.root / "predictions" / model, dataset)  # (of a split dataset, its first part's)
+        entries = read_entries(files[0])[:predictions] if files else []
+        shown = [PredictionSample(i, _text(e.get("origin_prompt")), _text(e.get("prediction")), _text(e.get("gold")), None) for i, e in entries]
         return PairDetails(model, dataset, status, [], shown, {})  # OpenCompass keeps no per-sample log
 
 
