@@ -18,7 +18,7 @@ from evaltui.engine.disk.records import WorkDirView
 from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
 from evaltui.engine.follow.opencompass_samples import iter_samples
 from evaltui.engine.stream import events as ev
-from evaltui.engine.stream.state import PairState
+from evaltui.engine.stream.pair import PairState
 from evaltui.scoring.leaderboard import Leaderboard
 
 __all__ = ["NotAWorkDir", "ReportSource"]
