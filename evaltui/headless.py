@@ -133,7 +133,20 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
             for p in state.pairs.values()
         ],
         "elapsed": round(finished.elapsed, 3),
+        # each model's answered requests in this run: latency p50/p90/p99 (and, streamed, time to
+        # first token and between tokens), requests and tokens per second of its busy time
+        "models": {m: _model_json(load) for m, load in state.load.items() if load.profile is not None},
+        "cost": state.cost(),  # the priced models' tokens, this run (None: no model has a price)
     }
+
+
+def _model_json(load: ev.ModelLoad) -> dict[str, Any]:
+    assert load.profile is not None
+    out = load.profile.snapshot().as_json()
+    if load.cost is not None:
+        out["cost"] = load.cost
+        out["datasets"] = {d: {"prompt_tokens": p, "completion_tokens": c, "cost": cost} for d, p, c, cost in load.usage}
+    return out
 
 
 def run_headless(runner: Runner, *, as_json: bool = False, out: TextIO | None = None) -> int:

@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import aiohttp
 import anyio
@@ -25,9 +25,11 @@ from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
 from evaltui.backends.pacing import MAX_RETRY_AFTER, Backoff, TokenBucket, TokenBudget, estimate_tokens, parse_retry_after
 from evaltui.backends.params import Settings, max_new_tokens, merged
+from evaltui.backends.profile import LatencyProfile
 from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown
 from evaltui.backends.replicas import Router
-from evaltui.backends.replies import EVENT_STREAM, TEXT_CHARS, Unparseable, is_event_stream, reply_json, server_message, unparseable
+from evaltui.backends.replies import TEXT_CHARS, BadReply, Tokens, answer_of, server_message
+from evaltui.backends.sse import Stream
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.failure import ErrorKind, error_record
 from evaltui.redaction import redact
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
 
 T = TypeVar("T")
+Streamed = Callable[[Callable[[], float]], Stream]  # a new Stream for an attempt, on the backend's clock
 
 RETRY_STATUSES = frozenset({408, 429})
 URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
@@ -110,6 +113,7 @@ class Backend(ABC):
         self._clock = clock
         self.retries = 0  # attempts beyond each request's first, for the engine's load report
         self.tokens_used = 0  # tokens charged for answered requests (the server's count when it gives one)
+        self.profile = LatencyProfile()  # every answered attempt's time (and, streamed, its tokens' times)
         headers = {"content-type": "application/json", "accept": "application/json"}
         headers.update({k.lower(): v for k, v in cfg.headers.items()})  # one of each, whatever the case
         if api_key:
@@ -186,7 +190,9 @@ class Backend(ABC):
         sample's token_limit — the prompt's estimate plus the tokens it may generate."""
         return estimate_tokens(text) + (self._max_new_tokens if new_tokens is None else new_tokens)
 
-    async def _post(self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0, trace: Trace | None = None) -> T:
+    async def _post(
+        self, payload: dict[str, Any], parse: Callable[[Any], T], cost: int = 0, trace: Trace | None = None, stream: Streamed | None = None
+    ) -> T:
         """POST `payload` until `parse` accepts a reply, at most retry+1 attempts; else BackendError,
         its message masked here, once (each piece of it was cut short where it was made).
 
@@ -196,12 +202,12 @@ class Backend(ABC):
         EJECT_AFTER times per replica (enough to find each one out), so this too ends. With a `trace`, every
         attempt is noted in it, and one is not sent once its token budget is spent."""
         try:
-            return await self._attempts(fastjson.dumps(payload), parse, cost, trace)
+            return await self._attempts(fastjson.dumps(payload), parse, cost, trace, stream)
         except BackendError as e:
             e.message = redact(e.message, self.secrets)
             raise
 
-    async def _attempts(self, body: bytes, parse: Callable[[Any], T], cost: int, trace: Trace | None) -> T:
+    async def _attempts(self, body: bytes, parse: Callable[[Any], T], cost: int, trace: Trace | None, stream: Streamed | None) -> T:
         noted = NO_TRACE if trace is None else trace
         attempts = self.cfg.retry + 1
         attempt, avoid = 1, None
@@ -223,7 +229,7 @@ class Backend(ABC):
                     raise BackendError(ErrorKind.DOWN, str(e), attempts=attempt) from None
                 if trace is not None and len(self.urls) > 1:
                     trace.replica = replica.url
-                answer, used = await self._send(replica, body, parse, attempt, cost, noted)
+                answer, used = await self._send(replica, body, parse, attempt, cost, noted, stream)
                 return answer
             except _Retry as r:
                 last, retry_after, avoid = r.error, r.retry_after, replica
@@ -241,15 +247,17 @@ class Backend(ABC):
             await self._sleep(self.backoff.delay(attempt - 1, retry_after))
 
     async def _send(
-        self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int, noted: Untraced
+        self, replica: Replica, body: bytes, parse: Callable[[Any], T], attempt: int, cost: int, noted: Untraced, streamed: Streamed | None = None
     ) -> tuple[T, int | None]:
         """One attempt at `replica`: the parsed answer (and the tokens the reply says it used,
         when there is a token budget), a BackendError that ends the request, or _Retry; how it
         went is noted in `noted` (a Trace, or nothing)."""
         epoch, sent, load = replica.epoch, self._clock(), replica.in_flight
         tag = replica.limit.on_send() if replica.limit is not None else 0  # the adaptive limit's probe window
+        stream = None if streamed is None else streamed(self._clock)
         try:
-            reply = await self.client.post(replica.endpoint, body, self._headers, self._timeout, replica.index)
+            endpoint = replica.endpoint if stream is None else self._stream_url(replica.endpoint)
+            reply = await self.client.post(endpoint, body, self._headers, self._timeout, replica.index, stream)
         except ReplyTooLarge as e:
             status = e.reply.status
             if 200 <= status < 300:  # the same prompt gets as long a reply again: no retry
@@ -275,20 +283,7 @@ class Backend(ABC):
         status = reply.status
         if 200 <= status < 300:
             self.router.release(replica, epoch, sent, status, load=load, tag=tag)
-            try:
-                data = reply_json(reply.body)
-                answer = parse(data)
-            except (ValueError, Unparseable, KeyError, IndexError, TypeError) as e:
-                noted.end(status, "bad-reply")
-                if is_event_stream(reply):  # it streams whatever it is asked: another try streams again
-                    raise BackendError(ErrorKind.BAD_REPLY, EVENT_STREAM, status=status, attempts=attempt) from None
-                raise _Retry(BackendError(ErrorKind.BAD_REPLY, unparseable(reply, e), status=status, attempts=attempt, retryable=True)) from None
-            except BackendError as e:
-                e.attempts = attempt
-                noted.end(status, e.kind)
-                raise
-            usage = self.usage(data) if self.tokens is not None or noted is not NO_TRACE else None
-            noted.end(status, "ok", usage)
+            answer, usage = self._answer(reply, parse, stream, attempt, noted, sent)
             if self.tokens is None:
                 return answer, None
             return answer, cost if usage is None else usage[0] + usage[1]
@@ -296,6 +291,30 @@ class Backend(ABC):
         message = server_message(reply)
         free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}", tag=tag)
         raise self._failed(reply, message, replica, attempt, free)
+
+    def _answer(self, reply: Reply, parse: Callable[[Any], T], stream: Stream | None, attempt: int, noted: Untraced, sent: float) -> tuple[T, Tokens | None]:
+        """A 2xx reply's answer and reported tokens, noted (and its time in the profile); _Retry
+        or a BackendError when it has none."""
+        status = reply.status
+        try:
+            answer, usage = answer_of(reply, parse, stream, self.usage)
+        except BadReply as e:
+            noted.end(status, "bad-reply")
+            error = BackendError(ErrorKind.BAD_REPLY, e.message, status=status, attempts=attempt, retryable=e.again)
+            raise (_Retry(error) if e.again else error) from None
+        except BackendError as e:
+            e.attempts = attempt
+            noted.end(status, e.kind)
+            raise
+        timings = stream.timings(sent) if stream is not None and reply.streamed else None
+        noted.end(status, "ok", usage, timings)
+        tokens = usage[1] if usage is not None else stream.tokens() if stream is not None and timings else 0
+        self.profile.add(sent, self._clock() - sent, tokens, *(timings or (None, None)))
+        return cast(T, answer), usage
+
+    def _stream_url(self, endpoint: URL) -> URL:
+        """Where a streamed request goes (LightLLM: /generate_stream beside /generate)."""
+        return endpoint
 
     def _failed(self, reply: Reply, message: str, replica: Replica, attempt: int, free: bool) -> _Retry | BackendError:
         """What a reply other than 2xx means: another attempt (408, 429, 5xx) or the end of the request.

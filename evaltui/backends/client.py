@@ -26,6 +26,7 @@ from aiohttp.helpers import basicauth_from_netrc, get_env_proxy_for_url, netrc_f
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from evaltui.backends.sse import Stream, StreamTooLarge, is_event_stream, read_events
 from evaltui.failure import ErrorKind
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Reply:
     reason: str
     headers: CIMultiDictProxy[str]
     body: bytes
+    streamed: bool = False  # its events went to the attempt's Stream as they came (the body is not kept)
 
 
 class ReplyTooLarge(Exception):
@@ -163,9 +165,12 @@ class ModelClient:
             await self._session.close()
             self._session = None
 
-    async def post(self, url: URL, body: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout, replica: int = 0) -> Reply:
+    async def post(
+        self, url: URL, body: bytes, headers: dict[str, str], timeout: aiohttp.ClientTimeout, replica: int = 0, stream: Stream | None = None
+    ) -> Reply:
         """POST to the model's `replica` (an index into its urls) and read the whole reply within
-        `timeout`; RequestFailed when no HTTP reply came."""
+        `timeout`; RequestFailed when no HTTP reply came. With a `stream`, a 2xx event stream's
+        events go to it as they arrive (sse.py), within the same timeout and max_reply_bytes."""
         session = self._session
         if session is None:
             raise RuntimeError("ModelClient used outside `async with`")
@@ -174,6 +179,8 @@ class ModelClient:
             async with session.post(
                 url, data=body, headers=headers, timeout=timeout, allow_redirects=False, proxy=proxy, proxy_auth=proxy_auth
             ) as resp:
+                if stream is not None and 200 <= resp.status < 300 and is_event_stream(resp):
+                    return await _read_stream(resp, self.cfg.max_reply_bytes, stream)
                 data = await _read_capped(resp, self.cfg.max_reply_bytes)
                 return Reply(resp.status, resp.reason or "", resp.headers, data)
         except asyncio.TimeoutError as e:  # aiohttp's own timeouts are TimeoutErrors too
@@ -230,6 +237,14 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> bytes:
         body += piece
     resp.close()  # drops the connection and what it had buffered
     raise ReplyTooLarge(_unread(resp), f"the reply is larger than max_reply_bytes ({cap:,}): more than {cap:,} bytes came, the rest was not read")
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, cap: int, stream: Stream) -> Reply:
+    try:
+        await read_events(resp, cap, stream)
+    except StreamTooLarge as e:
+        raise ReplyTooLarge(_unread(resp), str(e)) from None
+    return Reply(resp.status, resp.reason or "", resp.headers, b"", streamed=True)
 
 
 def _unread(resp: aiohttp.ClientResponse) -> Reply:

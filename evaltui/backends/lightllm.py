@@ -11,6 +11,7 @@ from evaltui.backends.base import Backend, BackendError
 from evaltui.backends.loglikelihood import NoLogprobs, lightllm_ids, lightllm_sum, split_whitespace
 from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
+from evaltui.backends.sse import Stream, StreamUnparseable
 from evaltui.backends.trace import Trace
 from evaltui.failure import ErrorKind
 
@@ -57,11 +58,38 @@ def lightllm_params(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class TokenStream(Stream):
+    """`/generate_stream`'s events: `{"token": {"text", "special", …}, "finished", …}` a token
+    each — LightLLM's token also counts `prompt_tokens` and `count_output_tokens`; TGI ends with
+    an event whose `generated_text` is the whole answer. A special token (TGI's end of text) is
+    no text."""
+
+    def take(self, obj: Any) -> str:
+        if not isinstance(obj, dict):
+            raise StreamUnparseable("an event is not a JSON object")
+        if obj.get("error"):
+            raise StreamUnparseable(f"the server sent an error in the stream: {str(obj['error'])[:500]}")
+        if obj.get("finished") is True or isinstance(obj.get("generated_text"), str):
+            self.done = True  # (this event's own token is text all the same)
+        token = obj.get("token")
+        if not isinstance(token, dict):
+            return ""
+        if "count_output_tokens" in token or "prompt_tokens" in token:
+            self.usage = count_tokens(token.get("prompt_tokens")), count_tokens(token.get("count_output_tokens"))
+        text = token.get("text")
+        return text if isinstance(text, str) and not token.get("special") else ""
+
+
 class LightLLMBackend(Backend):
     computes_ppl = True
 
     def _endpoint_url(self, url: str) -> URL:
         return URL(url)
+
+    def _stream_url(self, endpoint: URL) -> URL:
+        """LightLLM's (and TGI's) streaming endpoint beside the /generate the plan names."""
+        path = endpoint.path
+        return endpoint.with_path(path + "_stream") if path.endswith("/generate") else endpoint
 
     def _health_url(self, url: str) -> URL:
         """LightLLM's `GET /health`, beside the `/generate` the plan names."""
@@ -88,7 +116,8 @@ class LightLLMBackend(Backend):
     ) -> str:
         payload = self.payload(prompt, system, epoch=epoch, settings=settings, join=join)
         new_tokens = max_new_tokens(payload["parameters"]) if settings else None
-        return await self._post(payload, _generated_text, self.cost(payload["inputs"], new_tokens), trace)
+        stream = TokenStream if self.cfg.stream else None
+        return await self._post(payload, _generated_text, self.cost(payload["inputs"], new_tokens), trace, stream)
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         # Only the prompt's log-probs matter: ask for one new token instead of max_new_tokens.

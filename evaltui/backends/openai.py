@@ -11,6 +11,7 @@ from evaltui.backends.base import Backend, BackendError
 from evaltui.backends.loglikelihood import NoLogprobs, completion_payload, completion_sum
 from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
+from evaltui.backends.sse import Stream, StreamUnparseable
 from evaltui.backends.trace import Trace
 from evaltui.failure import ErrorKind
 
@@ -115,6 +116,46 @@ def _completion_text(data: Any) -> str:
     return text
 
 
+class _ChunkStream(Stream):
+    """OpenAI's streamed chunks: `choices[0]` carries the text, a last chunk the `usage`
+    (asked for with stream_options.include_usage), `data: [DONE]` ends it."""
+
+    def take(self, obj: Any) -> str:
+        if not isinstance(obj, dict):
+            raise StreamUnparseable("an event is not a JSON object")
+        error = obj.get("error")
+        if error:
+            message = error.get("message") if isinstance(error, dict) else error
+            raise StreamUnparseable(f"the server sent an error in the stream: {str(message)[:500]}")
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.usage = count_tokens(usage.get("prompt_tokens")), count_tokens(usage.get("completion_tokens"))
+        choices = obj.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return ""
+        if choices[0].get("finish_reason"):
+            self.finished = True
+        text = self.text(choices[0])
+        return text if isinstance(text, str) else ""
+
+    def text(self, choice: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+class _ChatStream(_ChunkStream):
+    def text(self, choice: dict[str, Any]) -> Any:
+        delta = choice.get("delta")
+        return delta.get("content") if isinstance(delta, dict) else None
+
+
+class _CompletionStream(_ChunkStream):
+    def text(self, choice: dict[str, Any]) -> Any:
+        return choice.get("text")
+
+
+STREAMING = {"stream": True, "stream_options": {"include_usage": True}}  # a model's `stream = true`: the usage comes last
+
+
 class OpenAIChatBackend(_OpenAIBackend):
     endpoint = "/chat/completions"
 
@@ -125,13 +166,14 @@ class OpenAIChatBackend(_OpenAIBackend):
         stop = params.get("stop")
         if isinstance(stop, list) and len(stop) > MAX_CHAT_STOPS:  # OpenAI's limit; lm-eval's chat client sends as many
             params = {**params, "stop": stop[:MAX_CHAT_STOPS]}
-        return {"model": self._model, "messages": messages, **params}
+        return {"model": self._model, "messages": messages, **params, **(STREAMING if self.cfg.stream else {})}
 
     async def generate(
         self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
         payload = self.payload(prompt, system, epoch=epoch, settings=settings)
-        return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace)
+        stream = _ChatStream if self.cfg.stream else None
+        return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace, stream)
 
 
 class OpenAICompletionsBackend(_OpenAIBackend):
@@ -139,13 +181,15 @@ class OpenAICompletionsBackend(_OpenAIBackend):
     computes_ppl = True
 
     def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
-        return {"model": self._model, "prompt": f"{system}{join}{prompt}" if system else prompt, **self._sampling(epoch, settings)}
+        text = f"{system}{join}{prompt}" if system else prompt
+        return {"model": self._model, "prompt": text, **self._sampling(epoch, settings), **(STREAMING if self.cfg.stream else {})}
 
     async def generate(
         self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
         payload = self.payload(prompt, system, epoch=epoch, settings=settings, join=join)
-        return await self._post(payload, _completion_text, self._cost(payload["prompt"], settings), trace)
+        stream = _CompletionStream if self.cfg.stream else None
+        return await self._post(payload, _completion_text, self._cost(payload["prompt"], settings), trace, stream)
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         payload = {**self._params, "model": self._model, "prompt": text, "echo": True, "logprobs": 1, "max_tokens": 1}

@@ -119,6 +119,13 @@ class LatencyProfile:
         self._busy = max(self._busy + (self._end - self._start), other._busy + (other._end - other._start))
         self._start = self._end = 0.0
 
+    def copy(self) -> LatencyProfile:
+        """A copy that the engine's later requests do not change (what a ModelLoad carries)."""
+        other = LatencyProfile()
+        other.merge(self)
+        other._busy, other._start, other._end = self._busy, self._start, self._end
+        return other
+
     @property
     def busy(self) -> float:
         return self._busy + (self._end - self._start)

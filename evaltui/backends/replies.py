@@ -7,10 +7,12 @@ backend masks the secrets in it once, as the failure leaves `Backend._post`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from evaltui import fastjson
 from evaltui.backends.client import Reply, one_line
+from evaltui.backends.sse import Stream, StreamUnparseable
 
 
 class Unparseable(Exception):
@@ -57,6 +59,33 @@ def reply_json(body: bytes) -> Any:
         except UnicodeDecodeError:
             return fastjson.loads(body.decode("utf-8", "replace"))
         raise
+
+
+class BadReply(Exception):
+    """A 2xx reply without the protocol's answer; `again`: another try may get one."""
+
+    def __init__(self, message: str, *, again: bool) -> None:
+        super().__init__(message)
+        self.message, self.again = message, again
+
+
+Tokens = tuple[int, int]  # (prompt, completion), as a reply reports them
+
+
+def answer_of(reply: Reply, parse: Callable[[Any], Any], stream: Stream | None, usage: Callable[[Any], Tokens | None]) -> tuple[Any, Tokens | None]:
+    """A 2xx reply's answer — parsed from its JSON, or the text its events streamed (`stream`) —
+    and the (prompt, completion) tokens it reports; BadReply when it has none. A server that
+    streams what was asked whole streams again on a retry: not worth one."""
+    try:
+        if reply.streamed:
+            assert stream is not None
+            return stream.answer(), stream.usage
+        data = reply_json(reply.body)
+        return parse(data), usage(data)
+    except (ValueError, Unparseable, KeyError, IndexError, TypeError, StreamUnparseable) as e:
+        if stream is None and is_event_stream(reply):
+            raise BadReply(EVENT_STREAM, again=False) from None
+        raise BadReply(str(e) if isinstance(e, StreamUnparseable) else unparseable(reply, e), again=True) from None
 
 
 def is_event_stream(reply: Reply) -> bool:

@@ -16,6 +16,7 @@ import time
 from typing import Protocol
 
 Attempt = tuple[float, float, "int | None", str] | tuple[float, float, "int | None", str, str]
+Timings = tuple["float | None", "float | None"]  # a streamed reply's (time to first token, inter-token latency)
 
 
 class SampleBudget(Protocol):
@@ -39,7 +40,7 @@ class Untraced:
     async def start(self, estimate: int = 0) -> str | None:
         return None
 
-    def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None) -> None:
+    def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None, stream: Timings | None = None) -> None:
         return None
 
 
@@ -47,7 +48,7 @@ NO_TRACE = Untraced()
 
 
 class Trace(Untraced):
-    __slots__ = ("attempts", "prompt_tokens", "completion_tokens", "budget", "replica", "_at", "_t0", "_held")
+    __slots__ = ("attempts", "prompt_tokens", "completion_tokens", "budget", "replica", "ttft", "itl", "_at", "_t0", "_held")
 
     def __init__(self, budget: SampleBudget | None = None):
         self.attempts: list[Attempt] = []
@@ -55,6 +56,8 @@ class Trace(Untraced):
         self.completion_tokens = 0
         self.budget = budget
         self.replica: str | None = None  # the replica the next attempt goes to, when a backend has several
+        self.ttft: float | None = None  # streamed: the answered attempt's time to first token
+        self.itl: float | None = None  # and its mean time between tokens
         self._at = self._t0 = 0.0
         self._held: int | None = None  # the estimate the budget holds for the attempt in flight
 
@@ -69,11 +72,14 @@ class Trace(Untraced):
         self._at, self._t0 = time.time(), time.monotonic()
         return None
 
-    def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None) -> None:
-        """The attempt started last is over; `usage`: the (prompt, completion) tokens its reply reports."""
+    def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None, stream: Timings | None = None) -> None:
+        """The attempt started last is over; `usage`: the (prompt, completion) tokens its reply
+        reports; `stream`: a streamed reply's timings."""
         at, took = round(self._at, 3), round(time.monotonic() - self._t0, 4)  # ms, 0.1 ms: what a reader needs
         self.attempts.append((at, took, status, outcome) if self.replica is None else (at, took, status, outcome, self.replica))
         self._t0 = 0.0
+        if stream is not None:
+            self.ttft, self.itl = stream
         if usage is not None:
             self.prompt_tokens += usage[0]
             self.completion_tokens += usage[1]

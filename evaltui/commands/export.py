@@ -20,27 +20,34 @@ from evaltui.exitcode import ExitCode
 from evaltui.fsutil import atomic_writer, json_bytes
 from evaltui.scoring.summary import RunSummary
 
-EXPORT_FORMATS = ("json", "jsonl")
+EXPORT_FORMATS = ("json", "jsonl", "inspect", "lm-eval")
+FOLDER_FORMATS = ("inspect", "lm-eval")  # a folder of files, in another tool's layout (inspect_export.py, lmeval_export.py)
 SCHEMA = "evaltui.export/1"
 
 Records = Callable[[PairView], Iterator[dict[str, Any]]]
 
 
-def output_problem(output: str, work_dir: Path) -> str:
+def output_problem(output: str, work_dir: Path, *, folder: bool = False) -> str:
     """Why `-o` may not be written ("" when it may): inside the work dir it exports (its own
     plan.toml or results would be overwritten, and the work dir is the run's record), or in a
-    folder that does not exist (a typo must not create folders)."""
+    folder that does not exist (a typo must not create folders). `folder`: `-o` names a folder
+    to write files into (made when missing), not a file."""
     path = Path(output).expanduser().resolve()
     if path.is_relative_to(work_dir.resolve()):
         return f"is inside the work dir being exported ({work_dir}); write it elsewhere"
     if not path.parent.is_dir():
         return f"no such folder: {path.parent}"
-    if path.is_dir():
+    if path.is_dir() and not folder:
         return "is a folder; name a file"
+    if folder and path.exists() and not path.is_dir():
+        return "is a file; name a folder (made when missing) for the logs"
     return ""
 
 
 def export(view: WorkDirView, pairs: list[PairView], records: Records, fmt: str, output: str | None) -> int:
+    if fmt in FOLDER_FORMATS:
+        assert output is not None
+        return _to_folder(view, pairs, records, fmt, Path(output))
     write = _jsonl if fmt == "jsonl" else _json
     if output is None:
         write(sys.stdout.buffer, view, pairs, records)
@@ -53,6 +60,22 @@ def export(view: WorkDirView, pairs: list[PairView], records: Records, fmt: str,
         print(f"evaltui: -o {output}: cannot write: {e.strerror or e}", file=sys.stderr)
         return ExitCode.USAGE
     return ExitCode.OK
+
+
+def _to_folder(view: WorkDirView, pairs: list[PairView], records: Records, fmt: str, folder: Path) -> int:
+    """Inspect AI's eval logs or lm-eval's results and samples, in `folder`; a line saying what was written."""
+    from evaltui.commands import inspect_export, lmeval_export
+
+    try:
+        if fmt == "inspect":
+            written = inspect_export.export_inspect(view, pairs, records, folder)
+        else:
+            written = lmeval_export.export_lmeval(view, pairs, records, folder)
+    except OSError as e:
+        print(f"evaltui: -o {folder}: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"{folder}: {len(written)} file{'s' if len(written) != 1 else ''} in {'Inspect AI eval logs' if fmt == 'inspect' else 'lm-eval'}'s layout")
+    return 0
 
 
 def _run(view: WorkDirView) -> dict[str, Any]:

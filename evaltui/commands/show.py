@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from evaltui.cliargs import OneLineParser
+from evaltui.commands import inspect_export
 from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
-from evaltui.commands.export import EXPORT_FORMATS, export, output_problem
+from evaltui.commands.export import EXPORT_FORMATS, FOLDER_FORMATS, export, output_problem
 from evaltui.engine.disk.records import PairView, WorkDirView
 from evaltui.exitcode import ExitCode
 
@@ -32,8 +33,10 @@ def build_parser() -> OneLineParser:
     p.add_argument("--wrong", action="store_true", help="only the samples scored wrong (failed ones included)")
     p.add_argument("--full", action="store_true", help="also each sample's prompt and answer")
     p.add_argument("--limit", type=count, default=0, metavar="N", help="at most N samples per model×dataset (0: all)")
-    p.add_argument("--export", choices=EXPORT_FORMATS, help="write the plan, versions, metrics and records as one JSON or JSON Lines file instead")
-    p.add_argument("-o", "--output", metavar="FILE", help="--export: the file to write (default: standard output)")
+    p.add_argument("--export", choices=EXPORT_FORMATS, help="write the plan, versions, metrics and records as one JSON or JSON Lines file instead; "
+                   "inspect: an Inspect AI eval log per model×dataset (inspect view reads them; needs evaltui[inspect]); "
+                   "lm-eval: lm-evaluation-harness's results_*.json and samples_*.jsonl")
+    p.add_argument("-o", "--output", metavar="FILE", help="--export: the file to write (default: standard output); inspect and lm-eval: the folder")
     return p
 
 
@@ -42,10 +45,15 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.output is not None and not args.export:
         parser.error("-o/--output is the file --export writes: give --export json or --export jsonl too")
+    if args.export in FOLDER_FORMATS and args.output is None:
+        parser.error(f"--export {args.export} writes a folder of files: give -o DIR")
+    if args.export == "inspect" and not inspect_export.available():
+        print(f"evaltui: {inspect_export.MISSING}", file=sys.stderr)
+        return ExitCode.USAGE
     view = open_view(WorkDirArgs(args.work_dir, args.model, args.dataset))
     if view is None:
         return ExitCode.USAGE
-    if args.output is not None and (problem := output_problem(args.output, view.workdir.root)):
+    if args.output is not None and (problem := output_problem(args.output, view.workdir.root, folder=args.export in FOLDER_FORMATS)):
         print(f"evaltui: -o {args.output}: {problem}", file=sys.stderr)
         return ExitCode.USAGE
     pairs = view.pairs(args.model, args.dataset)

@@ -13,7 +13,7 @@ files are checked against the templates), so neither imports it but for type che
 from evaltui.plan.errors import PlanError
 from evaltui.plan.evaluator import EvaluatorConfig
 from evaltui.plan.load import load_plan, parse_samples, read_snapshot, samples_spec, select
-from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig
+from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, Price, RunConfig
 
 __all__ = [
     "ABBR_RE",
@@ -22,6 +22,7 @@ __all__ = [
     "ModelConfig",
     "Plan",
     "PlanError",
+    "Price",
     "RunConfig",
     "load_plan",
     "read_snapshot",

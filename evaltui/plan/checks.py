@@ -97,7 +97,7 @@ def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
     if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
         problems.append(f"generation_kwargs.max_new_tokens: must be an integer ≥ 1 (got {mnt!r})")
     if m.generation_kwargs.get("stream"):
-        problems.append("generation_kwargs.stream: evaltui reads each reply whole and does not speak streamed (SSE) replies; remove stream")
+        problems.append("generation_kwargs.stream: remove stream from here: streaming is a setting of the model (`stream = true` beside its url)")
     for k, v in m.headers.items():
         problems += _check_header(k, v)
     if m.ca_file is not None:

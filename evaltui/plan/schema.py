@@ -38,6 +38,16 @@ def default_max_workers() -> int:
     return min(32, (os.cpu_count() or 1) + 4)
 
 
+class Price(Strict):
+    """What a model's tokens cost, per million, in your currency (the costs shown are in it)."""
+
+    input: float = Field(0.0, ge=0, le=1e9)  # a million prompt tokens
+    output: float = Field(0.0, ge=0, le=1e9)  # a million completion tokens
+
+    def of(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+
+
 class RunConfig(Strict):
     work_dir: str | None = None
     max_num_workers: int = Field(1, ge=1, le=256)
@@ -50,6 +60,7 @@ class RunConfig(Strict):
     epochs: int = Field(1, ge=1, le=MAX_EPOCHS)  # what a dataset without `epochs` of its own runs
     sample_log: bool = True  # logs/samples/: every (sample, epoch)'s prompt, attempts, answer and usage
     executor: Literal["local", "ray"] = "local"  # where requests (and code_exec) run: this process, or a Ray cluster
+    cost_limit: float = Field(0.0, ge=0, le=1e12)  # no new request once this run's tokens cost this much (the models' prices); 0 = none
 
 
 class ModelConfig(Strict):
@@ -76,6 +87,8 @@ class ModelConfig(Strict):
     headers: dict[str, str] = Field(default_factory=dict)
     ca_file: str | None = None
     verify: bool = True
+    stream: bool = False  # ask for streamed replies (SSE): each answer's time to first token and between tokens
+    price: Price | None = None  # per million tokens: {input = 2.5, output = 10.0}; the run's cost is shown and cost_limit applies
 
     @field_validator("url", mode="before")
     @classmethod

@@ -14,11 +14,12 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from evaltui.backends.profile import ProfileSnapshot
 from evaltui.fsutil import atomic_write_text
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
@@ -89,15 +90,27 @@ def render_md(table: Leaderboard) -> str:
 RENDERERS = {"txt": render_txt, "csv": render_csv, "md": render_md}
 
 
-def write_summary(work_dir: str | os.PathLike[str], table: Leaderboard, now: datetime | None = None) -> dict[str, Path]:
-    """`<work_dir>/summary/summary_<YYYYmmdd_HHMMSS>.{txt,csv,md}`, paths keyed by extension."""
+def write_summary(
+    work_dir: str | os.PathLike[str], table: Leaderboard, now: datetime | None = None, models: Sequence[ModelRow] = ()
+) -> dict[str, Path]:
+    """`<work_dir>/summary/summary_<YYYYmmdd_HHMMSS>.{txt,csv,md}`, paths keyed by extension;
+    with `models` (each one's latency profile and, priced, cost) their tables below the leaderboard
+    in the txt and md, and `models_<stamp>.csv` (and `cost_<stamp>.csv`) beside them."""
     stamp = (now or datetime.now()).strftime("%Y%m%d_%H%M%S")
     folder = Path(work_dir) / "summary"
+    extra = {"txt": render_models_txt, "md": render_models_md} if models else {}
     paths = {}
     for ext, render in RENDERERS.items():
         path = folder / f"summary_{stamp}.{ext}"
-        atomic_write_text(path, render(table))
+        text = render(table)
+        if ext in extra:
+            text += "\n" + extra[ext](models)
+        atomic_write_text(path, text)
         paths[ext] = path
+    if models:  # (beside the leaderboard's files, not among them: OpenCompass's readers take summary_*)
+        atomic_write_text(folder / f"models_{stamp}.csv", render_models_csv(models))
+    if any(m.cost is not None for m in models):
+        atomic_write_text(folder / f"cost_{stamp}.csv", render_cost_csv(models))
     return paths
 
 
@@ -184,3 +197,98 @@ class RunSummary:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+# -- the models' tables: each one's latency profile and throughput; priced, its tokens and cost
+
+MODELS_HEADER = ("model", "answered", "latency p50", "p90", "p99", "ttft p50", "ttft p90", "ttft p99", "itl p50", "req/s", "tokens/s")
+CSV_HEADER = ("model", "answered", "latency_p50_s", "latency_p90_s", "latency_p99_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "itl_p50_s",
+              "requests_per_s", "tokens_per_s")
+
+
+class ModelRow(NamedTuple):
+    model: str
+    profile: ProfileSnapshot
+    usage: tuple[tuple[str, int, int, float], ...] = ()  # priced: (dataset, prompt tokens, completion tokens, cost), this run
+    cost: float | None = None  # priced: the model's, this run
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _digits(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _model_cells(r: ModelRow) -> list[str]:
+    p = r.profile
+    return [r.model, str(p.requests), *map(_seconds, p.latency), *map(_seconds, p.ttft), _seconds(p.itl.p50),
+            _digits(p.requests_per_s, 1), _digits(p.tokens_per_s, 0)]
+
+
+def _cost_rows(rows: Sequence[ModelRow]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        if r.cost is None:
+            continue
+        out += [[r.model, d, f"{p:,}", f"{c:,}", f"{cost:.4f}"] for d, p, c, cost in r.usage]
+        out.append([r.model, "(all)", f"{sum(x[1] for x in r.usage):,}", f"{sum(x[2] for x in r.usage):,}", f"{r.cost:.4f}"])
+    return out
+
+
+COST_HEADER = ("model", "dataset", "prompt tokens", "completion tokens", "cost")
+
+
+def _txt_table(header: Sequence[str], rows: list[list[str]], left: int) -> list[str]:
+    table = [list(header), *rows]
+    widths = [max(len(line[c]) for line in table) for c in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(w) if c < left else cell.rjust(w) for c, (cell, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return [line(table[0]), "  ".join("-" * w for w in widths), *(line(r) for r in table[1:])]
+
+
+def render_models_txt(rows: Sequence[ModelRow]) -> str:
+    title = "Latency and throughput of this run's requests (ttft: time to first token, itl: between tokens; streamed requests only)"
+    out = [title, "", *_txt_table(MODELS_HEADER, [_model_cells(r) for r in rows], 1)]
+    costs = _cost_rows(rows)
+    if costs:
+        out += ["", "Cost of this run's tokens (as the servers counted them; the models' prices per million)", ""]
+        out += _txt_table(COST_HEADER, costs, 2)
+    return "\n".join(out) + "\n"
+
+
+def render_models_md(rows: Sequence[ModelRow]) -> str:
+    rule = "|" + "|".join("---" if c == 0 else "---:" for c in range(len(MODELS_HEADER))) + "|"
+    lines = ["### Latency and throughput", "", "| " + " | ".join(MODELS_HEADER) + " |", rule]
+    lines += ["| " + " | ".join(_model_cells(r)) + " |" for r in rows]
+    costs = _cost_rows(rows)
+    if costs:
+        lines += ["", "### Cost", "", "| " + " | ".join(COST_HEADER) + " |", "|---|---|---:|---:|---:|"]
+        lines += ["| " + " | ".join(c) + " |" for c in costs]
+    return "\n".join(lines) + "\n"
+
+
+def render_cost_csv(rows: Sequence[ModelRow]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("model", "dataset", "prompt_tokens", "completion_tokens", "cost"))
+    for r in rows:
+        for d, p, c, cost in r.usage if r.cost is not None else ():
+            writer.writerow((r.model, d, p, c, f"{cost:.6g}"))
+    return out.getvalue()
+
+
+def render_models_csv(rows: Sequence[ModelRow]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_HEADER)
+    for r in rows:
+        p = r.profile
+        numbers = [*p.latency, *p.ttft, p.itl.p50, p.requests_per_s, p.tokens_per_s]
+        writer.writerow([r.model, p.requests, *("" if v is None else f"{v:.6g}" for v in numbers)])
+    return out.getvalue()

@@ -25,7 +25,7 @@ from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_
 from evaltui.sim.server import SimServer
 
 PROG = "evaltui-sim"
-_PROFILE_KEYS = ("accuracy", "latency", "jitter")
+_PROFILE_KEYS = ("accuracy", "latency", "jitter", "token_latency")
 
 
 def _float(text: str) -> float:
@@ -84,7 +84,7 @@ def _kind(text: str) -> str:
 
 
 def parse_model_spec(text: str) -> tuple[str, dict[str, float]]:
-    """`NAME[:accuracy=0.9,latency=0.05,jitter=0.01]` -> (name, overrides)."""
+    """`NAME[:accuracy=0.9,latency=0.05,jitter=0.01,token_latency=0.005]` -> (name, overrides)."""
     name, sep, settings = text.rpartition(":")
     if not sep or "=" not in settings:
         name, settings = text, ""
@@ -114,8 +114,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="seconds per reply (default: 0)")
     g.add_argument("--jitter", dest="sim_jitter", type=_seconds, metavar="SECONDS", default=0.0,
                    help="extra uniform random delay in [0, JITTER] seconds (default: 0)")
+    g.add_argument("--token-latency", dest="sim_token_latency", type=_seconds, metavar="SECONDS", default=0.0,
+                   help="streamed replies (stream: true, /generate_stream): seconds between tokens after the first, "
+                   "which comes after --latency (default: 0)")
     g.add_argument("--model", dest="sim_models", type=parse_model_spec, action="append", default=[],
-                   metavar="NAME[:accuracy=A,latency=S,jitter=S]",
+                   metavar="NAME[:accuracy=A,latency=S,jitter=S,token_latency=S]",
                    help="a named model's profile (repeatable); unset fields use the defaults above")
     g.add_argument("--answer-key", dest="sim_answer_keys", action="append", default=[], metavar="FILE",
                    help='JSONL of {"prompt", "answer"} or {"prompt", "choices", "answer"} (repeatable)')
@@ -156,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """Raises ValueError with a one-line reason."""
-    default = ModelProfile(args.sim_accuracy, args.sim_latency, args.sim_jitter)
+    default = ModelProfile(args.sim_accuracy, args.sim_latency, args.sim_jitter, args.sim_token_latency)
     models: dict[str, ModelProfile] = {}
     for name, overrides in args.sim_models:
         fields: dict[str, Any] = {k: getattr(default, k) for k in _PROFILE_KEYS}

@@ -52,11 +52,13 @@ class ModelProfile:
     accuracy: float = 1.0
     latency: float = 0.0
     jitter: float = 0.0
+    token_latency: float = 0.0  # streamed replies: seconds between tokens after the first (which comes after `latency`)
 
     def __post_init__(self) -> None:
         self.accuracy = _check_number("accuracy", self.accuracy, 0.0, 1.0)
         self.latency = _check_number("latency", self.latency, 0.0)
         self.jitter = _check_number("jitter", self.jitter, 0.0)
+        self.token_latency = _check_number("token_latency", self.token_latency, 0.0)
 
 
 @dataclass

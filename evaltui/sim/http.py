@@ -43,9 +43,10 @@ class Request:
 class Reply:
     """One response. `drop` aborts the connection instead; `delay` s pass before it is sent, and
     `settle` is called once when it is sent (`settle(True)`) or its client has gone, or the
-    server stopped, first (`settle(False)`)."""
+    server stopped, first (`settle(False)`). `events`: a streamed reply's server-sent events
+    (each `data: …` and its blank line), sent `gap` s apart, the first after `delay`."""
 
-    __slots__ = ("status", "body", "content_type", "headers", "drop", "delay", "settle")
+    __slots__ = ("status", "body", "content_type", "headers", "drop", "delay", "settle", "events", "gap")
 
     def __init__(self, status: int = 200, body: bytes = b"", content_type: str | None = None,
                  headers: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (),
@@ -57,6 +58,26 @@ class Reply:
         self.drop = drop
         self.delay = 0.0
         self.settle: Callable[[bool], None] | None = None
+        self.events: list[bytes] | None = None
+        self.gap = 0.0
+
+
+def event_stream(events: list[bytes]) -> Reply:
+    """A streamed reply of these events' data (each framed `data: …` and a blank line)."""
+    reply = Reply(200, b"", "text/event-stream")
+    reply.events = [b"data: " + data + b"\n\n" for data in events]
+    return reply
+
+
+async def _send_events(request: web.Request, reply: Reply, headers: list[tuple[str, str]]) -> web.StreamResponse:
+    resp = web.StreamResponse(status=reply.status, headers=[*headers, ("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
+    await resp.prepare(request)
+    for k, event in enumerate(reply.events or ()):
+        if k and reply.gap:
+            await asyncio.sleep(reply.gap)
+        await resp.write(event)
+    await resp.write_eof()
+    return resp
 
 
 def error_body(status: int, message: str, type_: str | None = None) -> bytes:
@@ -105,6 +126,8 @@ def make_app(handler: Handler, at_once: int = 0) -> web.Application:
             request.transport.abort()
             raise asyncio.CancelledError  # nothing more to write: end this request's task
         headers = [("Server", SERVER), *reply.headers]
+        if reply.events is not None:
+            return await _send_events(request, reply, headers)
         if reply.content_type is None:
             return _Untyped(status=reply.status, body=reply.body, headers=headers)
         return web.Response(status=reply.status, body=reply.body, headers=headers, content_type=reply.content_type)

@@ -1,4 +1,6 @@
-"""LightLLM's native `POST /generate`: the reply shape of `backends/lightllm.py`'s server.
+"""LightLLM's native `POST /generate`: the reply shape of `backends/lightllm.py`'s server; and
+`POST /generate_stream`, its server-sent events: one per token, as LightLLM's own (each token
+with `count_output_tokens` and `prompt_tokens` so far; the last `finished`).
 
 With `prompt_logprobs` (LightLLM's --return_all_prompt_logprobs) the reply carries the prompt's
 token ids and log-probabilities, which ppl-mode datasets are ranked by.
@@ -9,17 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evaltui import fastjson
 from evaltui.sim import answers
 from evaltui.sim.call import BadRequest, Call, json_reply, max_tokens
 from evaltui.sim.config import SimConfig
-from evaltui.sim.http import Reply
+from evaltui.sim.http import Reply, event_stream
 
 
 class LightLLMDialect:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
 
-    def generate(self, call: Call, body: dict[str, Any]) -> tuple[int, Callable[[float], Reply]]:
+    def generate_stream(self, call: Call, body: dict[str, Any]) -> tuple[int, Callable[[float], Reply]]:
+        return self.generate(call, body, stream=True)
+
+    def generate(self, call: Call, body: dict[str, Any], *, stream: bool = False) -> tuple[int, Callable[[float], Reply]]:
         inputs = body.get("inputs")
         if not isinstance(inputs, str):
             raise BadRequest('"inputs" must be a string')
@@ -44,6 +50,8 @@ class LightLLMDialect:
                 "prompt_tokens": len(pieces) + 1,
             }
             call.tokens = len(pieces) + 1 + n_out
+            if stream:
+                return _token_events(answers.tokenize(text) or [""], len(pieces) + 1, finish)
             if lps is not None:
                 ids = [answers.BOS_ID] + [answers.token_id(p) for p in pieces]
                 out["prompt_token_ids"] = ids
@@ -51,3 +59,12 @@ class LightLLMDialect:
             return json_reply(cfg, out)
 
         return len(inputs), make
+
+
+def _token_events(tokens: list[str], prompt_tokens: int, finish: str) -> Reply:
+    events = []
+    for k, text in enumerate(tokens):
+        last = k == len(tokens) - 1
+        token = {"id": answers.token_id(text), "text": text, "logprob": None, "special": False, "count_output_tokens": k + 1, "prompt_tokens": prompt_tokens}
+        events.append(fastjson.dumps({"token": token, "generated_text": None, "finished": last, "finish_reason": finish if last else None, "details": None}))
+    return event_stream(events)

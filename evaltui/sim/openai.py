@@ -1,7 +1,8 @@
 """OpenAI's `/v1/chat/completions` and `/v1/completions`: what `backends/openai.py` talks to.
 
-Both answer whole or, with `stream`, as server-sent events (evaltui itself never streams; the
-simulator does so that other clients can be tested against it). Completions echo the prompt's
+Both answer whole or, with `stream`, as server-sent events: a chunk per token (the first one
+after the model's latency, the others its token_latency apart), the finish, the usage when
+`stream_options.include_usage` asks for it, then `[DONE]` — as vLLM and SGLang stream. Completions echo the prompt's
 log-probabilities with `echo` and `logprobs`, which ppl-mode datasets are ranked by.
 """
 
@@ -16,7 +17,7 @@ from evaltui import fastjson
 from evaltui.sim import answers
 from evaltui.sim.call import BadRequest, Call, json_reply, max_tokens
 from evaltui.sim.config import SimConfig
-from evaltui.sim.http import Reply
+from evaltui.sim.http import Reply, event_stream
 
 _PROMPT_FIELDS = ("model", "messages", "prompt")
 _dumps = fastjson.dumps
@@ -85,11 +86,11 @@ class OpenAIDialect:
                 head = {"id": ident, "object": "chat.completion.chunk", "created": created,
                         "model": model_field}
                 chunks: list[dict[str, Any]] = [
-                    dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": text},
-                                         "logprobs": None, "finish_reason": None}]),
-                    dict(head, choices=[{"index": 0, "delta": {}, "logprobs": None,
-                                         "finish_reason": finish}]),
+                    dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": piece} if not k else {"content": piece},
+                                         "logprobs": None, "finish_reason": None}])
+                    for k, piece in enumerate(answers.tokenize(text) or [""])
                 ]
+                chunks.append(dict(head, choices=[{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}]))
                 if include_usage:
                     chunks.append(dict(head, choices=[], usage=usage))
                 return self._sse(chunks)
@@ -113,6 +114,7 @@ class OpenAIDialect:
         logprobs = body.get("logprobs")
         want_logprobs = logprobs is not None and logprobs is not False
         stream = bool(body.get("stream"))
+        include_usage = isinstance(body.get("stream_options"), dict) and bool(body["stream_options"].get("include_usage"))
         model_field = body.get("model") if isinstance(body.get("model"), str) else call.model
         cfg = self.config
 
@@ -161,14 +163,16 @@ class OpenAIDialect:
                      "total_tokens": n_in_total + n_out_total}
             call.tokens = n_in_total + n_out_total
             if stream:
-                chunks = [dict(head, choices=[dict(c, finish_reason=None)]) for c in choices]
+                chunks = [dict(head, choices=[dict(c, text=piece, logprobs=None, finish_reason=None)])
+                          for c in choices for piece in answers.tokenize(str(c["text"])) or [""]]
                 chunks += [dict(head, choices=[{"index": c["index"], "text": "", "logprobs": None,
                                                 "finish_reason": c["finish_reason"]}]) for c in choices]
+                if include_usage:
+                    chunks.append(dict(head, choices=[], usage=usage))
                 return self._sse(chunks)
             return json_reply(cfg, dict(head, choices=choices, usage=usage))
 
         return sum(len(p) for p in prompts), make
 
     def _sse(self, chunks: list[dict[str, Any]]) -> Reply:
-        body = b"".join(b"data: " + _dumps(c) + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
-        return Reply(200, body, "text/event-stream")
+        return event_stream([*map(_dumps, chunks), b"[DONE]"])

@@ -32,20 +32,22 @@ from evaltui.sim.openai import OpenAIDialect
 from evaltui.sim.stats import SimStats
 
 GENERATE = "generate"
+GENERATE_STREAM = "generate_stream"
 CHAT = "chat"
 COMPLETIONS = "completions"
-MODEL_ENDPOINTS = (GENERATE, CHAT, COMPLETIONS)
+MODEL_ENDPOINTS = (GENERATE, GENERATE_STREAM, CHAT, COMPLETIONS)
 
 # Order matters: "/v1/chat/completions" must be tried before "/v1/completions".
 _SUFFIXES = (
     ("/v1/chat/completions", CHAT),
     ("/v1/completions", COMPLETIONS),
     ("/v1/models", "models"),
+    ("/generate_stream", GENERATE_STREAM),
     ("/generate", GENERATE),
     ("/health", "health"),
 )
 _EXACT = {"/sim/stats": "stats", "/sim/reset": "reset"}
-_METHODS = {GENERATE: "POST", CHAT: "POST", COMPLETIONS: "POST", "models": "GET",
+_METHODS = {GENERATE: "POST", GENERATE_STREAM: "POST", CHAT: "POST", COMPLETIONS: "POST", "models": "GET",
             "health": "GET", "stats": "GET", "reset": "POST"}
 _ROUTE_CACHE_SIZE = 4096
 
@@ -60,7 +62,8 @@ class SimApp:
         self._routes: dict[str, tuple[str, str | None] | None] = {}
         self._jitter_rng = random.Random(config.faults.seed)
         lightllm, openai = LightLLMDialect(config), OpenAIDialect(config)
-        self._builders: dict[str, Builder] = {GENERATE: lightllm.generate, CHAT: openai.chat, COMPLETIONS: openai.completions}
+        self._builders: dict[str, Builder] = {GENERATE: lightllm.generate, GENERATE_STREAM: lightllm.generate_stream, CHAT: openai.chat,
+                                              COMPLETIONS: openai.completions}
         self.on_die: Callable[[], None] | None = None  # called once `die_after` requests have come
 
     # --- plumbing ---------------------------------------------------------
@@ -173,14 +176,13 @@ class SimApp:
                 reply = make_body(profile.accuracy)
                 delay = faults.slow_seconds
             elif kind == "malformed":
-                good = make_body(profile.accuracy)
-                good.body = good.body[: max(1, len(good.body) // 2)]
-                reply = good
+                reply = _cut(make_body(profile.accuracy))
             else:
                 status = call.status = int(kind)
                 headers = (("Retry-After", format_seconds(faults.retry_after)),) if status == 429 else ()
                 self._end(call)
                 return self._error(status, simulated_message(status), headers=headers)
+        reply.gap = profile.token_latency  # (of a streamed reply's events)
         if delay <= 0:
             self._end(call)
             return reply
@@ -207,6 +209,14 @@ class SimApp:
     def _end(self, call: Call, sent: bool = True) -> None:
         status = call.status if sent else 0  # a reply never sent is logged as a dropped connection
         self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params, status, call.tokens if sent else 0)
+
+
+def _cut(reply: Reply) -> Reply:
+    """A reply cut half-way: half its body, or half its events (no last one)."""
+    reply.body = reply.body[: max(1, len(reply.body) // 2)]
+    if reply.events:
+        reply.events = reply.events[: max(1, len(reply.events) // 2)]
+    return reply
 
 
 #: aiohttp logs a traceback for every malformed request; the client already got a 400 that says

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-SIM_OPTIONS = {"accuracy": (0.0, 1.0), "latency": (0.0, 600.0), "jitter": (0.0, 600.0)}
+SIM_OPTIONS = {"accuracy": (0.0, 1.0), "latency": (0.0, 600.0), "jitter": (0.0, 600.0), "token_latency": (0.0, 60.0)}
 
 
 def sim_options(url: str) -> dict[str, float]:

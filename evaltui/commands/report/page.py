@@ -19,6 +19,7 @@ from evaltui import __version__, fastjson
 from evaltui.commands.report.rows import CHUNK, PairRows
 from evaltui.commands.report.source import ReportSource
 from evaltui.commands.report.timing import Timing
+from evaltui.plan import Price
 
 SCHEMA = "evaltui.report/1"
 SECTIONS = (
@@ -68,12 +69,16 @@ def write_report(source: ReportSource, out: IO[bytes]) -> dict[str, Any]:
             "model": pair.model, "dataset": pair.dataset, "status": pair.status.value, "total": pair.total, "completed": pair.completed,
             "failed": pair.failed, "metric": pair.metric, "score": pair.score, "extra": [list(x) for x in pair.extra], "error": pair.error,
             "verdicts": "".join(rows.verdicts), "counts": dict(rows.counts), "failures": dict(rows.failures), "chunks": rows.chunks,
-            "intervals": source.intervals(pair.model, pair.dataset),
+            "intervals": source.intervals(pair.model, pair.dataset), "tokens": rows.tokens, "cost": _cost(source.price(pair.model), rows.tokens),
         })
     summary = _summary(source, pairs, timing)
     out.write(b'<script type="application/json" id="report-data">%s</script>\n' % _json(summary))
     out.write(b"<script>%s</script></body></html>\n" % _asset("report.js"))
     return summary
+
+
+def _cost(price: Price | None, tokens: list[int]) -> float | None:
+    return None if price is None else price.of(tokens[0], tokens[1])
 
 
 def _timed(timing: Timing, model: str, records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

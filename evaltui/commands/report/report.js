@@ -125,12 +125,18 @@
   }
 
   // ---------------------------------------------------------------- datasets, failures
+  const priced = R.pairs.some((p) => p.cost !== null && p.cost !== undefined);
+  const money = (v) => (v === null || v === undefined ? "–" : v < 1 ? v.toFixed(4) : v.toFixed(2));
   function progress() {
-    const head = el("tr", {}, ...["model", "dataset", "status", "done", "failed", "right", "wrong", "unscored", "score"].map((h, k) => el("th", { class: k > 2 ? "num" : null, text: h })));
+    const cols = ["model", "dataset", "status", "done", "failed", "right", "wrong", "unscored", "score", ...(priced ? ["tokens in / out", "cost"] : [])];
+    const head = el("tr", {}, ...cols.map((h, k) => el("th", { class: k > 2 ? "num" : null, text: h })));
     const rows = R.pairs.map((p) => el("tr", {}, el("td", { text: p.model }), el("td", { text: p.dataset }), el("td", { class: `status-${p.status}`, text: p.status + (p.error ? `: ${p.error}` : "") }),
       el("td", { class: "num", text: `${count(p.completed)} / ${count(p.total)}` }), el("td", { class: "num", text: count(p.failed) }),
-      ...["r", "w", "u"].map((v) => el("td", { class: "num", text: count(p.counts[v]) })), el("td", { class: "num", text: p.score === null ? "–" : `${fmt(p.score)} ${p.metric}` })));
-    body("progress").append(el("table", { id: "pairs-table" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+      ...["r", "w", "u"].map((v) => el("td", { class: "num", text: count(p.counts[v]) })), el("td", { class: "num", text: p.score === null ? "–" : `${fmt(p.score)} ${p.metric}` }),
+      ...(priced ? [el("td", { class: "num cost", text: `${count(p.tokens[0])} / ${count(p.tokens[1])}` }), el("td", { class: "num cost", text: money(p.cost) })] : [])));
+    const total = R.pairs.reduce((n, p) => n + (p.cost || 0), 0);
+    body("progress").append(el("table", { id: "pairs-table" }, el("thead", {}, head), el("tbody", {}, ...rows)),
+      priced ? el("p", { class: "note", id: "cost-total", text: `Cost of the priced models' tokens, as their servers counted them: ${money(total)} in all (the models' prices per million tokens).` }) : null);
   }
   function failures() {
     const classes = [...new Set(R.pairs.flatMap((p) => Object.keys(p.failures)))].sort();

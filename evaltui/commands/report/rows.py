@@ -85,6 +85,7 @@ class PairRows:
         self.verdicts: list[str] = []
         self.counts: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()  # failed units by error class
+        self.tokens = [0, 0]  # prompt and completion tokens, as the servers counted them
         self.chunks = 0
 
     def chunked(self, records: Iterator[dict[str, Any]]) -> Iterator[bytes]:
@@ -96,6 +97,9 @@ class PairRows:
             self.counts[r["v"]] += 1
             if "err" in r:
                 self.failures[str(r["err"][0])] += 1
+            if "u" in r:
+                self.tokens[0] += int(r["u"][0] or 0)
+                self.tokens[1] += int(r["u"][1] or 0)
             pending.append(r)
             if len(pending) == CHUNK:
                 yield self._packed(pending)

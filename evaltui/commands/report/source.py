@@ -19,6 +19,7 @@ from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
 from evaltui.engine.follow.opencompass_samples import iter_samples
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.pair import PairState
+from evaltui.plan import Price
 from evaltui.scoring.leaderboard import Leaderboard
 
 __all__ = ["NotAWorkDir", "ReportSource"]
@@ -73,6 +74,11 @@ class ReportSource:
             if s.correct is not None:
                 record["correct"] = s.correct
             yield record
+
+    def price(self, model: str) -> Price | None:
+        """The model's price (an evaltui plan's), for the cost of its tokens."""
+        cfg = self.follower.models.get(model)
+        return None if cfg is None else cfg.price
 
     def intervals(self, model: str, dataset: str) -> dict[str, tuple[float, float]]:
         """Each metric's interval as the result records it, where it does (evaltui results:

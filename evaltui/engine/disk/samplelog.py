@@ -11,7 +11,8 @@ off when reopened, skipped when read). It holds the inference facts, known then:
      "tries": 2, "answer": "...", "error": {...}, "usage": {"prompt_tokens": 31, "completion_tokens": 12}}
 
 (`epoch` only after epoch 0; `system`, `tries` (whole tries, when more than one), `error`,
-`usage` and `ppl` only when there is one.) An attempt is [start (Unix time), seconds, HTTP
+`usage` and `ppl` only when there is one; `ttft` and `itl`, a streamed answer's time to first
+token and between tokens, only when the model streams.) An attempt is [start (Unix time), seconds, HTTP
 status or null, outcome: "ok" or its error class] with a fifth item, the replica, when a model
 has several. What scoring decides later — the extracted answer, right or wrong, the reduced
 score — is not written here a second time: it is in the result file's details, and readers
@@ -49,6 +50,10 @@ def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, 
         line["error"] = entry["error"]
     if trace is not None and (trace.prompt_tokens or trace.completion_tokens):
         line["usage"] = {"prompt_tokens": trace.prompt_tokens, "completion_tokens": trace.completion_tokens}
+    if trace is not None and trace.ttft is not None:  # streamed: the answered attempt's timings
+        line["ttft"] = round(trace.ttft, 4)
+        if trace.itl is not None:
+            line["itl"] = round(trace.itl, 5)
     if "ppl" in entry:
         line["ppl"] = entry["ppl"]
     if "ll" in entry:

@@ -42,6 +42,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ray.exceptions import RayError
 
 from evaltui.backends import api_key_of, secrets_of
+from evaltui.backends.profile import LatencyProfile
 from evaltui.engine.ray.actor import Key, ModelActor, Unit
 from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.answer import Answered
@@ -157,7 +158,11 @@ class RayModel:
                                                      seen.requests + r.requests, seen.errors + r.errors)
         limit = min(cfg.max_workers, sum(x.limit for x in loads)) if loads and replicas else cfg.max_workers
         in_flight = sum(x.in_flight for x in loads)
-        return ev.ModelLoad(cfg.abbr, in_flight, cfg.max_workers, retries, requests, limit, tuple(replicas.values()), tokens)
+        profile = LatencyProfile()  # the actors' answers together (a dead actor's with it: the next report has none of them)
+        for x in loads:
+            if x.profile is not None:
+                profile.merge(x.profile)
+        return ev.ModelLoad(cfg.abbr, in_flight, cfg.max_workers, retries, requests, limit, tuple(replicas.values()), tokens, profile)
 
     def silent(self) -> bool:
         """Each actor keeps its own replicas' counts: the pool's stop for a model that found no

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from evaltui.datasets import DatasetError, open_records
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.run.cost import CostMeter
 from evaltui.engine.run.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.run.runs import DatasetRun, ShardRun
 from evaltui.engine.run.todo import first_pass_skip, todo
@@ -56,9 +57,12 @@ class WorkerPool:
         statuses: StatusWriter,
         emit: ev.Sink,
         on_inferred: Callable[[str, str], None] | None = None,
+        cost: CostMeter | None = None,
     ):
         self.plan = plan
         self.model = model
+        self.cost = cost or CostMeter(plan)  # the session's, shared by its pools (cost_limit is the run's)
+        self._priced = self.cost.priced(model.abbr)
         self.answerer = answerer  # where its units are answered: here (answer.py), or on Ray (ray_model.py)
         self.statuses = statuses
         self.emit = emit
@@ -147,7 +151,18 @@ class WorkerPool:
             await anyio.sleep(LOAD_REPORT_INTERVAL)
 
     def _emit_load(self) -> None:
-        self.emit(self.answerer.load(self.requests))
+        load = self.answerer.load(self.requests)
+        if self._priced:
+            load = load._replace(cost=self.cost.cost(self.model.abbr), usage=self.cost.usage(self.model.abbr))
+        self.emit(load)
+
+    def _stop_for_cost(self) -> None:
+        """cost_limit reached: this model sends nothing more (what is out finishes); its
+        unfinished shards end `fail` saying why, and a re-run continues them."""
+        self._stopped = self.cost.why()
+        if not self.cost.said:
+            self.cost.said = True
+            self.emit(ev.Notice(f"cost_limit reached: {self.cost.why()[len('stopped: '):]}", "warning"))
 
     async def _poll(self) -> None:
         """The scheduling check every poll_interval, a safety net beside the per-sample checks."""
@@ -200,6 +215,9 @@ class WorkerPool:
 
     async def _take_samples(self) -> None:
         while self._cursor < len(self.runs) and not self._stopped:
+            if self.cost.reached():
+                self._stop_for_cost()
+                return
             run = self.runs[self._cursor]
             if not run.started:
                 self._maybe_start_more()
@@ -216,10 +234,12 @@ class WorkerPool:
     async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
         shard.in_flight += 1  # until it is counted below: an early stop (stop_early) waits for it
-        entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, shard.log is not None)
+        # a priced model's units are traced whatever sample_log says: their usage is what they cost
+        entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, shard.log is not None or self._priced)
         if line is not None:
-            assert shard.log is not None
-            shard.log.append(line)  # before the checkpoint's line (see ShardRun.open)
+            self.cost.add(self.model.abbr, cfg.abbr, line.get("usage"))
+            if shard.log is not None:
+                shard.log.append(line)  # before the checkpoint's line (see ShardRun.open)
         self.requests += 1
         shard.checkpoint.append(entry)
         # On disk before this worker sends its next request. Shielded: the line goes out at the

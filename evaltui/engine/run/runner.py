@@ -355,9 +355,11 @@ class Runner:
 
     def _write_summary(self, table: Leaderboard) -> dict[str, str]:
         from evaltui import scoring
+        from evaltui.scoring.summary import ModelRow
 
+        models = [ModelRow(m, load.profile.snapshot(), load.usage, load.cost) for m, load in self.state.load.items() if load.profile is not None]
         try:
-            paths = scoring.write_summary(self.workdir.root, table, datetime.now())
+            paths = scoring.write_summary(self.workdir.root, table, datetime.now(), models)
         except OSError as e:
             self.emit(ev.Notice(f"could not write the summary: {e}", "error"))
             return {}

@@ -17,6 +17,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.run.cost import CostMeter
 from evaltui.engine.run.executor import Executor, LocalExecutor
 from evaltui.engine.run.heartbeat import HeartbeatThread
 from evaltui.engine.run.pool import WorkerPool
@@ -47,6 +48,7 @@ class Session:
         self.statuses = statuses
         self.emit = emit
         self.executor = executor or LocalExecutor()
+        self.cost = CostMeter(plan)  # the session's spend, over every model; cost_limit
         self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
         self.scorer = Scorer(
@@ -165,7 +167,7 @@ class Session:
                 cfg = next(m for m in self.plan.models if m.abbr == model)
                 urls = self.urls.get(model) or list(cfg.urls)
                 answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
-                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.scorer.wake())
+                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.scorer.wake(), cost=self.cost)
                 self._pools[model] = pool
             return pool
 

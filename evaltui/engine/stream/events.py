@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from evaltui.backends.profile import LatencyProfile
     from evaltui.scoring.leaderboard import Leaderboard
 
 #: A model×dataset, by their abbrs: what the run's rows, scores, retries and files are keyed by.
@@ -177,6 +178,9 @@ class ModelLoad(NamedTuple):
     limit: int = 0  # requests it may have in flight now (adaptive: the limit found; 0: max_workers)
     replicas: tuple[ReplicaLoad, ...] = ()  # with several urls, or adaptive concurrency
     tokens: int = 0  # tokens its answered requests used, so far (with tokens_per_minute)
+    profile: LatencyProfile | None = None  # its answered requests' latency profile so far in this run (a copy: never changed)
+    cost: float | None = None  # what its tokens cost so far in this run (a priced model's)
+    usage: tuple[tuple[str, int, int, float], ...] = ()  # a priced model's (dataset, prompt tokens, completion tokens, cost) so far in this run
 
 
 class ReplicaStateChanged(NamedTuple):

@@ -318,6 +318,11 @@ class RunState:
             n += p.total
         return c, f, n
 
+    def cost(self) -> float | None:
+        """What the priced models' tokens cost so far in this run; None when no model has a price."""
+        costs = [load.cost for load in self.load.values() if load.cost is not None]
+        return sum(costs) if costs else None
+
     def retries(self) -> int:
         """Request attempts beyond the first, over every model, so far."""
         return sum(load.retries for load in self.load.values())

@@ -111,7 +111,8 @@ class ModelAnswerer:
             replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
         limit = router.limit(cfg.max_workers) if self._per_replica else cfg.max_workers
         # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
-        return ev.ModelLoad(cfg.abbr, router.in_flight, cfg.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used)
+        in_flight, profile = router.in_flight, backend.profile.copy()
+        return ev.ModelLoad(cfg.abbr, in_flight, cfg.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used, profile)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The probes of ejected replicas (a model's one url is a fleet of one: replicas.py)."""

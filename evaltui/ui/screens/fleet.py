@@ -1,5 +1,6 @@
 """One model's breakdown (`enter` on its heading row): each replica's state, in flight, limit,
-requests per second and errors, why one is out, and the model's limits and pacing.
+requests per second and errors, why one is out, the model's limits and pacing, and its latency
+profile (p50/p90/p99; streamed: time to first token and between tokens) and throughput.
 
 It reads the run screen's RunState, which the app keeps folding while this screen is on top,
 and repaints once a second; it never asks the engine anything. Watching a run from its work dir,
@@ -13,6 +14,7 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from evaltui.backends.profile import ProfileSnapshot
 from evaltui.engine.stream.state import RunState
 from evaltui.plan import ModelConfig
 from evaltui.ui import fmt, keys
@@ -33,6 +35,7 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
         yield Static(id="fleet-limits")
+        yield Static(id="fleet-latency")
         yield DataTable(id="fleet-replicas", cursor_type="row")
         yield Footer()
 
@@ -56,6 +59,7 @@ class FleetScreen(Screen[None]):
         if not self.load_known:
             limits += " · its load is not recorded in the work dir: replica states and counters unknown"
         self.query_one("#fleet-limits", Static).update(Text(limits))
+        self.query_one("#fleet-latency", Static).update(Text(latency_line(load.profile.snapshot() if load and load.profile else None)))
         table = self.query_one("#fleet-replicas", DataTable)
         row = table.cursor_row  # the row a user moved to stays highlighted across the repaint
         table.clear()
@@ -101,3 +105,22 @@ class FleetScreen(Screen[None]):
         if self._tokens_at is None or now - self._tokens_at[0] >= 1.0:
             self._tokens_at = (now, tokens)
         return "–" if self._token_rate is None else f"{self._token_rate:.0f}"
+
+
+def latency_line(p: ProfileSnapshot | None) -> str:
+    """`latency p50 120 ms · p90 310 ms · p99 1.20 s · first token p50 40 ms … · 52.1 req/s, 4,210 tokens/s (1,234 answered)`"""
+    if p is None or not p.requests:
+        return "latency: nothing answered yet in this run" if p is not None else "latency: not recorded in the work dir"
+    ms = _ms
+    parts = [f"latency p50 {ms(p.latency.p50)} · p90 {ms(p.latency.p90)} · p99 {ms(p.latency.p99)}"]
+    if p.streamed:
+        parts.append(f"first token p50 {ms(p.ttft.p50)} · p90 {ms(p.ttft.p90)} · p99 {ms(p.ttft.p99)} · between tokens p50 {ms(p.itl.p50)}")
+    rates = [f"{p.requests_per_s:.1f} req/s" if p.requests_per_s is not None else "", f"{p.tokens_per_s:,.0f} tokens/s" if p.tokens_per_s else ""]
+    parts.append(", ".join(r for r in rates if r) + f" ({p.requests:,} answered)")
+    return " · ".join(parts)
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"

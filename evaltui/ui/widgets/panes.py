@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
 
+from evaltui.engine.run.cost import said_cost
 from evaltui.engine.stream.pair import Failure
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
@@ -67,7 +68,9 @@ class EngineStrip(Widget):
         if failed:
             text.append(failed, style=fmt.colour(palette, "error"))
         text.append("\n")
-        text.append(f"{self._rate} req/s  retries {state.retries() if load_known else '–'}  in flight ")
+        cost = state.cost()
+        spent = f"  cost {said_cost(cost)}" if cost is not None else ""  # a priced model's tokens, so far in this run
+        text.append(f"{self._rate} req/s  retries {state.retries() if load_known else '–'}{spent}  in flight ")
         for i, (model, limit) in enumerate(strip_models(state, max_workers).items()):
             text.append("  " if i else "")
             text.append_text(model_load(state, model, limit, live=live, palette=palette) if load_known else Text(f"{model} –/{limit}"))
