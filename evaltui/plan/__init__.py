@@ -13,7 +13,8 @@ files are checked against the templates), so neither imports it but for type che
 from evaltui.plan.errors import PlanError
 from evaltui.plan.evaluator import EvaluatorConfig
 from evaltui.plan.load import load_plan, parse_samples, read_snapshot, samples_spec, select
-from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, Price, RunConfig
+from evaltui.plan.price import Price
+from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig
 
 __all__ = [
     "ABBR_RE",

@@ -17,6 +17,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from evaltui.backends import BACKENDS
 from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.price import Price
 from evaltui.plan.strict import DAY, HOUR, Strict, without_later
 from evaltui.redaction import REDACTED, SECRET_HEADER_RE
 
@@ -36,16 +37,6 @@ else:
 
 def default_max_workers() -> int:
     return min(32, (os.cpu_count() or 1) + 4)
-
-
-class Price(Strict):
-    """What a model's tokens cost, per million, in your currency (the costs shown are in it)."""
-
-    input: float = Field(0.0, ge=0, le=1e9)  # a million prompt tokens
-    output: float = Field(0.0, ge=0, le=1e9)  # a million completion tokens
-
-    def of(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
 
 
 class RunConfig(Strict):
