@@ -90,3 +90,18 @@ def test_bad_prices_and_limits_are_one_line(tmp_path: Path, capsys: pytest.Captu
     assert main([str(plan), "--no-ui"]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
+
+
+def test_the_strip_s_cost_is_the_priced_models_so_far() -> None:
+    """RunState.cost (what the strip shows): the priced models' ModelLoad costs added up; None when none is priced."""
+    from evaltui.engine.stream import events as ev
+    from evaltui.engine.stream.state import RunState
+
+    state = RunState()
+    assert state.cost() is None
+    state.apply(ev.ModelLoad("free", 0, 4, 0, 10))
+    assert state.cost() is None
+    state.apply(ev.ModelLoad("a", 0, 4, 0, 10, cost=0.25, usage=(("d", 1000, 200, 0.25),)))
+    state.apply(ev.ModelLoad("b", 0, 4, 0, 10, cost=1.5))
+    state.apply(ev.ModelLoad("a", 0, 4, 0, 12, cost=0.5))  # a later report of the same model replaces the earlier
+    assert state.cost() == pytest.approx(2.0)
