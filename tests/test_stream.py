@@ -165,7 +165,7 @@ def test_stream_is_a_model_setting(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_the_fleet_screen_and_the_report_say_the_profile(tmp_path: Path, sim_factory: Any, rows: list[dict[str, Any]]) -> None:
     import re
 
-    from evaltui.backends.profile import LatencyProfile
+    from evaltui.latency import LatencyProfile
     from evaltui.ui.screens.fleet import latency_line
 
     profile = LatencyProfile()

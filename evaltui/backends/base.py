@@ -25,13 +25,13 @@ from evaltui.backends.adaptive import AdaptiveLimit
 from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
 from evaltui.backends.pacing import MAX_RETRY_AFTER, Backoff, TokenBucket, TokenBudget, estimate_tokens, parse_retry_after
 from evaltui.backends.params import Settings, max_new_tokens, merged
-from evaltui.backends.profile import LatencyProfile
 from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown
 from evaltui.backends.replicas import Router
 from evaltui.backends.replies import TEXT_CHARS, BadReply, Tokens, answer_of, server_message
 from evaltui.backends.sse import Stream
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.failure import ErrorKind, error_record
+from evaltui.latency import LatencyProfile
 from evaltui.redaction import redact
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evaltui.backends.profile import ProfileSnapshot
 from evaltui.fsutil import atomic_write_text
+from evaltui.latency import ProfileSnapshot
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
 from .reducers import Reduction

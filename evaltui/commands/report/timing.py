@@ -1,5 +1,5 @@
 """The run's requests over time, per model, from the records' answered attempts: the latency
-profile (backends/profile.py: percentiles, time to first token, throughput) and the series the
+profile (latency.py: percentiles, time to first token, throughput) and the series the
 page draws — answers per second, their median latency and tokens per second, in BINS stretches
 from the first request to the last.
 
@@ -16,7 +16,7 @@ from array import array
 from statistics import median
 from typing import Any
 
-from evaltui.backends.profile import LatencyProfile, ProfileSnapshot
+from evaltui.latency import LatencyProfile, ProfileSnapshot
 
 BINS = 60
 

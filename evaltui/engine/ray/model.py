@@ -42,12 +42,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ray.exceptions import RayError
 
 from evaltui.backends import api_key_of, secrets_of
-from evaltui.backends.profile import LatencyProfile
 from evaltui.engine.ray.actor import Key, ModelActor, Unit
 from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.answer import Answered
 from evaltui.engine.unit.tries import SampleTokens, failed_entry
 from evaltui.failure import ErrorKind, error_record
+from evaltui.latency import LatencyProfile
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.redaction import redact
 

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from evaltui.backends.profile import LatencyProfile
+    from evaltui.latency import LatencyProfile
     from evaltui.scoring.leaderboard import Leaderboard
 
 #: A model×dataset, by their abbrs: what the run's rows, scores, retries and files are keyed by.

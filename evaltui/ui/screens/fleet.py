@@ -14,8 +14,8 @@ from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from evaltui.backends.profile import ProfileSnapshot
 from evaltui.engine.stream.state import RunState
+from evaltui.latency import ProfileSnapshot
 from evaltui.plan import ModelConfig
 from evaltui.ui import fmt, keys
 
