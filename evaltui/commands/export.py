@@ -73,9 +73,9 @@ def _to_folder(view: WorkDirView, pairs: list[PairView], records: Records, fmt: 
             written = lmeval_export.export_lmeval(view, pairs, records, folder)
     except OSError as e:
         print(f"evaltui: -o {folder}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     print(f"{folder}: {len(written)} file{'s' if len(written) != 1 else ''} in {'Inspect AI eval logs' if fmt == 'inspect' else 'lm-eval'}'s layout")
-    return 0
+    return ExitCode.OK
 
 
 def _run(view: WorkDirView) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evaltui.cliargs import OneLineParser
 from evaltui.commands.export import output_problem
+from evaltui.exitcode import ExitCode
 from evaltui.fsutil import atomic_writer
 
 DEFAULT_OUTPUT = "report.html"
@@ -35,18 +36,18 @@ def main(argv: list[str]) -> int:
         source = ReportSource(root)
     except NotAWorkDir as e:
         print(f"evaltui report: {e}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     problem = output_problem(args.output, root)
     if problem:
         print(f"evaltui report: -o {args.output}: {problem}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     try:
         with atomic_writer(args.output) as f:
             summary = write_report(source, f)
     except OSError as e:
         print(f"evaltui report: -o {args.output}: cannot write: {e.strerror or e}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     done = summary["totals"]
     state = "a snapshot of a run in progress" if summary["live"] else "the run"
     print(f"{args.output}: {state}: {len(summary['pairs'])} model×datasets, {done['completed']:,} samples done, {done['failed']:,} failed")
-    return 0
+    return ExitCode.OK
