@@ -26,7 +26,6 @@ from anyio.abc import TaskGroup
 
 from evaltui.datasets import DatasetError, open_records
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
-from evaltui.engine.run.cost import CostMeter
 from evaltui.engine.run.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.run.runs import DatasetRun, ShardRun
 from evaltui.engine.run.todo import first_pass_skip, todo
@@ -35,6 +34,7 @@ from evaltui.engine.stream.events import PairStatus, SampleError
 from evaltui.engine.unit.answer import Answerer
 from evaltui.failure import ErrorKind
 from evaltui.plan import ModelConfig, Plan
+from evaltui.plan.price import CostMeter
 
 # Samples in a row that found no server (connection refused, unknown host, or every request
 # refused as unauthorised / not found) with nothing answered yet, after which a model stops: a

@@ -17,7 +17,6 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
-from evaltui.engine.run.cost import CostMeter
 from evaltui.engine.run.executor import Executor, LocalExecutor
 from evaltui.engine.run.heartbeat import HeartbeatThread
 from evaltui.engine.run.pool import WorkerPool
@@ -28,6 +27,7 @@ from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.exitcode import ExitCode
 from evaltui.plan import DatasetConfig, Plan
+from evaltui.plan.price import CostMeter
 
 
 class Session:

@@ -13,9 +13,9 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
 
-from evaltui.engine.run.cost import said_cost
 from evaltui.engine.stream.pair import Failure
 from evaltui.engine.stream.state import RunState
+from evaltui.plan.price import said_cost
 from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt, keys
 from evaltui.ui.widgets.fleet import model_load, strip_models
