@@ -48,6 +48,38 @@ def test_normalize(raw, expected):
     assert normalize(raw) == expected
 
 
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("**Paris**.", "paris"),  # markdown bold, the full stop outside it
+        ("*Paris*", "paris"),
+        ("Paris!", "paris"),
+        ("Answer: Paris", "paris"),
+        ("**Answer:** 'Paris'.", "paris"),
+        ("Final answer: New York.", "new york"),
+        ("The answer is: Paris", "paris"),
+        ("\uff30\uff41\uff52\uff49\uff53", "paris"),  # fullwidth forms
+        ("New\u00a0York", "new york"),  # a no-break space
+        ("Zu\u0308rich", "z\u00fcrich"),  # the accent as a combining mark
+        ("O\u2019Keeffe", "o'keeffe"),  # the typographic apostrophe
+        ("\u22125", "-5"),  # the minus sign
+        ("\u2018Paris\u2019", "paris"),
+        ("The answer is Paris", "the answer is paris"),  # a sentence, not a label
+        ("__init__", "__init__"),  # underscores are names, not emphasis
+        ("~~Paris~~", "~~paris~~"),  # struck out is not the answer
+    ],
+)
+def test_normalize_peels_what_models_decorate_an_answer_with(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_exact_takes_a_decorated_answer_and_refuses_a_sentence():
+    assert judge_exact("**Answer:** Paris!", "Paris").correct
+    assert judge_exact("\uff14\uff12", "42").correct
+    assert not judge_exact("The answer is Paris.", "Paris").correct
+    assert not judge_exact("Paris or London", "Paris").correct
+
+
 def test_exact_correct_and_incorrect():
     assert judge_exact("  paris. ", "Paris").correct
     assert judge_exact('"PARIS"', "paris").correct
@@ -69,6 +101,31 @@ def test_includes():
     assert not judge_includes("no digits here", "0").correct
 
 
+@pytest.mark.parametrize(
+    "reply, gold, right",
+    [
+        ("It is Parisian cuisine.", "Paris", False),
+        ("The answer is 420.", "42", False),
+        ("The answer is 42.5.", "42", False),
+        ("It ends at -7 degrees.", "7", False),
+        ("It ends at \u22127 degrees.", "7", False),
+        ("About 7,000 people.", "7", False),
+        ("It costs 3.5 dollars.", "5", False),
+        ("They wrote New Yorker.", "New York", False),
+        ("It is Paris's river.", "Paris", True),
+        ("From 3-7 days, so 7.", "7", True),
+        ("It was 42%.", "42", True),
+        ("\u7b54\u6848\u662fParis\u3002", "Paris", True),  # Chinese joins words without spaces
+        ("\u7b54\u6848\u662f\u5317\u4eac\u3002", "\u5317\u4eac", True),
+        ("\uc11c\uc6b8\uc740 \uc218\ub3c4\ub2e4.", "\uc11c\uc6b8", True),  # Korean's particle follows the word
+        ("the capital, paris, and then paris again", "Paris", True),
+        ("Parisian? No: Paris.", "Paris", True),  # a later stand-alone occurrence counts
+    ],
+)
+def test_includes_finds_the_answer_as_words_of_their_own(reply, gold, right):
+    assert judge_includes(reply, gold).correct is right
+
+
 def test_includes_empty_gold_is_equality_not_match_all():
     assert not judge_includes("anything at all", "").correct
     assert judge_includes("  ", "").correct
@@ -85,6 +142,12 @@ def test_regex_without_groups_uses_whole_match():
     judge = make_regex_judge(r"\d+")
     assert judge("there are 42 of them", "42") == ("42", True)
     assert judge("zero: 0", "0") == ("0", True)
+
+
+def test_regex_reads_the_group_of_the_alternative_that_matched():
+    judge = make_regex_judge(r"answer is (\w+)|Answer:\s*(\w+)")
+    assert judge("Answer: Paris", "paris") == ("Paris", True)
+    assert judge("the answer is Paris.", "paris") == ("Paris", True)
 
 
 def test_regex_optional_group_that_did_not_match():
