@@ -190,7 +190,8 @@ def watch_main(argv: list[str]) -> int:
     when left before the run ended), 2 when the folder is no work dir (or, headless, holds
     nothing to follow and nothing writes it: it would wait for ever), 130 on Ctrl-C."""
     args = build_watch_parser().parse_args(argv)
-    from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
+    from evaltui.engine.disk.workdir import NotAWorkDir
+    from evaltui.engine.follow.follower import Follower, open_view
     from evaltui.headless import follow_headless
 
     try:

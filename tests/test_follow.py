@@ -22,8 +22,8 @@ from evaltui.engine.disk import lockstate
 from evaltui.engine.disk.checkpoint import scan_checkpoint
 from evaltui.engine.disk.lockstate import local_filesystem, lock_holder
 from evaltui.engine.disk.runlog import event_line
-from evaltui.engine.disk.workdir import WorkDir, WorkDirBusy
-from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
+from evaltui.engine.disk.workdir import NotAWorkDir, WorkDir, WorkDirBusy
+from evaltui.engine.follow.follower import Follower, open_view
 from evaltui.engine.follow.tail import AppendedLines
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus

@@ -65,6 +65,15 @@ def test_show_refuses_what_is_not_a_work_dir_or_not_in_it(tmp_path: Path, finish
     assert err.count("\n") == 1 and "--model: 'zz' not in" in err and "(it has: m, n)" in err
 
 
+def test_show_says_which_field_of_a_work_dirs_plan_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The work dir's plan.toml is read as `evaltui watch` reads it (plan.read_snapshot): a bad
+    field is named, in one line, rather than pydantic's count of errors."""
+    (tmp_path / "plan.toml").write_text('[[models]]\nabbr = "m"\ntype = "nope"\nurl = "http://127.0.0.1:1/v1"\n')
+    assert main(["show", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read the plan a run wrote there: " in err and "models[0].type" in err, err
+
+
 def test_export_json_holds_the_plan_versions_metrics_and_records(finished_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert main(["show", str(finished_run), "--export", "json", "-o", str(out)]) == 0

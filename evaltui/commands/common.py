@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from evaltui.engine.disk.records import NotAWorkDir, WorkDirView
+from evaltui.engine.disk.records import WorkDirView
+from evaltui.engine.disk.workdir import NotAWorkDir
 
 
 def _abbrs(value: str) -> list[str]:
@@ -35,7 +36,7 @@ class WorkDirArgs(NamedTuple):
     datasets: list[str] | None
 
 
-def open_view(args: WorkDirArgs) -> WorkDirView | None:
+def read_work_dir(args: WorkDirArgs) -> WorkDirView | None:
     """The work dir read back; None after one line on stderr saying why it cannot be (exit 2)."""
     try:
         view = WorkDirView(Path(args.work_dir))

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from evaltui.cliargs import OneLineParser
-from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
+from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work_dir
 from evaltui.engine.disk.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.disk.versions import dataset_fingerprint
 from evaltui.exitcode import ExitCode
@@ -57,8 +57,8 @@ class Row(NamedTuple):
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    view_a = open_view(WorkDirArgs(args.a, None, None))
-    view_b = open_view(WorkDirArgs(args.b, None, None))
+    view_a = read_work_dir(WorkDirArgs(args.a, None, None))
+    view_b = read_work_dir(WorkDirArgs(args.b, None, None))
     if view_a is None or view_b is None:
         return ExitCode.USAGE
     matched = _matched(view_a.pairs(args.model, args.dataset), view_b.pairs(args.model, args.dataset))

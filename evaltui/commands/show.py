@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from evaltui.cliargs import OneLineParser
 from evaltui.commands import inspect_export
-from evaltui.commands.common import WorkDirArgs, add_selection, count, open_view
+from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work_dir
 from evaltui.commands.export import EXPORT_FORMATS, FOLDER_FORMATS, export, output_problem
 from evaltui.engine.disk.records import PairView, WorkDirView
 from evaltui.exitcode import ExitCode
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     if args.export == "inspect" and not inspect_export.available():
         print(f"evaltui: {inspect_export.MISSING}", file=sys.stderr)
         return ExitCode.USAGE
-    view = open_view(WorkDirArgs(args.work_dir, args.model, args.dataset))
+    view = read_work_dir(WorkDirArgs(args.work_dir, args.model, args.dataset))
     if view is None:
         return ExitCode.USAGE
     if args.output is not None and (problem := output_problem(args.output, view.workdir.root, folder=args.export in FOLDER_FORMATS)):

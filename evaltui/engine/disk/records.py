@@ -11,7 +11,6 @@ log) has its record made from its checkpoint line (prompt, answer, error; no att
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -21,31 +20,23 @@ from evaltui.datasets import DatasetError, count_records
 from evaltui.engine.disk.checkpoint import scan_checkpoint
 from evaltui.engine.disk.lockstate import local_filesystem, run_holder
 from evaltui.engine.disk.samplelog import latest_records
-from evaltui.engine.disk.workdir import WorkDir
-from evaltui.plan import DatasetConfig, Plan, parse_samples
+from evaltui.engine.disk.workdir import NotAWorkDir, WorkDir
+from evaltui.plan import DatasetConfig, Plan, PlanError, parse_samples, read_snapshot
 from evaltui.scoring.score import epoch_verdict
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
-
-class NotAWorkDir(Exception):
-    """The folder holds no run evaltui can read (no plan.toml, or one it cannot parse)."""
 
 
 def load_snapshot(root: Path) -> Plan:
-    """The plan a work dir was run with (`<work_dir>/plan.toml`), without the checks a run makes
-    (its data files and API keys need not be there to read what was done)."""
+    """The plan a work dir was run with (`<work_dir>/plan.toml`, read as `evaltui watch` reads it:
+    its schema is checked, not its surroundings — its data files and API keys need not be there
+    to read what was done); NotAWorkDir when there is none, or it cannot be read."""
     path = root / "plan.toml"
+    if not path.exists():
+        raise NotAWorkDir(f"{root}: not an evaltui work dir (no plan.toml)")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        return Plan.model_validate({**raw, "source": path.resolve()}, context={"base_dir": root.resolve()})
-    except FileNotFoundError:
-        raise NotAWorkDir(f"{root}: not an evaltui work dir (no plan.toml)") from None
-    except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-        raise NotAWorkDir(f"{path}: cannot read the plan a run wrote there: {str(e).splitlines()[0]}") from None
+        return read_snapshot(path)
+    except PlanError as e:  # each problem names the file: the first is said after what it is
+        first = e.problems[0].removeprefix(f"{path}: ").removeprefix(f"{path.name}: ")
+        raise NotAWorkDir(f"{path}: cannot read the plan a run wrote there: {first}") from None
 
 
 class PairView(NamedTuple):

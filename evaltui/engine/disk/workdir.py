@@ -40,6 +40,10 @@ class WorkDirBusy(Exception):
     """Another evaltui process is using the work directory."""
 
 
+class NotAWorkDir(Exception):
+    """The folder holds no run a reader (`evaltui watch`, `show`, `compare`) can read; the message says why."""
+
+
 def in_use(pid: object) -> str:
     """Why a work dir held by `pid` cannot be used now (after the field or path naming it)."""
     return f"is in use by another evaltui (pid {pid}); wait for it or pass --work-dir"

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from evaltui.engine.disk.runlog import duration
+from evaltui.engine.disk.workdir import NotAWorkDir
 from evaltui.engine.follow.view import View
 from evaltui.engine.follow.watches import PairWatch
 from evaltui.engine.stream import events as ev
@@ -56,10 +57,6 @@ if TYPE_CHECKING:
 
 FOLLOW_INTERVAL = 0.5  # s between looks while the run is live: smooth progress, a few hundred stats
 IDLE_INTERVAL = 2.0  # s between looks once it has ended (a new run taking the work dir is still seen)
-
-
-class NotAWorkDir(Exception):
-    """The folder is no work dir `evaltui watch` can read."""
 
 
 def _newest_write(root: Path) -> float | None:
