@@ -18,13 +18,14 @@ from typing import Any, TextIO
 
 import anyio
 
-from evaltui.engine.disk.runlog import EventLines, duration
+from evaltui.engine.disk.runlog import EventLines
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
 from evaltui.exitcode import ExitCode
+from evaltui.text import duration
 
 
 class HeadlessRenderer:

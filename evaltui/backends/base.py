@@ -22,7 +22,7 @@ from yarl import URL
 
 from evaltui import fastjson
 from evaltui.backends.adaptive import AdaptiveLimit
-from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed, one_line
+from evaltui.backends.client import ModelClient, Reply, ReplyTooLarge, RequestFailed
 from evaltui.backends.pacing import MAX_RETRY_AFTER, Backoff, TokenBucket, TokenBudget, estimate_tokens, parse_retry_after
 from evaltui.backends.params import Settings, max_new_tokens, merged
 from evaltui.backends.replica import EJECT_AFTER, NO_REPLY, REFUSALS, TIMED_OUT, Replica, ReplicasDown
@@ -33,6 +33,7 @@ from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.failure import ErrorKind, error_record
 from evaltui.latency import LatencyProfile
 from evaltui.redaction import redact
+from evaltui.text import one_line
 
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig

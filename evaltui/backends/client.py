@@ -28,6 +28,7 @@ from yarl import URL
 
 from evaltui.backends.sse import Stream, StreamTooLarge, is_event_stream, read_events
 from evaltui.failure import ErrorKind
+from evaltui.text import one_line
 
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
@@ -71,11 +72,6 @@ class RequestFailed(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
-
-
-def one_line(text: str, limit: int) -> str:
-    """`text` on one line, at most `limit` characters; only a bounded head of a huge text is looked at."""
-    return " ".join(text[: 4 * limit + 4096].split())[:limit]
 
 
 def tls_context(cfg: ModelConfig) -> ssl.SSLContext | bool:

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from evaltui import fastjson
-from evaltui.backends.client import Reply, one_line
+from evaltui.backends.client import Reply
 from evaltui.backends.sse import Stream, StreamUnparseable
+from evaltui.text import one_line
 
 
 class Unparseable(Exception):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.benchmarks.entry import HubData
+from evaltui.text import one_line
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 PROGRESS_EVERY = 1.0  # s between two progress reports of one download
@@ -65,13 +66,9 @@ def fetch(name: str, hub: HubData, patterns: Sequence[str], progress: Progress |
             raise HubUnavailable(f"{name}: HF_HUB_OFFLINE is set and {hub.repo} is not in the Hub cache ({cache}): pass `path` to a local copy") from None
         raise HubUnavailable(f"{name}: cannot reach {where} and its files are not cached: pass `path` to a local copy") from None
     except (HfHubHTTPError, OSError) as e:
-        raise HubUnavailable(f"{name}: cannot download {hub.repo} from the Hub ({constants.ENDPOINT}): {_one_line(e)}; pass `path` to a local copy") from None
+        why = one_line(str(e), 301, cut="…")
+        raise HubUnavailable(f"{name}: cannot download {hub.repo} from the Hub ({constants.ENDPOINT}): {why}; pass `path` to a local copy") from None
     return Path(folder)
-
-
-def _one_line(e: Exception) -> str:
-    text = " ".join(str(e).split())
-    return text[:300] + ("…" if len(text) > 300 else "")
 
 
 def _bar_class(progress: Progress | None) -> Any:

@@ -19,6 +19,7 @@ from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work
 from evaltui.commands.export import EXPORT_FORMATS, FOLDER_FORMATS, export, output_problem
 from evaltui.engine.disk.records import PairView, WorkDirView
 from evaltui.exitcode import ExitCode
+from evaltui.text import one_line
 
 
 def build_parser() -> OneLineParser:
@@ -120,7 +121,7 @@ def record_line(r: dict[str, Any], choices: int = 0) -> str:
     error = r.get("error")
     if error is not None:
         code = f" {error.get('status')}" if error.get("status") is not None else ""
-        parts.append(f"FAILED {error.get('type')}{code}: {_one_line(str(error.get('message', '')), 120)}")
+        parts.append(f"FAILED {error.get('type')}{code}: {one_line(str(error.get('message', '')), 120, cut='…')}")
     elif "correct" in r:
         gold = f" (gold {_quoted(r.get('gold'))})" if not r["correct"] else ""
         parts.append(f"{'right' if r['correct'] else 'wrong'}  {_quoted(r.get('extracted'))}{gold}")
@@ -160,9 +161,5 @@ def _texts(out: TextIO, r: dict[str, Any]) -> None:
 
 
 def _quoted(value: Any) -> str:
-    return "-" if value is None else '"' + _one_line(str(value), 60) + '"'
+    return "-" if value is None else '"' + one_line(str(value), 60, cut="…") + '"'
 
-
-def _one_line(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -32,15 +32,6 @@ def colour(palette: Palette, name: str) -> str:
     return palette.get(name) or palette.get("foreground") or ""
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
 def rate(per_second: float | None) -> str:
     if per_second is None:
         return "–"
@@ -78,7 +69,3 @@ def same(a: Text, b: Text) -> bool:
     the Text's own style: a status word recoloured by a new theme would compare equal."""
     return a == b and a.style == b.style
 
-
-def one_line(message: str, limit: int = 300) -> str:
-    flat = " ".join(message.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

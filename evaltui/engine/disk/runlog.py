@@ -19,12 +19,6 @@ from evaltui.engine.stream.events import PairStatus
 from evaltui.fsutil import json_bytes
 
 
-def duration(seconds: float) -> str:
-    """`42s`, `3m12s`, `1h05m`: a span of time in a line."""
-    s = int(round(seconds))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
-
-
 def _score(metric: str, score: float | None) -> str:
     return f"{metric} = {score:.2f}" if score is not None else f"{metric} = -"
 

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from evaltui.engine.disk.runlog import duration
 from evaltui.engine.disk.workdir import NotAWorkDir
 from evaltui.engine.follow.view import View
 from evaltui.engine.follow.watches import PairWatch
@@ -49,6 +48,7 @@ from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.events import Pair, PairStatus
 from evaltui.engine.stream.state import RunState
 from evaltui.exitcode import ExitCode
+from evaltui.text import duration
 
 if TYPE_CHECKING:
     from evaltui.engine.disk.details import PairDetails

@@ -26,7 +26,6 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from evaltui.backends import make_backend, make_client, secrets_of
-from evaltui.backends.client import one_line
 from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.answer import Answered, ModelAnswerer
 from evaltui.engine.unit.heap import settle_heap
@@ -34,6 +33,7 @@ from evaltui.engine.unit.tries import INTERNAL_CHARS, SampleTokens, failed_entry
 from evaltui.failure import ErrorKind, error_record
 from evaltui.plan import DatasetConfig, ModelConfig
 from evaltui.redaction import redact, undumpable
+from evaltui.text import one_line
 
 BATCH_WINDOW = 0.005  # s a batch gathers answers after its first one
 LOAD_INTERVAL = 1.0  # s between batches of an actor with nothing to send but its load

@@ -284,7 +284,7 @@ class RayModel:
         slot.announced.clear()
         slot.queue.clear()
         slot.cancels.clear()
-        why = redact(_one_line(error), self._secrets)
+        why = redact(_why_gone(error), self._secrets)
         mine = [(key, w) for key, w in self._waiting.items() if w.slot is slot]
         m = self.model.abbr
         if slot.deaths >= MAX_DEATHS:
@@ -303,7 +303,7 @@ def _worker_failure(index: int, epoch: int, why: str) -> dict[str, Any]:
     return failed_entry(index, epoch, error_record(ErrorKind.WORKER, why))
 
 
-def _one_line(error: BaseException) -> str:
+def _why_gone(error: BaseException) -> str:
     """Why an actor is gone, in a line: Ray's message is a paragraph (a traceback when the actor
     could not start, the worker's exit detail when its process died)."""
     text = _ANSI.sub("", str(error))

@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 import anyio
 
 from evaltui.backends import Backend, BackendError, Trace
-from evaltui.backends.client import one_line
 from evaltui.datasets import Sample
 from evaltui.failure import RECORD_KEYS, ErrorKind, error_record
 from evaltui.plan import DatasetConfig
 from evaltui.redaction import redact
+from evaltui.text import one_line
 
 OnRetry = Callable[[int, dict[str, Any]], None]  # (the try about to start, from 2; why the last one failed)
 

@@ -16,7 +16,8 @@ from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
 from evaltui.engine.disk.details import PairDetails
 from evaltui.scoring.leaderboard import format_score
-from evaltui.ui import fmt, keys
+from evaltui.text import one_line
+from evaltui.ui import keys
 
 
 class DetailsScreen(Screen[None]):
@@ -68,14 +69,14 @@ class DetailsScreen(Screen[None]):
         for f in d.failures:
             e = f.error
             status = "-" if e.status is None else str(e.status)
-            failures.add_row(Text(_unit(f.sample_index, f.epoch)), Text(e.type), Text(status), Text(str(e.attempts)), Text(fmt.one_line(e.message, 200)))
+            failures.add_row(Text(_unit(f.sample_index, f.epoch)), Text(e.type), Text(status), Text(str(e.attempts)), Text(one_line(e.message, 200, cut="…")))
         if not d.failures:
             failures.add_row(Text("none"), Text(""), Text(""), Text(""), Text(""))
         preds = self.query_one("#details-predictions", DataTable)
         preds.add_columns("sample", "ok", "prediction", "gold")
         for p in d.predictions:
             ok = "–" if p.correct is None else ("✔" if p.correct else "✘")
-            preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(fmt.one_line(p.prediction, 80)), Text(fmt.one_line(p.gold, 60)))
+            preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(one_line(p.prediction, 80, cut="…")), Text(one_line(p.gold, 60, cut="…")))
         if not d.predictions:
             preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
         self._show_records(d)
@@ -104,7 +105,7 @@ class DetailsScreen(Screen[None]):
             tokens = str(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)) if usage else "-"
             took = f"{r['took']:.2f}s" if isinstance(r.get("took"), (int, float)) else "-"
             said = attempts or ("none" if "attempts" in r else "(not in the per-sample log)")
-            cells = [str(index), str(epoch), str(r.get("tries", 1)), fmt.one_line(said, 120), took, tokens]
+            cells = [str(index), str(epoch), str(r.get("tries", 1)), one_line(said, 120, cut="…"), took, tokens]
             table.add_row(*map(Text, cells))
         if not d.records:
             table.add_row(Text("none"), Text(""), Text(""), Text("(nothing run yet)"), Text(""), Text(""))

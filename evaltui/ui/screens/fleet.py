@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Static
 from evaltui.engine.stream.state import RunState
 from evaltui.latency import ProfileSnapshot
 from evaltui.plan import ModelConfig
+from evaltui.text import duration, one_line
 from evaltui.ui import fmt, keys
 
 COLUMNS = ("replica", "state", "in flight", "limit", "req/s", "errors", "why")
@@ -52,7 +53,7 @@ class FleetScreen(Screen[None]):
         if not state.live:  # the counters are the run's last: nothing is in flight, nothing has a rate now
             title.append("  (the run has ended: counters as it left them)", style=fmt.colour(self.palette, "foreground-muted"))
         elif down is not None:
-            waiting = f"  ALL DOWN for {fmt.duration(down)}, waiting up to {fmt.duration(m.down_timeout)}"
+            waiting = f"  ALL DOWN for {duration(down)}, waiting up to {duration(m.down_timeout)}"
             title.append(waiting, style=f"bold {fmt.colour(self.palette, 'error')}")
         self.query_one("#fleet-title", Static).update(title)
         limits = self._limits(load.limit if load and load.limit else m.max_workers, load.tokens if load else 0)
@@ -75,7 +76,7 @@ class FleetScreen(Screen[None]):
         for v in views.values():
             table.add_row(
                 Text(v.url), self._state(v.state), Text(str(v.in_flight if live else 0)), Text(str(v.limit)),
-                Text(fmt.rate(v.rate if live else None)), Text(str(v.errors)), Text(fmt.one_line(v.reason, 120)),
+                Text(fmt.rate(v.rate if live else None)), Text(str(v.errors)), Text(one_line(v.reason, 120, cut="…")),
             )
         table.move_cursor(row=row)
 

@@ -7,6 +7,7 @@ from rich.text import Text
 
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.stream.state import RunState
+from evaltui.text import duration
 from evaltui.ui import fmt
 
 _INFERRING = (PairStatus.PENDING, PairStatus.RUNNING)
@@ -38,5 +39,5 @@ def model_load(state: RunState, model: str, max_workers: int, *, live: bool, pal
         text.append(f" {up}/{len(load.replicas)} up", style=style)
     down = state.down_for(model)
     if down is not None and live:
-        text.append(f" ALL DOWN {fmt.duration(down)}", style=f"bold {fmt.colour(palette, 'error')}")
+        text.append(f" ALL DOWN {duration(down)}", style=f"bold {fmt.colour(palette, 'error')}")
     return text

@@ -17,6 +17,7 @@ from evaltui.engine.stream.pair import Failure
 from evaltui.engine.stream.state import RunState
 from evaltui.plan.price import said_cost
 from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
+from evaltui.text import duration, one_line
 from evaltui.ui import fmt, keys
 from evaltui.ui.widgets.fleet import model_load, strip_models
 from evaltui.ui.widgets.progress import repaint_row
@@ -59,7 +60,7 @@ class EngineStrip(Widget):
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
         beat = self._heartbeat(state, heartbeat_timeout, live, palette)
         c, f, n = state.totals()
-        elapsed, samples, failed = f"  elapsed {fmt.duration(state.elapsed())}", f"  samples {c + f}/{n}", f"  failed {f}" if f else ""
+        elapsed, samples, failed = f"  elapsed {duration(state.elapsed())}", f"  samples {c + f}/{n}", f"  failed {f}" if f else ""
         room = self.content_size.width
         if room and beat.cell_len + len(elapsed) + len(samples) + len(failed) > room:
             elapsed = ""  # what failed counts for more than the time it took
@@ -85,19 +86,19 @@ class EngineStrip(Widget):
         age = state.heartbeat_age()
         if state.finished is not None and not live:
             if state.finished.interrupted and age is not None:  # stopped with work left (a killed run, when watched)
-                return Text(f"■ stopped: heartbeat {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
+                return Text(f"■ stopped: heartbeat {duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
             return Text("● run finished", style=fmt.colour(palette, "success"))
         if age is None:
             return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))
         if age > timeout:
-            return Text(f"✖ heartbeat STALE {fmt.duration(age)} ago", style=f"bold {fmt.colour(palette, 'error')}")
-        return Text(f"♥ alive {fmt.duration(age)} ago", style=fmt.colour(palette, "success"))
+            return Text(f"✖ heartbeat STALE {duration(age)} ago", style=f"bold {fmt.colour(palette, 'error')}")
+        return Text(f"♥ alive {duration(age)} ago", style=fmt.colour(palette, "success"))
 
 
 def failure_line(f: Failure) -> str:
     status = f.error.status if f.error.status is not None else "-"
     epoch = f" epoch {f.epoch}" if f.epoch else ""
-    return f"{f.model}/{f.dataset} #{f.sample_index}{epoch} {f.error.type} {status}: {fmt.one_line(f.error.message)}"
+    return f"{f.model}/{f.dataset} #{f.sample_index}{epoch} {f.error.type} {status}: {one_line(f.error.message, 300, cut='…')}"
 
 
 class FailuresLog(Log):

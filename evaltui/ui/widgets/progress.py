@@ -19,6 +19,7 @@ from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.pair import PairState
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import MISSING
+from evaltui.text import duration
 from evaltui.ui import fmt, keys
 
 COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
@@ -263,7 +264,7 @@ class ProgressTable(DataTable[Text]):
             failed,
             fmt.status_text(p.status, palette),
             Text(fmt.rate(throughput), justify="right"),
-            Text(fmt.duration(eta), justify="right"),
+            Text(duration(eta), justify="right"),
             score,
         ]
 
