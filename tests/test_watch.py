@@ -11,8 +11,8 @@ import anyio
 import pytest
 from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
+from evaltui.engine.disk.heartbeat import HeartbeatThread
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir, parse_iso
-from evaltui.engine.run.heartbeat import HeartbeatThread
 from evaltui.engine.run.scorer import Scorer
 from evaltui.engine.stream import events as ev
 from evaltui.fsutil import atomic_write_json, atomic_write_text

@@ -24,9 +24,10 @@ import os
 import time
 from pathlib import Path
 
+from evaltui.engine.disk.heartbeat import missed_beats, stale
+
 PROC_LOCKS = Path("/proc/locks")
 PROC_MOUNTINFO = Path("/proc/self/mountinfo")
-BEAT_SLACK = 2.0  # s beyond two missed beats: a loaded machine writes late
 # filesystems only the kernel that mounts them writes: a lock free in its table is free
 LOCAL_FILESYSTEMS = frozenset(
     "ext2 ext3 ext4 xfs btrfs bcachefs zfs f2fs jfs reiserfs nilfs2 tmpfs ramfs overlay vfat exfat ntfs3 hfsplus".split()
@@ -45,7 +46,7 @@ def run_holder(root: Path, local: bool, beats_every: float) -> int | None:
             age = time.time() - (root / sign).stat().st_mtime
         except OSError:
             continue
-        return 0 if age > 2 * beats_every + BEAT_SLACK else None
+        return 0 if stale(age, missed_beats(beats_every)) else None
     return 0
 
 

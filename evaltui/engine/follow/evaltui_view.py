@@ -4,7 +4,6 @@ checkpoints, results, the heartbeat, the summary and whether the lock is held.""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,21 +11,20 @@ from typing import TYPE_CHECKING
 from evaltui import fastjson
 from evaltui.engine.disk.checkpoint import line_outcome
 from evaltui.engine.disk.details import PairDetails, read_pair_details
+from evaltui.engine.disk.heartbeat import last_beat
 from evaltui.engine.disk.lockstate import local_filesystem, run_holder
 from evaltui.engine.disk.runlog import ends_a_run
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.follow.tail import AppendedLines
 from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.stream.events import PairStatus, SampleError
-from evaltui.plan import ModelConfig, Plan, PlanError, read_snapshot, select
+from evaltui.plan import ModelConfig, Plan, PlanError, RunConfig, read_snapshot, select
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
     from evaltui.scoring.summary import RunSummary
 
-DEFAULT_HEARTBEAT_TIMEOUT = 60.0  # until the plan says (SPEC §3's defaults)
-DEFAULT_LOG_INTERVAL = 30.0
-DEFAULT_HEARTBEAT_INTERVAL = 5.0
+_RUN_DEFAULTS = RunConfig()  # until the work dir's plan says: the schema's defaults (SPEC §3)
 _STATUSES = {s.value: s for s in (PairStatus.PENDING, PairStatus.RUNNING, PairStatus.DONE, PairStatus.FAIL)}
 
 
@@ -41,17 +39,6 @@ def newest_summary(folder: Path) -> dict[str, str]:
         return {}
     newest = stems[-1]
     return {n.rpartition(".")[2]: str(folder / n) for n in sorted(names) if n.rpartition(".")[0] == newest}
-
-
-def last_beat(workdir: WorkDir) -> float | None:
-    """When infer_heartbeat last beat (wall clock), as the watch-scorer reads it: ISO time, a
-    naive one (OpenCompass's) as local time, a garbled one dated by the file's mtime."""
-    now = time.time()
-    try:
-        age = workdir.heartbeat_age(now)
-    except OSError:
-        return None
-    return None if age is None else now - age
 
 
 def _last_line(path: Path, tail: int = 4096) -> str:
@@ -127,11 +114,11 @@ class EvaltuiView:
 
     @property
     def heartbeat_timeout(self) -> float:
-        return self.plan.run.heartbeat_timeout if self.plan is not None else DEFAULT_HEARTBEAT_TIMEOUT
+        return self.plan.run.heartbeat_timeout if self.plan is not None else _RUN_DEFAULTS.heartbeat_timeout
 
     @property
     def log_interval(self) -> float:
-        return self.plan.run.log_interval if self.plan is not None else DEFAULT_LOG_INTERVAL
+        return self.plan.run.log_interval if self.plan is not None else _RUN_DEFAULTS.log_interval
 
     @property
     def max_workers(self) -> dict[str, int]:
@@ -232,7 +219,7 @@ class EvaltuiView:
 
     # -- the run as a whole
     def holder(self) -> int | None:
-        beats_every = self.plan.run.heartbeat_interval if self.plan is not None else DEFAULT_HEARTBEAT_INTERVAL
+        beats_every = self.plan.run.heartbeat_interval if self.plan is not None else _RUN_DEFAULTS.heartbeat_interval
         return run_holder(self.root, self._local, beats_every)
 
     def heartbeat_key(self) -> StatKey | None:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.disk.workdir import NotAWorkDir
 from evaltui.engine.follow.view import View
 from evaltui.engine.follow.watches import PairWatch
@@ -241,7 +242,7 @@ class Follower:
         if newest is None:
             return None
         quiet = time.time() - newest
-        if quiet <= self.view.heartbeat_timeout:
+        if not stale(quiet, self.view.heartbeat_timeout):
             return None
         what = self.view.problem or self.view.expects
         return f"nothing to follow in {self.view.root}, and nothing has written there for {duration(quiet)}: {what}"
@@ -315,7 +316,7 @@ class Follower:
         if holder is not None:
             return holder != 0
         at = self.view.activity_at()
-        if at is None or time.time() - at > self.view.heartbeat_timeout:
+        if at is None or stale(time.time() - at, self.view.heartbeat_timeout):
             return False
         return not self.view.ended()
 

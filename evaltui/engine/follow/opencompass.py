@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltui.engine.disk.details import PairDetails, PredictionSample
+from evaltui.engine.disk.heartbeat import last_beat
 from evaltui.engine.disk.workdir import WorkDir
-from evaltui.engine.follow.evaltui_view import last_beat, newest_summary
+from evaltui.engine.follow.evaltui_view import newest_summary
 from evaltui.engine.follow.opencompass_samples import part_files, read_entries
 from evaltui.engine.follow.opencompass_tally import PredictionCount
 from evaltui.engine.follow.view import PairSpec, Score, ShardStatus, stat_key

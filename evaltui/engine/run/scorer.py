@@ -37,6 +37,7 @@ from anyio.abc import TaskGroup
 
 from evaltui.datasets import load_records
 from evaltui.engine.disk.checkpoint import iter_predictions, read_predictions
+from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream import events as ev
@@ -308,7 +309,7 @@ class Scorer:
             age = None
         if age is None:  # no beat yet: count from our own start, as a beat that never came
             age = now - started
-        if age > timeout:
+        if stale(age, timeout):
             self.emit(ev.ScoringSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
             self.pending = []
 

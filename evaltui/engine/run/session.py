@@ -16,9 +16,9 @@ from contextlib import AsyncExitStack
 import anyio
 from anyio.abc import TaskGroup
 
+from evaltui.engine.disk.heartbeat import HeartbeatThread
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.executor import Executor, LocalExecutor
-from evaltui.engine.run.heartbeat import HeartbeatThread
 from evaltui.engine.run.pool import WorkerPool
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun

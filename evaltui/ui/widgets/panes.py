@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Log
 from textual.widgets.data_table import RowKey
 
+from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.stream.pair import Failure
 from evaltui.engine.stream.state import RunState
 from evaltui.plan.price import said_cost
@@ -90,7 +91,7 @@ class EngineStrip(Widget):
             return Text("● run finished", style=fmt.colour(palette, "success"))
         if age is None:
             return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))
-        if age > timeout:
+        if stale(age, timeout):
             return Text(f"✖ heartbeat STALE {duration(age)} ago", style=f"bold {fmt.colour(palette, 'error')}")
         return Text(f"♥ alive {duration(age)} ago", style=fmt.colour(palette, "success"))
 
