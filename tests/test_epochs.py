@@ -16,6 +16,7 @@ from workfiles import checkpoint_entries, read_strict_json
 
 from evaltui.engine.disk.checkpoint import Checkpoint, merge_checkpoints, predictions_to_checkpoint, read_predictions
 from evaltui.engine.stream import events as ev
+from evaltui.plan import Epochs
 from evaltui.scoring import Reduction, pass_at_k, score
 from evaltui.sim import ModelProfile, SimConfig, answers_correctly
 
@@ -60,6 +61,17 @@ def test_reducers_turn_the_epochs_verdicts_into_one_value() -> None:
     assert Reduction("exact", "mean", (), 1).trivial and not Reduction("exact", "max", (), 1).trivial
 
 
+def test_every_evaluator_and_reducer_the_plan_names_is_scoring_s() -> None:
+    """The plan lists the evaluator types and reducers once (plan/evaluator.py); scoring knows each."""
+    from evaltui.plan.evaluator import EVALUATORS, REDUCERS
+    from evaltui.scoring import main_metric
+
+    assert all(main_metric(name) for name in EVALUATORS)
+    for reducer in REDUCERS:
+        ks = (2,) if reducer in ("at_least_k", "pass_at_k") else ()
+        assert Reduction.of(_Evaluator(), Epochs(3, reducer, ks)).reduce([True, False, True]), reducer
+
+
 class _Evaluator:
     def __init__(self, **kw: Any):
         self.type, self.reducer, self.pattern = kw.get("type", "exact"), kw.get("reducer", "mean"), None
@@ -75,7 +87,7 @@ def test_score_keeps_every_epoch_and_the_reduced_values() -> None:
         {"index": 1, "prediction": "x", "gold": "b", "predictions": ["x", "", "b"], "error": None,
          "errors": [None, {"type": "http", "status": 500, "message": "m", "attempts": 3}, None]},
     ]
-    result = score(_Evaluator(reducer="pass_at_k", ks=(1, 3)), predictions, epochs=3)
+    result = score(_Evaluator(reducer="pass_at_k", ks=(1, 3)), predictions, epochs=Epochs(3, "pass_at_k", (1, 3)))
     assert list(result)[:2] == ["pass@1", "pass@3"]
     # sample 0: 2 of 3 right; sample 1: 1 of 3 (the failed epoch is wrong)
     assert result["pass@1"] == round(100 * (2 / 3 + 1 / 3) / 2, 2)
@@ -274,7 +286,8 @@ def test_code_exec_runs_every_epochs_program_and_reduces_to_pass_at_k(tmp_path: 
         {"index": 0, "prediction": "    return 1\n", "gold": "", "predictions": ["    return 1\n", "    return 0\n", "    return 1\n"]},
         {"index": 1, "prediction": "    return 0\n", "gold": "", "predictions": ["    return 0\n", "", "    return 0\n"], "errors": [None, error, None]},
     ]
-    result = score(Evaluator(type="code_exec", reducer="pass_at_k", ks=(1, 3)), predictions, records, workers=2, tmp_root=str(tmp_path), epochs=3)
+    epochs = Epochs(3, "pass_at_k", (1, 3))
+    result = score(Evaluator(type="code_exec", reducer="pass_at_k", ks=(1, 3)), predictions, records, workers=2, tmp_root=str(tmp_path), epochs=epochs)
     assert (result["pass@1"], result["pass@3"]) == (round(100 * (2 / 3 + 0) / 2, 2), 50.0)
     first, second = result["details"]
     assert [e["result"] for e in first["epochs"]] == ["passed", first["epochs"][1]["result"], "passed"] and not first["epochs"][1]["correct"]

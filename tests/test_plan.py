@@ -333,10 +333,25 @@ def test_epochs_come_from_the_dataset_or_the_run(tmp_path: Path) -> None:
     data["datasets"][0].update(epochs=2, evaluator={"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 2]})
     data["datasets"][1]["evaluator"] = {"type": "choice", "reducer": "at_least_k", "k": 3}
     plan = load_plan(write_plan(tmp_path, data))
-    assert [plan.epochs(d) for d in plan.datasets] == [2, 4]
+    assert [plan.epochs(d).count for d in plan.datasets] == [2, 4]
     assert plan.datasets[0].evaluator.ks() == (1, 2) and plan.datasets[1].evaluator.ks() == (3,)
     default = load_plan(write_plan(tmp_path, base_plan()))
-    assert [default.epochs(d) for d in default.datasets] == [1, 1]
+    assert [default.epochs(d).count for d in default.datasets] == [1, 1]
+
+
+def test_a_datasets_epochs_travel_with_its_reducer_and_k(tmp_path: Path) -> None:
+    """Plan.epochs is the one place a dataset's epochs are resolved: the count with the reducer
+    and k that reduce them, one value for the scorer, the summary, the follower and the fingerprints."""
+    from evaltui.plan import Epochs
+
+    data = base_plan()
+    data["run"] = {"epochs": 4}
+    data["datasets"][0].update(epochs=2, evaluator={"type": "gsm8k", "reducer": "pass_at_k", "k": [1, 2]})
+    data["datasets"][1]["evaluator"] = {"type": "choice", "reducer": "at_least_k", "k": 3}
+    plan = load_plan(write_plan(tmp_path, data))
+    assert [plan.epochs(d) for d in plan.datasets] == [Epochs(2, "pass_at_k", (1, 2)), Epochs(4, "at_least_k", (3,))]
+    default = load_plan(write_plan(tmp_path, base_plan()))
+    assert [default.epochs(d) for d in default.datasets] == [Epochs(1), Epochs(1)] and default.epochs(default.datasets[0]).trivial
 
 
 def test_the_versions_of_a_plan_without_epochs_are_what_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

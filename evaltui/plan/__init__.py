@@ -11,7 +11,7 @@ files are checked against the templates), so neither imports it but for type che
 """
 
 from evaltui.plan.errors import PlanError
-from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.evaluator import Epochs, EvaluatorConfig
 from evaltui.plan.load import load_plan, parse_samples, read_snapshot, samples_spec, select
 from evaltui.plan.price import Price
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig
@@ -19,6 +19,7 @@ from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunCo
 __all__ = [
     "ABBR_RE",
     "DatasetConfig",
+    "Epochs",
     "EvaluatorConfig",
     "ModelConfig",
     "Plan",

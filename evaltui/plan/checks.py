@@ -359,21 +359,21 @@ def _check_installed(ev: EvaluatorConfig) -> list[str]:
 
 def _check_epochs(plan: Plan, ds: DatasetConfig) -> list[str]:
     """The reducer's k against the epochs it reduces; ppl mode has nothing to repeat."""
-    epochs = plan.epochs(ds)
+    of = plan.epochs(ds)
+    epochs, reducer, ks = of.count, of.reducer, of.ks
     source = "" if ds.epochs is not None else f" (run.epochs = {epochs} applies to it)"
     problems: list[str] = []
     if ds.mode != "gen" and epochs > 1:
         problems.append(f"epochs: {ds.mode} mode ranks the choices by log-probabilities, which every epoch gives alike; use epochs = 1{source}")
-    ev, ks = ds.evaluator, ds.evaluator.ks()
-    if ev.reducer not in ("at_least_k", "pass_at_k"):
+    if reducer not in ("at_least_k", "pass_at_k"):
         if ks:
-            problems.append(f"evaluator.k: only used by the at_least_k and pass_at_k reducers (reducer is {ev.reducer!r})")
+            problems.append(f"evaluator.k: only used by the at_least_k and pass_at_k reducers (reducer is {reducer!r})")
         return problems
     if not ks:
-        example = f"k = {min(epochs, 2)}" if ev.reducer == "at_least_k" or epochs == 1 else f"k = [1, {epochs}]"
-        problems.append(f"evaluator.k: required by the {ev.reducer} reducer (e.g. {example})")
-    elif ev.reducer == "at_least_k" and len(ks) > 1:
-        problems.append(f"evaluator.k: at_least_k takes one k (got {ev.k!r})")
+        example = f"k = {min(epochs, 2)}" if reducer == "at_least_k" or epochs == 1 else f"k = [1, {epochs}]"
+        problems.append(f"evaluator.k: required by the {reducer} reducer (e.g. {example})")
+    elif reducer == "at_least_k" and len(ks) > 1:
+        problems.append(f"evaluator.k: at_least_k takes one k (got {ds.evaluator.k!r})")
     elif max(ks) > epochs:
         problems.append(f"evaluator.k: {max(ks)} is more than the {epochs} epochs each sample gets{source}")
     return problems

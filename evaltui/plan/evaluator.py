@@ -2,11 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from evaltui.plan.strict import DAY, Strict, without_later
+
+#: Every evaluator `type` a dataset may name: the one list (scoring judges each; tests/test_epochs.py checks it does).
+EVALUATORS = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood")
+#: How a sample's epochs become one score (scoring/reducers.py reduces by each).
+REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
+
+# Literals made from the lists, so a typo is "must be one of …" with every name.
+if TYPE_CHECKING:
+    EvaluatorType = str
+    Reducer = str
+else:
+    EvaluatorType = Literal[EVALUATORS]
+    Reducer = Literal[REDUCERS]
+
+
+@dataclass(frozen=True, slots=True)
+class Epochs:
+    """How a dataset's samples are repeated and their verdicts made one score: what travels
+    together from the plan (`Plan.epochs`) to the scorer, the summary, the follower and the
+    fingerprints, rather than a count here and a reducer there."""
+
+    count: int  # times each sample is sent: the dataset's own `epochs`, else [run] epochs
+    reducer: str = "mean"  # one of REDUCERS
+    ks: tuple[int, ...] = ()  # at_least_k's k, pass_at_k's (several)
+
+    @property
+    def trivial(self) -> bool:
+        """Once, by mean: nothing is reduced (a result says neither epochs nor reducer)."""
+        return self.count == 1 and self.reducer == "mean"
+
 
 LATER_EVALUATOR_KEYS: dict[str, Any] = {
     "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
@@ -46,11 +77,11 @@ class FilterConfig(Strict):
 
 
 class EvaluatorConfig(Strict):
-    type: Literal["exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood"]
+    type: EvaluatorType
     pattern: str | None = None
     timeout: float = Field(10.0, gt=0, le=DAY)
     memory_mb: int = Field(1024, ge=16, le=1 << 20)
-    reducer: Literal["mean", "max", "median", "mode", "at_least_k", "pass_at_k"] = "mean"
+    reducer: Reducer = "mean"
     k: int | list[int] | None = None  # at_least_k: one k; pass_at_k: one or several
     # exact_match (lm-eval's): a metric per filter, the texts compared after regexes_to_ignore
     filters: list[FilterConfig] | None = None

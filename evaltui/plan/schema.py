@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from evaltui.backends import BACKENDS
-from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.evaluator import Epochs, EvaluatorConfig
 from evaltui.plan.price import Price
 from evaltui.plan.strict import DAY, HOUR, Strict, without_later
 from evaltui.redaction import REDACTED, SECRET_HEADER_RE
@@ -25,7 +25,6 @@ ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_WORKERS = 4096
 MAX_REPLY_BYTES = 16 * 2**20  # the default cap on one reply's body: memory is bounded by max_workers × this
 MAX_EPOCHS = 1000
-REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
 
 # A model's `type` names its backend: the registry is the one list of them (a Literal, so a typo
 # is reported as "must be one of …" with every name).
@@ -282,9 +281,11 @@ class Plan(Strict):
         """The environment variables the plan reads API keys from (kept from processes that need none)."""
         return [m.api_key_env for m in self.models if m.api_key_env]
 
-    def epochs(self, ds: DatasetConfig) -> int:
-        """How many times each sample of `ds` is sent: its own `epochs`, else the run's."""
-        return ds.epochs if ds.epochs is not None else self.run.epochs
+    def epochs(self, ds: DatasetConfig) -> Epochs:
+        """How many times each sample of `ds` is sent (its own `epochs`, else the run's) and how
+        its epochs' verdicts are reduced: the one place a dataset's epochs are resolved."""
+        count = ds.epochs if ds.epochs is not None else self.run.epochs
+        return Epochs(count, ds.evaluator.reducer, ds.evaluator.ks())
 
     def snapshot(self) -> dict[str, Any]:
         """The resolved plan for `<work_dir>/plan.toml`: defaults filled in, no secrets, no None."""

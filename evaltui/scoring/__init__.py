@@ -11,11 +11,10 @@ from .normalize import normalize
 from .readers.choice import extract_choice
 from .readers.gsm8k import extract_gold_number, extract_prediction_number
 from .reducers import MetricSums, Reduction, pass_at_k
-from .score import EVALUATOR_TYPES, iter_details, main_metric, percent, score
+from .score import iter_details, main_metric, percent, score
 from .summary import dataset_version, render_csv, render_md, render_txt, write_summary
 
 __all__ = [
-    "EVALUATOR_TYPES",
     "DatasetRow",
     "Judgement",
     "Leaderboard",

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-EVALUATOR_TYPES = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood")
+from evaltui.plan.evaluator import EVALUATORS, Epochs
+
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
 SCORED_TYPES = ("exact_match", "loglikelihood")
 
@@ -31,8 +32,8 @@ def type_name(evaluator_type: Any) -> str:
 def main_metric(evaluator_type: Any) -> str:
     """The evaluator's own metric: what one epoch's verdicts average to."""
     name = type_name(evaluator_type)
-    if name not in EVALUATOR_TYPES:
-        raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATOR_TYPES)}")
+    if name not in EVALUATORS:
+        raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATORS)}")
     return {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc"}.get(name, "accuracy")
 
 
@@ -91,10 +92,10 @@ class Reduction:
         self.metrics = self._names()
 
     @classmethod
-    def of(cls, evaluator: Any, epochs: int) -> Reduction:
-        """From a dataset's evaluator settings (an EvaluatorConfig or anything with the same fields)."""
-        ks = evaluator.ks() if hasattr(evaluator, "ks") else ()
-        return cls(getattr(evaluator, "type", None), getattr(evaluator, "reducer", "mean"), ks, epochs, evaluator_metrics(evaluator))
+    def of(cls, evaluator: Any, epochs: Epochs) -> Reduction:
+        """From a dataset's evaluator (its type and metrics: an EvaluatorConfig or anything with
+        the same fields) and its epochs (`Plan.epochs`: how many, by which reducer)."""
+        return cls(getattr(evaluator, "type", None), epochs.reducer, epochs.ks, epochs.count, evaluator_metrics(evaluator))
 
     def _names(self) -> tuple[str, ...]:
         if self.reducer == "mean":

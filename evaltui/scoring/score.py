@@ -14,16 +14,20 @@ import functools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from evaltui.plan.evaluator import Epochs
+
 from .code.code_exec import CodeRunner, is_pass, run_code_samples
 from .judgement import Judge, ScoredJudge
 from .readers.choice import judge_choice
 from .readers.gsm8k import judge_gsm8k
 from .readers.mathcheck import MathChecker
-from .reducers import EVALUATOR_TYPES, SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
+from .reducers import SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .reference import make_exact_match, make_loglikelihood
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
 
-__all__ = ["EVALUATOR_TYPES", "JUDGE_REVISIONS", "epoch_answers", "iter_details", "main_metric", "percent", "score"]
+ONE_EPOCH = Epochs(1)  # what a sample is judged by when nothing says otherwise
+
+__all__ = ["JUDGE_REVISIONS", "epoch_answers", "iter_details", "main_metric", "percent", "score"]
 
 # Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
 # that results the earlier code scored are scored again by a re-run. exact, includes, regex and
@@ -194,14 +198,14 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
     if name == "code_exec":
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
     if name in SCORED_TYPES:
-        return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, 1))
+        return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, ONE_EPOCH))
     if name in ("math", "gsm8k"):
         judging: contextlib.AbstractContextManager[Judge] = _math_judge() if name == "math" else _gsm8k_judge()
     elif name == "regex":  # compiled here: a bad pattern is said before the first sample
         judging = contextlib.nullcontext(make_regex_judge(getattr(evaluator, "pattern", None)))
     else:
         judging = contextlib.nullcontext(_FIXED_JUDGES[name])
-    return _judge_text(judging, predictions, reduction or Reduction.of(evaluator, 1))
+    return _judge_text(judging, predictions, reduction or Reduction.of(evaluator, ONE_EPOCH))
 
 
 def _inference_failure(error: Any) -> str:
@@ -266,14 +270,14 @@ def score(
     *,
     workers: int = 2,
     tmp_root: str | None = None,
-    epochs: int = 1,
+    epochs: Epochs = ONE_EPOCH,
     run_code: CodeRunner = run_code_samples,
 ) -> dict[str, Any]:
     """`{<metric>: percent rounded to 2 decimals, ..., "details": [one per sample]}`, the main
     metric first (several with pass_at_k of several k).
 
     `tmp_root`: where code_exec puts each program's temporary directory; `epochs`: how many
-    each entry holds (its reducer is the evaluator's); `run_code`: what runs code_exec's programs
+    each entry holds and how they are reduced (`Plan.epochs`); `run_code`: what runs code_exec's programs
     (a thread pool of `workers` here by default)."""
     reduction = Reduction.of(evaluator, epochs)
     if type_name(getattr(evaluator, "type", None)) == "code_exec":

@@ -160,8 +160,9 @@ class RunSummary:
             return version_label(d)
         data = {**d.versioned_dump(), "path": str(self.plan.dataset_path(d).resolve())}
         data.pop("epochs", None)
-        if self.plan.epochs(d) != 1:  # as resolved: the run's epochs and the dataset's own are the same thing
-            data["epochs"] = self.plan.epochs(d)
+        count = self.plan.epochs(d).count
+        if count != 1:  # as resolved: the run's epochs and the dataset's own are the same thing
+            data["epochs"] = count
         return dataset_version(data)
 
     def leaderboard(

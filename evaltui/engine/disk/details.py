@@ -55,7 +55,7 @@ def read_pair_details(
     the merge. The checkpoints are indexed as `evaltui show` reads them (checkpoint.LineIndex,
     ~13 bytes a unit), never as a set of every unit."""
     ds = plan.dataset(dataset)
-    epochs = plan.epochs(ds)
+    epochs = plan.epochs(ds).count
     checkpoints = [p for p in workdir.checkpoint_files(model, dataset) if p.exists()]
     if checkpoints:
         samples = sample_extent(workdir, plan, model, ds, checkpoints)

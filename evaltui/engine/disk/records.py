@@ -119,7 +119,7 @@ class WorkDirView:
         first = statuses[0] if statuses else {}
         completed, failed = self._counts(model, ds)
         return PairView(
-            model, ds.abbr, status, str(first.get("version", "")), int(first.get("epochs", self.plan.epochs(ds))), str(first.get("samples", "")),
+            model, ds.abbr, status, str(first.get("version", "")), int(first.get("epochs", self.plan.epochs(ds).count)), str(first.get("samples", "")),
             sum(s["total"] for s in statuses), completed, failed, metrics, str((result or {}).get("dataset_version", "")), error,
             result_parts(result),
         )
@@ -155,7 +155,8 @@ class WorkDirView:
         log's, or the checkpoint's for a unit the log lacks."""
         ds = self.plan.dataset(dataset)
         logs, checkpoints = self.workdir.sample_log_files(model, dataset), self.workdir.checkpoint_files(model, dataset)
-        found = latest_records(logs, sample_extent(self.workdir, self.plan, model, ds, [*checkpoints, *logs]), self.plan.epochs(ds), checkpoints=checkpoints)
+        extent = sample_extent(self.workdir, self.plan, model, ds, [*checkpoints, *logs])
+        found = latest_records(logs, extent, self.plan.epochs(ds).count, checkpoints=checkpoints)
         yield from _joined(found, iter_result_details(self.workdir.result_file(model, dataset)))
 
 

@@ -1,4 +1,17 @@
-"""Fingerprints that decide whether work from an earlier run still holds for this plan."""
+"""Fingerprints that decide whether work from an earlier run still holds for this plan.
+
+What each takes of a dataset's epochs (`Plan.epochs`: count, reducer, k), and why they differ —
+their values are on disk in every work dir, so none may change:
+- `pair_version` (predictions): none of them. An epoch's answer is the same request whatever the
+  count or the reducer; the status files carry the count, so a pair run for other epochs is
+  resumed from its checkpoints, not kept whole.
+- `evaluator_version` (a result): the reducer and k, through the evaluator's own settings: a
+  result reduced another way is scored again (the count is the status files' to check).
+- `dataset_fingerprint` (`evaltui compare`): the count, and the evaluator's version: two runs
+  compare only when each sample was sent as often and reduced alike.
+- the leaderboard's version column (scoring/summary.py): the count when it is not 1, the reducer
+  and k through the dataset's settings.
+"""
 
 from __future__ import annotations
 
@@ -54,7 +67,7 @@ def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
         return ""
     keys = {
         "dataset": ds.model_dump(mode="json", include={"columns", "prompt", "system", "target", "mode", "choices", "limit", "sample_ids"}),
-        "epochs": plan.epochs(ds),
+        "epochs": plan.epochs(ds).count,
         "evaluator": evaluator_version(ds),
         "data": data,
     }

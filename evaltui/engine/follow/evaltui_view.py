@@ -131,7 +131,7 @@ class EvaltuiView:
     @property
     def epochs(self) -> dict[str, int]:
         plan = self.plan
-        return {d.abbr: plan.epochs(d) for d in plan.datasets} if plan is not None else {}
+        return {d.abbr: plan.epochs(d).count for d in plan.datasets} if plan is not None else {}
 
     def refresh(self) -> bool:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True

@@ -20,7 +20,7 @@ from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.unit.tries import SampleTokens
 from evaltui.fsutil import read_json
-from evaltui.plan import DatasetConfig, ModelConfig, Plan, samples_spec
+from evaltui.plan import DatasetConfig, Epochs, ModelConfig, Plan, samples_spec
 
 
 def plan_pairs(
@@ -42,14 +42,14 @@ def plan_pairs(
     moved: list[str] = []  # datasets whose answers came from another url
     for ds in datasets:
         total = totals[ds.abbr]
-        epochs = plan.epochs(ds)
+        epochs = plan.epochs(ds).count
         version, urls = _drop_stale_work(plan, model, wd, ds, emit)
         if len(urls) > len(model.urls):
             moved.append(ds.abbr)
         count = total if ds.sample_ids is None else len(ds.sample_ids)
         # A pair scored whole is kept without reading its checkpoints again; any other has them
         # read through first: a damaged line (set aside) means its predictions are to be rebuilt.
-        if wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, epochs, emit):
+        if wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
             continue
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
         answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
@@ -59,7 +59,7 @@ def plan_pairs(
             damaged += sorter.set_aside()
         if damaged:
             _say_damaged(wd, m, ds.abbr, damaged, emit)
-        elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, epochs, emit):
+        elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
             continue
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
             # Checkpoints deleted after the merge (as OpenCompass users do): the final file
@@ -125,9 +125,9 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     return version, tuple(dict.fromkeys([*earlier, *model.urls]))
 
 
-def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int, emit: ev.Sink) -> bool:
+def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, of: Epochs, emit: ev.Sink) -> bool:
     """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
-    n = ds.shards
+    n, epochs = ds.shards, of.count
     statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
     if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
         return False
@@ -148,7 +148,7 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, epochs: int,
     from evaltui.scoring import Reduction  # only when an earlier score is kept
     from evaltui.scoring.reference.parts import as_parts
 
-    metrics = Reduction.of(ds.evaluator, epochs).metrics
+    metrics = Reduction.of(ds.evaluator, of).metrics
     metric, *others = metrics
     extra = tuple((name, _number(result.get(name))) for name in others)
     parts = as_parts(result.get("parts"), metrics)

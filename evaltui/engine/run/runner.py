@@ -111,7 +111,7 @@ class Runner:
     @property
     def epochs(self) -> dict[str, int]:
         """Each dataset's epochs (its own, else the run's)."""
-        return {d.abbr: self.plan.epochs(d) for d in self.plan.datasets}
+        return {d.abbr: self.plan.epochs(d).count for d in self.plan.datasets}
 
     @property
     def models(self) -> dict[str, ModelConfig]:
@@ -375,7 +375,7 @@ def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
     """A warning for each model that decodes greedily but is sent datasets of several epochs:
     every epoch would get the same answer (pass@k would be pass@1)."""
     notices = []
-    repeated = [d.abbr for d in plan.datasets if plan.epochs(d) > 1]
+    repeated = [d.abbr for d in plan.datasets if plan.epochs(d).count > 1]
     for m in plan.models if repeated else ():
         kwargs = m.generation_kwargs
         temperature = kwargs.get("temperature")

@@ -43,7 +43,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
-from evaltui.plan import DatasetConfig, Plan, samples_spec
+from evaltui.plan import DatasetConfig, Epochs, Plan, samples_spec
 
 if TYPE_CHECKING:
     from evaltui.scoring.code.code_exec import CodeRunner
@@ -168,14 +168,14 @@ def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None
     return PartSums(reduction, part_of)
 
 
-def _run_as(plan: Plan, ds: DatasetConfig, epochs: int, workdir: WorkDir, model: str) -> dict[str, Any]:
+def _run_as(plan: Plan, ds: DatasetConfig, epochs: Epochs, workdir: WorkDir, model: str) -> dict[str, Any]:
     """What a result says of how its samples were run: the dataset's fingerprint (which
     `evaltui compare` checks), and when not all once by mean, its epochs and reducer, the
     selection (`samples`) when not all of them; the urls whose answers it scored (its status
     files keep them over runs: a server moved to another host is on record)."""
     head: dict[str, Any] = {"dataset_version": dataset_fingerprint(plan, ds)}
-    if epochs != 1 or ds.evaluator.reducer != "mean":
-        head.update(epochs=epochs, reducer=ds.evaluator.reducer)
+    if not epochs.trivial:
+        head.update(epochs=epochs.count, reducer=epochs.reducer)
     if ds.sample_ids is not None:
         head["samples"] = samples_spec(ds.sample_ids)
     urls: dict[str, None] = {}
