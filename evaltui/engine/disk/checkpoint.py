@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
+from evaltui.engine.disk.units import sample_keys, unit_key
 from evaltui.failure import ErrorKind, error_record
 from evaltui.fsutil import atomic_writer, json_bytes, read_json
 
@@ -220,7 +221,7 @@ class LineIndex:
     every shard layout, or the per-sample logs): its success if it has one, else a failure.
 
     Keeps ~13 bytes per (sample, epoch), never the lines; read them with `line(key)` inside
-    `with` (key: index * epochs + epoch). `latest`: of several lines the last one (a log's
+    `with` (key: units.unit_key). `latest`: of several lines the last one (a log's
     current record) unless it is a failure after a success, rather than the first failure (what
     the predictions always kept).
     """
@@ -234,7 +235,7 @@ class LineIndex:
         self.good = bytearray(slots)
         for k, path in enumerate(self.paths):
             for index, epoch, ok, offset in scan_checkpoint(path):
-                key = index * epochs + epoch
+                key = unit_key(index, epoch, epochs)
                 if not (0 <= index < total and epoch < epochs):
                     continue
                 first, had = self.where[key] < 0, self.good[key]
@@ -279,7 +280,7 @@ def merge_checkpoints(paths: list[Path], total: int, out: Path, *, epochs: int =
                 line = lines.line(index)
                 value = None if line is None else _without_index(line)
             else:
-                value = _joined([lines.line(index * epochs + e) for e in range(epochs)])
+                value = _joined([lines.line(key) for key in sample_keys(index, epochs)])
             if value is None:
                 continue
             w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))

@@ -14,6 +14,7 @@ from evaltui import fastjson
 from evaltui.engine.disk.checkpoint import LineIndex, iter_predictions
 from evaltui.engine.disk.records import iter_result_details, result_parts, sample_extent
 from evaltui.engine.disk.samplelog import records_of
+from evaltui.engine.disk.units import unit_of
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream.events import PairStatus, SampleError
 from evaltui.engine.stream.pair import Failure
@@ -89,7 +90,7 @@ def _from_checkpoints(paths: list[Path], samples: int, epochs: int, predictions:
                 continue
             kept = answered if good[key] else failed
             if len(kept) < (predictions if good[key] else max_failures):
-                kept.append((divmod(key, epochs), _entry(lines.line(key))))
+                kept.append((unit_of(key, epochs), _entry(lines.line(key))))
             elif len(answered) >= predictions and len(failed) >= max_failures:
                 break
     return failed, answered

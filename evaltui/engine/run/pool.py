@@ -25,6 +25,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.datasets import DatasetError, open_records
+from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.ending import PairEnding, failure_budget, stops_early
 from evaltui.engine.run.runs import DatasetRun, ShardRun
@@ -259,7 +260,7 @@ class WorkerPool:
         shard.outstanding -= 1
         shard.in_flight -= 1
         run.remaining -= 1
-        run.retried += index * run.epochs + epoch in run.failed_before
+        run.retried += unit_key(index, epoch, run.epochs) in run.failed_before
         if "error" in entry and not run.stopped_early and stops_early(cfg) and sum(s.failed for s in run.shards) > failure_budget(cfg, run.total):
             await self._ending.stop_early(run)
         if shard.outstanding == 0:

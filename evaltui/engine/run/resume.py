@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from evaltui.datasets import file_fingerprint
 from evaltui.engine.disk.checkpoint import Checkpoint, Line, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
 from evaltui.engine.disk.damaged import DAMAGED, Sorter
+from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.versions import evaluator_version, pair_version
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.runs import DatasetRun, ShardRun, UnitFlags, shard_indices
@@ -52,7 +53,7 @@ def plan_pairs(
         if wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
             continue
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
-        answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit: index * epochs + epoch
+        answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit, by its key (disk/units.py)
         damaged = 0
         for sorter in [Sorter(p, version) for p in wd.checkpoint_files(m, ds.abbr)]:
             _mark(sorter, total, epochs, chosen, answered, failures)
@@ -170,7 +171,7 @@ def _mark(lines: Iterable[Line], total: int, epochs: int, chosen: set[int] | Non
     """Each unit a line answered, or failed when none answered it (of this run's samples)."""
     for index, epoch, ok, _ in lines:
         if 0 <= index < total and epoch < epochs and (chosen is None or index in chosen):
-            key = index * epochs + epoch
+            key = unit_key(index, epoch, epochs)
             if ok:
                 answered[key], failures[key] = 1, 0
             elif not answered[key]:

@@ -3,7 +3,7 @@ pool works through and the ending closes.
 
 The unit of work is a (sample, epoch): a dataset of N samples run for K epochs has N × K of
 them, and every count here (total, completed, failed, remaining) counts those. A unit's key is
-`index * epochs + epoch` (the index itself for one epoch); which units earlier runs answered or
+`disk/units.py`'s (`index * epochs + epoch`); which units earlier runs answered or
 failed is a byte per key (UnitFlags), not a set of Python ints (~90 bytes each: 90 MB of a
 resume's peak at 200,000 samples × 5 epochs).
 """
@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from evaltui.engine.disk.checkpoint import Checkpoint
+from evaltui.engine.disk.units import sample_keys, samples_keys
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.unit.tries import SampleTokens
 from evaltui.plan import DatasetConfig
@@ -48,8 +49,9 @@ class UnitFlags:
         """How many units of these samples are in the set."""
         flags = self.flags
         if isinstance(indices, range) and indices.step == 1:
-            return flags.count(1, indices.start * epochs, indices.stop * epochs)
-        return sum(flags.count(1, i * epochs, (i + 1) * epochs) for i in indices)
+            keys = samples_keys(indices, epochs)
+            return flags.count(1, keys.start, keys.stop)
+        return sum(flags.count(1, (keys := sample_keys(i, epochs)).start, keys.stop) for i in indices)
 
     def whole_samples(self, epochs: int, others: UnitFlags | None = None) -> UnitFlags:
         """The samples (keyed by index) each of whose epochs is in this set or in `others`."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Container, Iterator
 from typing import Any
 
 from evaltui.datasets import DatasetError
+from evaltui.engine.disk.units import sample_keys, unit_of
 from evaltui.engine.run.runs import DatasetRun, Job
 
 Records = Iterator[dict[str, Any] | None]
@@ -26,7 +27,7 @@ def todo(run: DatasetRun, records: Records, reopen: Reopen) -> Iterator[Job]:
     yield from _units(run, records, failed_before=False)
     if not retry:
         return
-    samples = {key // run.epochs for key in retry}  # within the selection: planning kept no other
+    samples = {unit_of(key, run.epochs)[0] for key in retry}  # within the selection: planning kept no other
     try:
         again = reopen(_Except(samples))
     except (DatasetError, OSError) as e:
@@ -56,7 +57,7 @@ def _units(run: DatasetRun, records: Records, *, failed_before: bool) -> Iterato
                     problem = record = f"{run.cfg.path} now has only {at} records, expected {run.records}"
                 except DatasetError as e:
                     problem = record = str(e)
-            units = [epoch for epoch in range(epochs) if not done[key := i * epochs + epoch] and failed[key] == want]
+            units = [epoch for epoch, key in enumerate(sample_keys(i, epochs)) if not done[key] and failed[key] == want]
             if units and run.tokens is not None:
                 run.tokens.expect(i, len(units))
             for epoch in units:
