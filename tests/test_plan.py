@@ -494,3 +494,18 @@ def test_limits_and_a_selection_load(tmp_path: Path) -> None:
     data["datasets"][0].update(time_limit=30.0, token_limit=4096, sample_ids=[4, 0, 2])
     d = load_plan(write_plan(tmp_path, data)).datasets[0]
     assert (d.time_limit, d.token_limit, d.sample_ids) == (30.0, 4096, [0, 2, 4])
+
+
+def test_a_models_limits_are_resolved_in_one_place(tmp_path: Path) -> None:
+    """ModelConfig.limits: what the backend's replicas, the pool's load, Ray and the fleet screen
+    all read (max_workers over the model; max_workers_per_url, else max_workers, at one url; the
+    adaptive floor shared out over the urls, rounded up)."""
+    data = base_plan()
+    data["models"][0].update(url=["http://127.0.0.1:1/generate", "http://127.0.0.1:2/generate", "http://127.0.0.1:3/generate"],
+                             max_workers=16, max_workers_per_url=6, concurrency="adaptive", min_workers=4)
+    plan = load_plan(write_plan(tmp_path, data))
+    limits = plan.models[0].limits
+    assert (limits.max_workers, limits.per_url, limits.adaptive, limits.floor, limits.floor_per_url) == (16, 6, True, 4, 2)
+    assert limits.per_replica and limits.capped_per_url
+    one = plan.models[1].limits
+    assert (one.per_url, one.floor_per_url, one.per_replica, one.capped_per_url) == (one.max_workers, 1, False, False)

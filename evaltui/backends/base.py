@@ -132,12 +132,10 @@ class Backend(ABC):
         self._said_until = 0.0  # the end of the last hold said
 
     def _replicas(self) -> list[Replica]:
-        cfg = self.cfg
-        cap = cfg.max_workers_per_url or cfg.max_workers
-        adaptive = cfg.concurrency == "adaptive"
-        lo = max(1, -(-(cfg.min_workers or 1) // len(self.urls)))  # min_workers shared out, rounded up
+        limits = self.cfg.limits_for(len(self.urls))
+        cap, lo = limits.per_url, limits.floor_per_url
         return [
-            Replica(i, u, self._endpoint_url(u), self._health_url(u), cap, AdaptiveLimit(min(lo, cap), cap, clock=self._clock) if adaptive else None)
+            Replica(i, u, self._endpoint_url(u), self._health_url(u), cap, AdaptiveLimit(lo, cap, clock=self._clock) if limits.adaptive else None)
             for i, u in enumerate(self.urls)
         ]
 

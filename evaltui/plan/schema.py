@@ -11,7 +11,7 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -32,6 +32,20 @@ if TYPE_CHECKING:
     ModelType = str
 else:
     ModelType = Literal[tuple(BACKENDS)]
+
+
+class ModelLimits(NamedTuple):
+    """How many requests a model may have in flight, as its settings resolve: the one place
+    `max_workers`, `max_workers_per_url`, `concurrency` and `min_workers` are made limits (for
+    the backend's replicas, the worker pool, the load it reports, Ray and the fleet screen)."""
+
+    max_workers: int  # over the whole model: its worker pool's slots
+    per_url: int  # at one replica: max_workers_per_url, else max_workers
+    adaptive: bool  # concurrency = "adaptive": each replica's limit is found between floor_per_url and per_url
+    floor: int  # adaptive: the model's floor, min_workers (default 1)
+    floor_per_url: int  # the floor shared out over the urls, rounded up (at most per_url)
+    per_replica: bool  # several urls, or adaptive: its load is reported replica by replica
+    capped_per_url: bool  # max_workers_per_url is set
 
 
 def default_max_workers() -> int:
@@ -113,6 +127,19 @@ class ModelConfig(Strict):
     def request_rate(self) -> float:
         """Requests per second over the whole model: rate_per_worker, or requests_per_minute / 60."""
         return self.rate_per_worker or self.requests_per_minute / 60.0
+
+    @property
+    def limits(self) -> ModelLimits:
+        """Its limits over its urls (see ModelLimits)."""
+        return self.limits_for(len(self.urls))
+
+    def limits_for(self, urls: int) -> ModelLimits:
+        """Its limits over `urls` replicas (where the engine resolved its urls to: a simulator's one)."""
+        per_url = self.max_workers_per_url or self.max_workers
+        floor = self.min_workers or 1
+        adaptive = self.concurrency == "adaptive"
+        shared = min(-(-floor // urls), per_url)  # rounded up
+        return ModelLimits(self.max_workers, per_url, adaptive, floor, shared, urls > 1 or adaptive, self.max_workers_per_url is not None)
 
     @property
     def is_sim(self) -> bool:

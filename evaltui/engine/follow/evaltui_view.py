@@ -121,10 +121,6 @@ class EvaltuiView:
         return self.plan.run.log_interval if self.plan is not None else _RUN_DEFAULTS.log_interval
 
     @property
-    def max_workers(self) -> dict[str, int]:
-        return {m.abbr: m.max_workers for m in self.plan.models} if self.plan is not None else {}
-
-    @property
     def models(self) -> dict[str, ModelConfig]:
         return {m.abbr: m for m in self.plan.models} if self.plan is not None else {}
 

@@ -134,10 +134,6 @@ class Follower:
         return self.view.heartbeat_timeout
 
     @property
-    def max_workers(self) -> dict[str, int]:
-        return self.view.max_workers
-
-    @property
     def models(self) -> dict[str, ModelConfig]:
         return self.view.models
 

@@ -102,7 +102,6 @@ class OpenCompassView:
     def __init__(self, root: Path):
         self.root = root
         self.title = f"OpenCompass {root.name}"
-        self.max_workers: dict[str, int] = {}
         self.models: dict[str, ModelConfig] = {}  # OpenCompass's model configs are Python: not read
         self.epochs: dict[str, int] = {}  # nor its datasets'
         self._heartbeat = WorkDir(root)

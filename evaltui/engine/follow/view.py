@@ -87,9 +87,6 @@ class View(Protocol):
         ...
 
     @property
-    def max_workers(self) -> dict[str, int]: ...
-
-    @property
     def models(self) -> dict[str, ModelConfig]:
         """Each model's settings, when the work dir says (an evaltui plan snapshot)."""
         ...

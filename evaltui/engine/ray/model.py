@@ -56,9 +56,10 @@ MAX_DEATHS = 3
 
 def actors_for(plan: Plan, model: ModelConfig) -> int:
     """How many actors the model's units are spread over (see the module's docstring)."""
-    if model.request_rate or model.tokens_per_minute or model.max_workers_per_url or model.concurrency == "adaptive":
+    limits = model.limits
+    if model.request_rate or model.tokens_per_minute or limits.capped_per_url or limits.adaptive:
         return 1
-    return max(1, min(model.max_workers, max(d.shards for d in plan.datasets)))
+    return max(1, min(limits.max_workers, max(d.shards for d in plan.datasets)))
 
 
 _remote_class: Any = None
@@ -141,7 +142,7 @@ class RayModel:
 
     def load(self, requests: int) -> ev.ModelLoad:
         """The actors' last reports added up (and what actors now gone did)."""
-        cfg = self.model
+        cfg, most = self.model, self.model.limits.max_workers
         loads = [s.load for s in self._slots if s.load is not None]
         retries, tokens = self._retired
         retries += sum(x.retries for x in loads)
@@ -154,15 +155,15 @@ class RayModel:
                     replicas[r.url] = r
                 else:  # up if any actor has it up; its counters added up
                     state = seen.state if seen.state == "up" else r.state
-                    replicas[r.url] = ev.ReplicaLoad(r.url, state, seen.in_flight + r.in_flight, min(cfg.max_workers, seen.limit + r.limit),
+                    replicas[r.url] = ev.ReplicaLoad(r.url, state, seen.in_flight + r.in_flight, min(most, seen.limit + r.limit),
                                                      seen.requests + r.requests, seen.errors + r.errors)
-        limit = min(cfg.max_workers, sum(x.limit for x in loads)) if loads and replicas else cfg.max_workers
+        limit = min(most, sum(x.limit for x in loads)) if loads and replicas else most
         in_flight = sum(x.in_flight for x in loads)
         profile = LatencyProfile()  # the actors' answers together (a dead actor's with it: the next report has none of them)
         for x in loads:
             if x.profile is not None:
                 profile.merge(x.profile)
-        return ev.ModelLoad(cfg.abbr, in_flight, cfg.max_workers, retries, requests, limit, tuple(replicas.values()), tokens, profile)
+        return ev.ModelLoad(cfg.abbr, in_flight, most, retries, requests, limit, tuple(replicas.values()), tokens, profile)
 
     def silent(self) -> bool:
         """Each actor keeps its own replicas' counts: the pool's stop for a model that found no

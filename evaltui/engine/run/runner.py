@@ -105,10 +105,6 @@ class Runner:
         return self.plan.run.heartbeat_timeout
 
     @property
-    def max_workers(self) -> dict[str, int]:
-        return {m.abbr: m.max_workers for m in self.plan.models}
-
-    @property
     def epochs(self) -> dict[str, int]:
         """Each dataset's epochs (its own, else the run's)."""
         return {d.abbr: self.plan.epochs(d).count for d in self.plan.datasets}

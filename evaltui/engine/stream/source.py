@@ -45,13 +45,9 @@ class RunSource(Protocol):
         ...
 
     @property
-    def max_workers(self) -> dict[str, int]:
-        """Each model's in-flight limit, for the strip (empty when the files do not say)."""
-        ...
-
-    @property
     def models(self) -> dict[str, ModelConfig]:
-        """Each model's settings, as far as known (a follower of an OpenCompass run knows none)."""
+        """Each model's settings, as far as known (a follower of an OpenCompass run knows none):
+        its limits are `.limits` (plan.ModelLimits), for the strip and the fleet screen."""
         ...
 
     def subscribe(self, sink: ev.Sink, *, replay: bool = True) -> None: ...

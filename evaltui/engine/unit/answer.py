@@ -70,8 +70,8 @@ class ModelAnswerer:
         self.secrets = backend.secrets  # masked in failure messages: servers echo requests
         self._inference = SampleInference(backend)
         router = backend.router
+        self.limits = model.limits_for(len(backend.urls))
         self._several = len(router.replicas) > 1
-        self._per_replica = self._several or model.concurrency == "adaptive"  # what ModelLoad reports
         router.on_change = self._replica_changed
         router.on_down = self._replicas_down
         backend.on_hold = self._held
@@ -105,14 +105,14 @@ class ModelAnswerer:
         self.emit(ev.SampleRetried(self.model.abbr, dataset, shard, index, number, SampleError.from_dict(why), epoch))
 
     def load(self, requests: int) -> ev.ModelLoad:
-        backend, router, cfg = self.backend, self.backend.router, self.model
+        backend, router, limits = self.backend, self.backend.router, self.limits
         replicas: tuple[ev.ReplicaLoad, ...] = ()
-        if self._per_replica:
+        if limits.per_replica:
             replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
-        limit = router.limit(cfg.max_workers) if self._per_replica else cfg.max_workers
+        limit = router.limit(limits.max_workers) if limits.per_replica else limits.max_workers
         # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
         in_flight, profile = router.in_flight, backend.profile.copy()
-        return ev.ModelLoad(cfg.abbr, in_flight, cfg.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used, profile)
+        return ev.ModelLoad(self.model.abbr, in_flight, limits.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used, profile)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The probes of ejected replicas (a model's one url is a fleet of one: replicas.py)."""

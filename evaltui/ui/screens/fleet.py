@@ -56,7 +56,7 @@ class FleetScreen(Screen[None]):
             waiting = f"  ALL DOWN for {duration(down)}, waiting up to {duration(m.down_timeout)}"
             title.append(waiting, style=f"bold {fmt.colour(self.palette, 'error')}")
         self.query_one("#fleet-title", Static).update(title)
-        limits = self._limits(load.limit if load and load.limit else m.max_workers, load.tokens if load else 0)
+        limits = self._limits(load.limit if load and load.limit else m.limits.max_workers, load.tokens if load else 0)
         if not self.load_known:
             limits += " · its load is not recorded in the work dir: replica states and counters unknown"
         self.query_one("#fleet-limits", Static).update(Text(limits))
@@ -68,11 +68,11 @@ class FleetScreen(Screen[None]):
         live = state.live
         if not self.load_known:
             for url in m.urls:
-                limit = m.max_workers_per_url or m.max_workers
+                limit = m.limits.per_url
                 table.add_row(Text(url), Text("–"), Text("–"), Text(str(limit)), Text("–"), Text("–"), Text(""))
         elif not views:  # one url, fixed: the model's own load is its replica's
             in_flight = str(load.in_flight) if load and live else "0"
-            table.add_row(Text(m.urls[0]), self._state("up"), Text(in_flight), Text(str(m.max_workers)), Text("–"), Text("–"), Text(""))
+            table.add_row(Text(m.urls[0]), self._state("up"), Text(in_flight), Text(str(m.limits.max_workers)), Text("–"), Text("–"), Text(""))
         for v in views.values():
             table.add_row(
                 Text(v.url), self._state(v.state), Text(str(v.in_flight if live else 0)), Text(str(v.limit)),
@@ -84,14 +84,14 @@ class FleetScreen(Screen[None]):
         return Text(state, style=fmt.colour(self.palette, _STATE_COLOUR.get(state, "foreground")))
 
     def _limits(self, limit: int, tokens: int) -> str:
-        m = self.model
-        if m.concurrency == "adaptive":
+        m, limits = self.model, self.model.limits
+        if limits.adaptive:
             when = "now" if self.state.live else "when the run ended"
-            parts = [f"in flight at most {limit} {when} (adaptive, between {m.min_workers or 1} and {m.max_workers})"]
+            parts = [f"in flight at most {limit} {when} (adaptive, between {limits.floor} and {limits.max_workers})"]
         else:
-            parts = [f"in flight at most {m.max_workers}"]
-        if m.max_workers_per_url:
-            parts.append(f"{m.max_workers_per_url} per replica")
+            parts = [f"in flight at most {limits.max_workers}"]
+        if limits.capped_per_url:
+            parts.append(f"{limits.per_url} per replica")
         if m.request_rate:
             parts.append(f"{m.request_rate * 60:g} requests/min")
         if m.tokens_per_minute:

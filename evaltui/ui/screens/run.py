@@ -71,7 +71,7 @@ class RunScreen(Screen[None]):
         self._retry_jobs: dict[int, tuple[Pair, ...]] = {}  # retry job -> its pairs
         self._progress_rows = 0  # the progress pane's height cap, as its rows last needed
         self._heartbeat_timeout = runner.heartbeat_timeout
-        self._max_workers = runner.max_workers
+        self._max_workers = {abbr: m.limits.max_workers for abbr, m in runner.models.items()}
         # the panes, kept at hand: the tick repaints them without a query, even while closing
         self.strip = EngineStrip(id="strip")
         self.progress = ProgressTable(id="progress")
