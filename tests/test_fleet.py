@@ -78,7 +78,7 @@ def test_a_replica_killed_mid_run_costs_nothing_the_exact_score_and_each_sample_
     assert f"m: replica {dying.url}/m/generate ejected" in log
     load = of_type(events, ev.ModelLoad)[-1]
     assert [r.state for r in load.replicas] in (["ejected", "up", "up"], ["probing", "up", "up"])
-    assert load.replicas[1].requests + load.replicas[2].requests >= 260
+    assert load.replicas[1].attempts + load.replicas[2].attempts >= 260
     # the per-sample log says which replica each attempt went to
     lines = [json.loads(line) for line in (runner.workdir.logs_dir / "samples" / "m" / "d.jsonl").read_text().splitlines()]
     records = [r for r in lines if "index" in r]  # after the version line
@@ -156,7 +156,7 @@ def test_adaptive_concurrency_finds_a_server_that_refuses_above_16(tmp_path: Pat
     later = log[len(log) // 4:]  # after the first seconds: the limit has been found
     refused = sum(1 for r in later if r.status == 429)
     assert refused / len(later) < 0.05, (refused, len(later))
-    limits = [e.limit for e in of_type(events, ev.ModelLoad) if e.requests]
+    limits = [e.limit for e in of_type(events, ev.ModelLoad) if e.samples]
     assert limits and max(limits) <= 32 and limits[-1] <= 20
 
 

@@ -21,9 +21,9 @@ class Clock:
         return self.now
 
 
-def load(requests_a: int, requests_b: int, state_b: str = "up", limit: int = 12) -> ev.ModelLoad:
-    replicas = (ev.ReplicaLoad(A, "up", 5, 8, requests_a, 1), ev.ReplicaLoad(B, state_b, 0, 8, requests_b, 3))
-    return ev.ModelLoad("m", 5, 16, 4, requests_a + requests_b, limit, replicas)
+def load(attempts_a: int, attempts_b: int, state_b: str = "up", limit: int = 12) -> ev.ModelLoad:
+    replicas = (ev.ReplicaLoad(A, "up", 5, 8, attempts_a, 1), ev.ReplicaLoad(B, state_b, 0, 8, attempts_b, 3))
+    return ev.ModelLoad("m", 5, 16, 4, attempts_a + attempts_b, limit, replicas)
 
 
 def test_the_fold_keeps_each_replica_its_state_counters_and_rate() -> None:
@@ -33,11 +33,11 @@ def test_the_fold_keeps_each_replica_its_state_counters_and_rate() -> None:
     clock.now += 2.0
     s.apply(load(300, 50))
     a, b = s.replicas["m"][A], s.replicas["m"][B]
-    assert (a.in_flight, a.limit, a.requests, a.errors, a.rate) == (5, 8, 300, 1, 100.0)
+    assert (a.in_flight, a.limit, a.attempts, a.errors, a.rate) == (5, 8, 300, 1, 100.0)
     assert b.rate == 0.0 and b.state == "up"
     clock.now += 0.1
     s.apply(load(310, 50))  # too soon after the last: the rate stays, the counters move
-    assert a.rate == 100.0 and a.requests == 310
+    assert a.rate == 100.0 and a.attempts == 310
 
 
 def test_ejected_down_and_back() -> None:

@@ -170,7 +170,7 @@ def test_a_plan_gives_the_same_predictions_scores_and_log_locally_and_on_ray(tmp
     assert scores == {(e.model, e.dataset): (e.score, e.extra) for e in of_type(local_events, ev.DatasetScored)}
     assert scores[("a", "code")][0] == round(100 * sum(answers_correctly("a", r["prompt"], 0.6) for r in CODE_ROWS) / len(CODE_ROWS), 2)
     assert len(of_type(ray_events, ev.SampleFinished)) == len(of_type(local_events, ev.SampleFinished)) == 2 * (30 * 2 + len(CODE_ROWS))
-    loads = [e for e in of_type(ray_events, ev.ModelLoad) if e.requests]
+    loads = [e for e in of_type(ray_events, ev.ModelLoad) if e.samples]
     assert loads and all(e.in_flight <= e.max_workers for e in loads)
 
 

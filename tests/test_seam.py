@@ -264,7 +264,7 @@ def test_leaderboard_fills_as_pairs_are_scored_and_queries_are_typed(tmp_path: P
     # each prompt the server accepts failed once (fail_first=1) and was retried; ModelLoad says so
     long_ones = sorted(i for i, r in enumerate(rows) if len(r["question"]) > 20)
     load = runner.state.load["m"]
-    assert load.max_workers == 8 and load.in_flight == 0 and load.requests == 45
+    assert load.max_workers == 8 and load.in_flight == 0 and load.samples == 45
     assert load.retries == 40 - len(long_ones) == runner.state.retries()
 
     details = runner.pair_details("m", "d", predictions=3)

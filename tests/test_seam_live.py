@@ -358,7 +358,7 @@ def test_retry_while_running_restarts_a_model_whose_pool_had_ended(tmp_path: Pat
 
     async def before() -> None:
         # m's only dataset has failed, and its pool has nothing left: it has ended
-        await until(lambda: any(isinstance(e, ev.ModelLoad) and e.model == "m" and e.requests == 40 and e.in_flight == 0 for e in events), "m ended")
+        await until(lambda: any(isinstance(e, ev.ModelLoad) and e.model == "m" and e.samples == 40 and e.in_flight == 0 for e in events), "m ended")
         await until(lambda: ("m", "d") in runner.failed_pairs(), "m/d failed")
         assert runner.state.finished is None
         sim.call(lambda s: setattr(s.config.faults, "max_prompt_chars", 0))

@@ -40,7 +40,7 @@ class Replica:
 
     __slots__ = (
         "index", "url", "endpoint", "health", "state", "in_flight", "cap", "limit",
-        "requests", "errors", "failures", "epoch", "back_off", "due", "reason", "failed_probes",
+        "attempts", "errors", "failures", "epoch", "back_off", "due", "reason", "failed_probes",
         "ejected_for", "back_at", "refused_since", "held_until",
     )
 
@@ -50,7 +50,7 @@ class Replica:
         self.in_flight = 0
         self.cap = cap  # fixed concurrency: at most this many in flight
         self.limit = limit  # adaptive concurrency: its limit instead
-        self.requests = 0  # attempts answered or failed
+        self.attempts = 0  # attempts answered or failed
         self.errors = 0  # of those, the ones without a 2xx
         self.failures = 0  # in a row: no reply, timeout, 5xx (but 503)
         self.epoch = 0  # times ejected: an attempt sent in an earlier epoch was out when it happened

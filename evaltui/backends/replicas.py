@@ -130,7 +130,7 @@ class Router:
         it is sent again elsewhere, and does not count."""
         r.in_flight -= 1
         self.in_flight -= 1
-        r.requests += 1
+        r.attempts += 1
         if 200 <= status < 300:
             self._answered(r, sent_at, load, tag)
             free = False
@@ -387,11 +387,11 @@ class Router:
     # ------------------------------------------------------------------ reports
     def mark(self) -> None:
         """From now on `silent` looks only at the attempts made after this call."""
-        self._marks = [(r.requests, r.errors) for r in self.replicas]
+        self._marks = [(r.attempts, r.errors) for r in self.replicas]
 
     def silent(self) -> bool:
         """Every replica was tried since `mark` and every attempt failed (a 4xx counts as failed)."""
-        return all(r.requests > n and r.errors - e == r.requests - n for r, (n, e) in zip(self.replicas, self._marks, strict=True))
+        return all(r.attempts > n and r.errors - e == r.attempts - n for r, (n, e) in zip(self.replicas, self._marks, strict=True))
 
     def limit(self, max_workers: int) -> int:
         """Requests the model may have in flight now: its replicas' caps (or limits) added up,

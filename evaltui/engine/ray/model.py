@@ -140,7 +140,7 @@ class RayModel:
                 slot.announced.discard((cfg.abbr, index))
         return answered
 
-    def load(self, requests: int) -> ev.ModelLoad:
+    def load(self, samples: int) -> ev.ModelLoad:
         """The actors' last reports added up (and what actors now gone did)."""
         cfg, most = self.model, self.model.limits.max_workers
         loads = [s.load for s in self._slots if s.load is not None]
@@ -156,14 +156,14 @@ class RayModel:
                 else:  # up if any actor has it up; its counters added up
                     state = seen.state if seen.state == "up" else r.state
                     replicas[r.url] = ev.ReplicaLoad(r.url, state, seen.in_flight + r.in_flight, min(most, seen.limit + r.limit),
-                                                     seen.requests + r.requests, seen.errors + r.errors)
+                                                     seen.attempts + r.attempts, seen.errors + r.errors)
         limit = min(most, sum(x.limit for x in loads)) if loads and replicas else most
         in_flight = sum(x.in_flight for x in loads)
         profile = LatencyProfile()  # the actors' answers together (a dead actor's with it: the next report has none of them)
         for x in loads:
             if x.profile is not None:
                 profile.merge(x.profile)
-        return ev.ModelLoad(cfg.abbr, in_flight, most, retries, requests, limit, tuple(replicas.values()), tokens, profile)
+        return ev.ModelLoad(cfg.abbr, in_flight, most, retries, samples, limit, tuple(replicas.values()), tokens, profile)
 
     def silent(self) -> bool:
         """Each actor keeps its own replicas' counts: the pool's stop for a model that found no

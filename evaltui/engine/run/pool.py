@@ -75,7 +75,7 @@ class WorkerPool:
         self._workers: TaskGroup | None = None  # while run() runs: the worker pool
         self._live_workers = 0
         self._early_start_below = 2 * model.max_workers
-        self.requests = 0  # samples answered or failed for good in this run
+        self.samples = 0  # (sample, epoch) units answered or failed for good in this run
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
@@ -152,7 +152,7 @@ class WorkerPool:
             await anyio.sleep(LOAD_REPORT_INTERVAL)
 
     def _emit_load(self) -> None:
-        load = self.answerer.load(self.requests)
+        load = self.answerer.load(self.samples)
         if self._priced:
             load = load._replace(cost=self.cost.cost(self.model.abbr), usage=self.cost.usage(self.model.abbr))
         self.emit(load)
@@ -241,7 +241,7 @@ class WorkerPool:
             self.cost.add(self.model.abbr, cfg.abbr, line.get("usage"))
             if shard.log is not None:
                 shard.log.append(line)  # before the checkpoint's line (see ShardRun.open)
-        self.requests += 1
+        self.samples += 1
         shard.checkpoint.append(entry)
         # On disk before this worker sends its next request. Shielded: the line goes out at the
         # end of this loop turn even if the pool is cancelled now (a model stopped), and a line on

@@ -163,7 +163,7 @@ class ReplicaLoad(NamedTuple):
     state: str  # up | ejected | probing
     in_flight: int  # attempts out at it now
     limit: int  # what it may have in flight (max_workers_per_url, or its adaptive limit)
-    requests: int  # attempts it answered or failed, so far
+    attempts: int  # attempts it answered or failed, so far
     errors: int  # of those, the ones without a 2xx reply
 
 
@@ -174,7 +174,7 @@ class ModelLoad(NamedTuple):
     in_flight: int  # requests in flight now
     max_workers: int
     retries: int  # attempts beyond each request's first, so far in this run
-    requests: int  # samples answered (or failed for good) so far in this run
+    samples: int  # (sample, epoch) units answered (or failed for good) so far in this run
     limit: int = 0  # requests it may have in flight now (adaptive: the limit found; 0: max_workers)
     replicas: tuple[ReplicaLoad, ...] = ()  # with several urls, or adaptive concurrency
     tokens: int = 0  # tokens its answered requests used, so far (with tokens_per_minute)

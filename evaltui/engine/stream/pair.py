@@ -42,7 +42,7 @@ class ReplicaView:
     reason: str = ""  # why it is out, when it is
     in_flight: int = 0
     limit: int = 0
-    requests: int = 0
+    attempts: int = 0
     errors: int = 0
     rate: float | None = None  # attempts per second, None before two loads
     _base_at: float | None = field(default=None, repr=False)

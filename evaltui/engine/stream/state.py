@@ -102,9 +102,9 @@ class RunState:
                 v = views.get(r.url) or views.setdefault(r.url, ReplicaView(r.url))
                 if v._base_at is None or now - v._base_at >= RATE_MIN_SPAN:
                     if v._base_at is not None:
-                        v.rate = max(0, r.requests - v._base) / (now - v._base_at)
-                    v._base_at, v._base = now, r.requests
-                v.state, v.in_flight, v.limit, v.requests, v.errors = r.state, r.in_flight, r.limit, r.requests, r.errors
+                        v.rate = max(0, r.attempts - v._base) / (now - v._base_at)
+                    v._base_at, v._base = now, r.attempts
+                v.state, v.in_flight, v.limit, v.attempts, v.errors = r.state, r.in_flight, r.limit, r.attempts, r.errors
         return NOTHING  # the engine strip shows it, repainted by the clock
 
     def _replica_state_changed(self, e: ev.ReplicaStateChanged) -> Delta:

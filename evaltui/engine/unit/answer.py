@@ -47,8 +47,8 @@ class Answerer(Protocol):
         log line; `record` is a string when the record could not be read (why). The unit is
         settled with `tokens` (token_limit's count) before this returns."""
 
-    def load(self, requests: int) -> ev.ModelLoad:
-        """The model's load now (`requests`: the units the pool has counted)."""
+    def load(self, samples: int) -> ev.ModelLoad:
+        """The model's load now (`samples`: the units the pool has counted)."""
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """What runs beside the pool's workers while it runs (started before the first unit is
@@ -104,15 +104,15 @@ class ModelAnswerer:
     def _retrying(self, dataset: str, shard: int, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
         self.emit(ev.SampleRetried(self.model.abbr, dataset, shard, index, number, SampleError.from_dict(why), epoch))
 
-    def load(self, requests: int) -> ev.ModelLoad:
+    def load(self, samples: int) -> ev.ModelLoad:
         backend, router, limits = self.backend, self.backend.router, self.limits
         replicas: tuple[ev.ReplicaLoad, ...] = ()
         if limits.per_replica:
-            replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.requests, r.errors) for r in router.replicas)
+            replicas = tuple(ev.ReplicaLoad(r.url, r.state, r.in_flight, r.capacity(), r.attempts, r.errors) for r in router.replicas)
         limit = router.limit(limits.max_workers) if limits.per_replica else limits.max_workers
         # the attempts out at the servers (not the samples waiting for a slot, or sleeping out a backoff)
         in_flight, profile = router.in_flight, backend.profile.copy()
-        return ev.ModelLoad(self.model.abbr, in_flight, limits.max_workers, backend.retries, requests, limit, replicas, backend.tokens_used, profile)
+        return ev.ModelLoad(self.model.abbr, in_flight, limits.max_workers, backend.retries, samples, limit, replicas, backend.tokens_used, profile)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The probes of ejected replicas (a model's one url is a fleet of one: replicas.py)."""
