@@ -129,3 +129,18 @@ def test_no_folder_holds_more_than_14_modules() -> None:
         if (n := len(list(folder.glob("*.py")))) > MAX_MODULES_A_FOLDER
     }
     assert not crowded, crowded
+
+
+def test_no_engine_or_plan_module_names_a_backend_type() -> None:
+    """What a protocol is (its url's form, simulator path, greedy rule, whether it needs `model`,
+    ppl) is declared on its backend class: the plan and the engine ask `backend_class(cfg)`,
+    never `if cfg.type == "lightllm"`. A string that is a backend's type name is such a test."""
+    from evaltui.backends import BACKENDS
+
+    named = []
+    for folder in ("engine", "plan"):
+        for path in sorted((REPO / "evaltui" / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in BACKENDS:
+                    named.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}")
+    assert not named, named

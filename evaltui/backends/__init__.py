@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from evaltui.backends.base import Backend, BackendError, secrets_of
 from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
-from evaltui.backends.openai import OpenAIChatBackend, OpenAICompletionsBackend
+from evaltui.backends.openai import LightLLMChatBackend, OpenAIChatBackend, OpenAICompletionsBackend
 from evaltui.backends.pacing import Backoff, TokenBucket
 from evaltui.backends.trace import Attempt, SampleBudget, Trace
 
@@ -17,10 +17,16 @@ if TYPE_CHECKING:
 
 BACKENDS: dict[str, type[Backend]] = {
     "lightllm": LightLLMBackend,
-    "lightllm-chat": OpenAIChatBackend,
+    "lightllm-chat": LightLLMChatBackend,
     "openai-chat": OpenAIChatBackend,
     "openai-completions": OpenAICompletionsBackend,
 }
+
+
+def backend_class(cfg: ModelConfig) -> type[Backend]:
+    """The protocol of a model's `type`: what the plan, the engine and the commands ask about it
+    (its url's form, its simulator path, whether it needs `model`, how it samples, ppl)."""
+    return BACKENDS[cfg.type]
 
 
 def api_key_of(cfg: ModelConfig) -> str | None:
@@ -33,10 +39,10 @@ def make_backend(cfg: ModelConfig, client: ModelClient, **kwargs: Any) -> Backen
     to); the API key is read from the environment unless given (`api_key=`: a Ray actor is
     handed the driver's)."""
     kwargs.setdefault("api_key", api_key_of(cfg))
-    return BACKENDS[cfg.type](cfg, client, **kwargs)
+    return backend_class(cfg)(cfg, client, **kwargs)
 
 
 __all__ = [
-    "Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "api_key_of", "make_backend", "make_client",
-    "secrets_of", "BACKENDS",
+    "Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "api_key_of", "backend_class", "make_backend",
+    "make_client", "secrets_of", "BACKENDS",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
@@ -42,7 +42,6 @@ T = TypeVar("T")
 Streamed = Callable[[Callable[[], float]], Stream]  # a new Stream for an attempt, on the backend's clock
 
 RETRY_STATUSES = frozenset({408, 429})
-URL_HINT = "type lightllm wants the full /generate URL, the other types the base URL, e.g. http://host:8000/v1"
 HOLD_SAID = 5.0  # s of Retry-After from which the wait is said (shorter ones pass unnoticed anyway)
 PROBE_TIMEOUT = 10.0  # s a health check of an ejected replica may take (at most the model's timeout)
 
@@ -81,9 +80,33 @@ def secrets_of(cfg: ModelConfig, api_key: str | None) -> tuple[str, ...]:
 class Backend(ABC):
     """One model behind HTTP. Subclasses build payloads and read replies; this class sends them."""
 
+    # What a protocol is, declared by its class (as harlequin's adapters declare theirs), so that
+    # the plan, the engine and the commands ask the backend rather than name its type.
+
     #: Whether `ppl` works: the protocol gives the prompt's log-probabilities. The plan asks it
     #: of every model a ppl-mode dataset is sent to.
     computes_ppl: ClassVar[bool] = False
+    #: What a model's url names, said when a request finds nothing there (a 404) or none is answered.
+    url_form: ClassVar[str] = "the base URL, e.g. http://host:8000/v1"
+    #: Where on a server its API lies (after a prefix of the model's own, on the bundled simulator):
+    #: what a `sim://` model's url becomes, and `evaltui benchmarks show`'s example url.
+    api_path: ClassVar[str] = "/v1"
+    #: Whether the plan must name the model (`model`): the server routes requests by it.
+    needs_model: ClassVar[bool] = True
+
+    @classmethod
+    def samples(cls, kwargs: Mapping[str, Any]) -> bool:
+        """Whether these generation_kwargs make the model sample rather than decode greedily
+        (greedily, every epoch of a sample gets the same answer). OpenAI's rule: a temperature
+        above 0, or `do_sample = true` where no temperature is given."""
+        temperature = kwargs.get("temperature")
+        if temperature is None:
+            return kwargs.get("do_sample") is True
+        return isinstance(temperature, (int, float)) and temperature > 0
+
+    def url_hint(self) -> str:
+        """`type lightllm wants the full /generate URL`."""
+        return f"type {self.cfg.type} wants {self.url_form}"
 
     def __init__(
         self,
@@ -326,7 +349,7 @@ class Backend(ABC):
             where = one_line(reply.headers.get("location", ""), TEXT_CHARS)
             message = f"the server redirects to {where or 'another URL'}: put the URL it names in the plan ({message})"
         elif status in (404, 405):
-            message = f"{message} — is the model's url right? ({URL_HINT}; this request went to {url})"
+            message = f"{message} — is the model's url right? ({self.url_hint()}; this request went to {url})"
         if status in RETRY_STATUSES or status >= 500:
             retry_after = parse_retry_after(reply.headers.get("retry-after"))
             if retry_after and len(self.urls) > 1 and status in REFUSALS:

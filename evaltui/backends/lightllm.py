@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from yarl import URL
@@ -82,6 +82,14 @@ class TokenStream(Stream):
 
 class LightLLMBackend(Backend):
     computes_ppl = True
+    url_form = "the full /generate URL"
+    api_path = "/generate"
+    needs_model = False  # /generate serves one model
+
+    @classmethod
+    def samples(cls, kwargs: Mapping[str, Any]) -> bool:
+        """LightLLM decodes greedily unless `do_sample = true`, whatever the temperature."""
+        return kwargs.get("do_sample") is True
 
     def _endpoint_url(self, url: str) -> URL:
         return URL(url)

@@ -76,14 +76,10 @@ class _OpenAIBackend(Backend):
         return u.with_path(base_url(u.path) + self.endpoint).with_query(u.query)
 
     def _health_url(self, url: str) -> URL:
-        """`GET /v1/models` of an OpenAI-style server; LightLLM's chat API (type lightllm-chat)
-        has LightLLM's `/health` beside its `/v1`; an Azure deployment
+        """`GET /v1/models` of an OpenAI-style server; an Azure deployment
         (`…/openai/deployments/NAME`) lists its models at `…/openai/models`."""
         u = URL(url)
         base = base_url(u.path)
-        if self.cfg.type == "lightllm-chat":
-            root = base[: -len("/v1")] if base.endswith("/v1") else base
-            return u.with_path(root + "/health").with_query(None)
         azure = base.rfind("/openai/deployments/")
         if azure >= 0:
             return u.with_path(base[:azure] + "/openai/models").with_query(u.query)
@@ -174,6 +170,17 @@ class OpenAIChatBackend(_OpenAIBackend):
         payload = self.payload(prompt, system, epoch=epoch, settings=settings)
         stream = _ChatStream if self.cfg.stream else None
         return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace, stream)
+
+
+class LightLLMChatBackend(OpenAIChatBackend):
+    """LightLLM's OpenAI-compatible chat API (type lightllm-chat): the chat protocol, LightLLM's
+    `/health` beside its `/v1` as the health check."""
+
+    def _health_url(self, url: str) -> URL:
+        u = URL(url)
+        base = base_url(u.path)
+        root = base[: -len("/v1")] if base.endswith("/v1") else base
+        return u.with_path(root + "/health").with_query(None)
 
 
 class OpenAICompletionsBackend(_OpenAIBackend):

@@ -142,7 +142,7 @@ def _show(args: Any) -> int:
 
 
 def _url(model_type: str) -> str:
-    return "http://127.0.0.1:8000/generate" if model_type == "lightllm" else "http://127.0.0.1:8000/v1"
+    return "http://127.0.0.1:8000" + BACKENDS[model_type].api_path
 
 
 def _progress(entry: Entry) -> Any:

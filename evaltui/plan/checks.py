@@ -89,7 +89,7 @@ def _check_run(run: RunConfig) -> list[str]:
 
 def _check_model(m: ModelConfig, env: Mapping[str, str]) -> list[str]:
     problems = _check_urls(m.url)
-    if m.type != "lightllm" and not m.model and not m.is_sim:
+    if BACKENDS[m.type].needs_model and not m.model and not m.is_sim:
         problems.append(f"model: required for type {m.type!r} (the model name the server expects)")
     if m.api_key_env is not None:
         problems += _check_api_key_env(m.api_key_env, env)

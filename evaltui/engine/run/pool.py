@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from evaltui.backends import backend_class
 from evaltui.datasets import DatasetError, open_records
 from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
@@ -295,7 +296,7 @@ class WorkerPool:
             self._stopped = f"stopped: the model's server did not answer ({why})"
             hint = ""
             if error.get("status") == 404:
-                hint = " (lightllm: the full …/generate URL; openai-* and lightllm-chat: the base URL, e.g. http://host:8000/v1)"
+                hint = f" (type {self.model.type} wants {backend_class(self.model).url_form})"
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
                 f"check its url ({', '.join(self.answerer.urls)}){hint} and that its server is up, then run again", "error"))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import tomli_w
 
+from evaltui.backends import backend_class
 from evaltui.datasets import DatasetError, count_records
 from evaltui.engine.disk.details import PairDetails, read_pair_details
 from evaltui.engine.disk.guard import checked, mark
@@ -333,7 +334,7 @@ class Runner:
         base = self._sim.start()
         for m in self.plan.models:
             if m.is_sim:
-                self._urls[m.abbr] = [sim_url_for(base, m.type, m.abbr)]
+                self._urls[m.abbr] = [sim_url_for(base, m)]
         self.emit(ev.SimulatorStarted(base))
 
     def _stop_simulator(self) -> None:
@@ -367,16 +368,14 @@ class Runner:
     def _result(self, model: str, dataset: str) -> dict[str, Any] | None:
         return current_result(self.plan, self.workdir, model, dataset)
 
+
 def _repeated_greedily(plan: Plan) -> list[ev.Notice]:
     """A warning for each model that decodes greedily but is sent datasets of several epochs:
     every epoch would get the same answer (pass@k would be pass@1)."""
     notices = []
     repeated = [d.abbr for d in plan.datasets if plan.epochs(d).count > 1]
     for m in plan.models if repeated else ():
-        kwargs = m.generation_kwargs
-        temperature = kwargs.get("temperature")
-        sampled = kwargs.get("do_sample") is True if m.type == "lightllm" or temperature is None else isinstance(temperature, (int, float)) and temperature > 0
-        if not sampled:
+        if not backend_class(m).samples(m.generation_kwargs):
             runs = "runs" if len(repeated) == 1 else "run"
             notices.append(ev.Notice(
                 f"{m.abbr}: {', '.join(repeated)} {runs} several epochs, but the model decodes greedily (no do_sample = true or temperature > 0 "

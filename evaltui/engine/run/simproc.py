@@ -16,8 +16,9 @@ import sys
 import threading
 from typing import IO, Any
 
+from evaltui.backends import backend_class
 from evaltui.datasets import load_records, render_sample
-from evaltui.plan import DatasetConfig, Plan
+from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.sim.url import sim_options
 
 START_TIMEOUT = 30.0
@@ -27,9 +28,10 @@ class SimulatorError(Exception):
     """The bundled simulator did not come up; the message says what it printed."""
 
 
-def sim_url_for(base: str, model_type: str, abbr: str) -> str:
-    """The real URL a `sim://` model talks to: its own path prefix on the shared simulator."""
-    return f"{base}/{abbr}/generate" if model_type == "lightllm" else f"{base}/{abbr}/v1"
+def sim_url_for(base: str, model: ModelConfig) -> str:
+    """The real URL a `sim://` model talks to: its own path prefix on the shared simulator, then
+    its protocol's API path."""
+    return f"{base}/{model.abbr}{backend_class(model).api_path}"
 
 
 def write_answer_key(plan: Plan, out: IO[str]) -> int:
