@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     from evaltui.engine.disk.workdir import in_use
     from evaltui.engine.run.runner import Runner
 
-    if any(d.evaluator is not None and d.evaluator.type == "code_exec" for d in plan.datasets):
+    if any(d.evaluator.type == "code_exec" for d in plan.datasets):
         from evaltui.redaction import undumpable
 
         undumpable()

@@ -10,7 +10,7 @@ from evaltui.backends.client import ModelClient, make_client
 from evaltui.backends.lightllm import LightLLMBackend
 from evaltui.backends.openai import LightLLMChatBackend, OpenAIChatBackend, OpenAICompletionsBackend
 from evaltui.backends.pacing import Backoff, TokenBucket
-from evaltui.backends.trace import Attempt, SampleBudget, Trace
+from evaltui.backends.trace import Trace
 
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
@@ -43,6 +43,6 @@ def make_backend(cfg: ModelConfig, client: ModelClient, **kwargs: Any) -> Backen
 
 
 __all__ = [
-    "Attempt", "SampleBudget", "Trace", "Backend", "BackendError", "Backoff", "ModelClient", "TokenBucket", "api_key_of", "backend_class", "make_backend",
+    "Trace", "Backend", "BackendError", "Backoff", "TokenBucket", "api_key_of", "backend_class", "make_backend",
     "make_client", "secrets_of", "BACKENDS",
 ]

@@ -170,11 +170,6 @@ class RunSummary:
     ) -> Leaderboard:
         return build_leaderboard(self.rows(), self.models, scores, extra)
 
-    def result_scores(self, read_result: Callable[[str, str], Mapping[str, Any] | None]) -> dict[tuple[str, str], float | None]:
-        """Every pair's main metric as its result file holds it (`read_result(model, dataset)`);
-        None for a pair not scored, failed, or whose file cannot be read."""
-        return self.result_metrics(read_result)[0]
-
     def result_metrics(
         self, read_result: Callable[[str, str], Mapping[str, Any] | None]
     ) -> tuple[dict[tuple[str, str], float | None], dict[tuple[str, str, str], float | None]]:

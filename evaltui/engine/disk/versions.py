@@ -48,7 +48,6 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
 def evaluator_version(ds: DatasetConfig) -> str:
     """Fingerprint of how a dataset is scored (its settings and the judge's revision); a result
     made another way is scored again."""
-    assert ds.evaluator is not None
     keys = ds.evaluator.versioned_dump()
     revision = JUDGE_REVISIONS.get(keys["type"])
     if revision is not None:
