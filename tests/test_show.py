@@ -248,3 +248,19 @@ def test_a_killed_run_is_counted_from_its_checkpoints_not_its_stale_status(finis
     shown = _shown(finished_run, capsys, "--model", "m", "--dataset", "e")
     assert shown[0] == "m/e: stopped (killed or interrupted) · 4 of 6 done, 1 failed"
     assert len(shown) == 1 + 5
+
+
+def test_show_and_compare_take_models_and_datasets_in_either_spelling(finished_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run takes --models/--datasets; show and compare took --model/--dataset only: every
+    command now takes both spellings, alike."""
+    assert main(["show", str(finished_run), "--models", "m", "--datasets", "d"]) == 0
+    plural = capsys.readouterr().out
+    assert main(["show", str(finished_run), "--model", "m", "--dataset", "d"]) == 0
+    assert capsys.readouterr().out == plural and plural.startswith("m/d: ") and "\nn/" not in plural
+    assert main(["compare", str(finished_run), str(finished_run), "--models", "m", "--datasets", "d", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [(r["model_a"], r["dataset"]) for r in rows] == [("m", "d")]
+    from evaltui.cli import build_parser
+
+    assert build_parser().parse_args(["p.toml", "--model", "a", "--dataset", "x"]).models == ["a"]
+    assert build_parser().parse_args(["p.toml", "--model", "a", "--dataset", "x"]).datasets == ["x"]

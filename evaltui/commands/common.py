@@ -26,8 +26,9 @@ def count(value: str) -> int:
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", type=_abbrs, metavar="A,B", help="only these models (abbrs)")
-    p.add_argument("--dataset", type=_abbrs, metavar="X,Y", help="only these datasets (abbrs)")
+    """`--models`/`--datasets`, as a run takes them; `--model`/`--dataset` the same (either spelling, every command)."""
+    p.add_argument("--models", "--model", dest="models", type=_abbrs, metavar="A,B", help="only these models (abbrs; --model too)")
+    p.add_argument("--datasets", "--dataset", dest="datasets", type=_abbrs, metavar="X,Y", help="only these datasets (abbrs; --dataset too)")
 
 
 class WorkDirArgs(NamedTuple):

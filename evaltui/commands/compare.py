@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     view_b = read_work_dir(WorkDirArgs(args.b, None, None))
     if view_a is None or view_b is None:
         return ExitCode.USAGE
-    matched = _matched(view_a.pairs(args.model, args.dataset), view_b.pairs(args.model, args.dataset))
+    matched = _matched(view_a.pairs(args.models, args.datasets), view_b.pairs(args.models, args.datasets))
     if not matched:
         print(f"evaltui: compare: no model×dataset is scored in both {args.a} and {args.b}", file=sys.stderr)
         return ExitCode.FAILED

@@ -51,13 +51,13 @@ def main(argv: list[str]) -> int:
     if args.export == "inspect" and not inspect_export.available():
         print(f"evaltui: {inspect_export.MISSING}", file=sys.stderr)
         return ExitCode.USAGE
-    view = read_work_dir(WorkDirArgs(args.work_dir, args.model, args.dataset))
+    view = read_work_dir(WorkDirArgs(args.work_dir, args.models, args.datasets))
     if view is None:
         return ExitCode.USAGE
     if args.output is not None and (problem := output_problem(args.output, view.workdir.root, folder=args.export in FOLDER_FORMATS)):
         print(f"evaltui: -o {args.output}: {problem}", file=sys.stderr)
         return ExitCode.USAGE
-    pairs = view.pairs(args.model, args.dataset)
+    pairs = view.pairs(args.models, args.datasets)
 
     def chosen(pair: PairView) -> Iterator[dict[str, Any]]:
         return _filtered(view.records(pair.model, pair.dataset), args.failed, args.wrong, args.limit)
