@@ -4,6 +4,7 @@
     python bench/throughput.py --n 20000 --repeat 1
     python bench/throughput.py --sweep                  # C in {16, 64, 256} x N in {2000, 20000}
     python bench/throughput.py --latency 0.04 --jitter 0.02 --seed 1   # 50 ms +- 20 %
+    python bench/throughput.py --base /work/wt/old     # also another checkout, interleaved run by run
 
 The physical floor of API evaluation is N·L/C: N samples, a mean server latency of L (latency +
 jitter/2), C requests in flight. The simulator runs as its own process and each run is a real
@@ -21,7 +22,9 @@ scoring, summary files — timed from spawn to exit. Columns:
 First, start-up on its own: a 1-sample plan, spawn to first request, and that whole run's CPU
 (which bounds the CPU spent before the first request; on a loaded machine the wall figure
 mostly measures the wait for a core). Run by hand; the machine is noisy, so each cell is the
-median of --repeat runs.
+median of --repeat runs. With `--base DIR`, each run of this tree is followed by one of DIR's
+(PYTHONPATH: the code before a change), alternating which goes first, and a `base` row and the
+ratios this/base follow: load drift on a shared machine hits both alike.
 """
 
 from __future__ import annotations
@@ -42,21 +45,27 @@ def median_measure(runs: list[w.Measure]) -> w.Measure:
     return mid
 
 
-def measure(n: int, c: int, args: argparse.Namespace) -> tuple[w.Measure, list[w.Measure]]:
+def measure(n: int, c: int, args: argparse.Namespace) -> dict[str, tuple[w.Measure, list[w.Measure]]]:
+    """The runs of this tree (and, with --base, of the base's, interleaved), by tree."""
+    trees = ["this", "base"] if args.base else ["this"]
+    seen: dict[str, list[w.Measure]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="evaltui-bench-") as tmp:
         folder = Path(tmp)
         data, key = w.write_data(folder, n)
         sim = w.start_sim(key, args.latency, args.jitter, args.seed, args.accuracy)
         try:
             mean_latency = args.latency + args.jitter / 2
-            runs = [w.run_evaltui(folder, data, sim, n, c, mean_latency) for _ in range(args.repeat)]
+            for i in range(args.repeat):
+                for name in (trees if i % 2 == 0 else trees[::-1]):
+                    env = {**w.ENV, "PYTHONPATH": str(args.base.resolve())} if name == "base" else None
+                    seen[name].append(w.run_evaltui(folder, data, sim, n, c, mean_latency, env=env))
         finally:
             sim.stop()
     truth = w.ground_truth(n, args.accuracy)
-    for r in runs:
+    for r in (r for runs in seen.values() for r in runs):
         if abs((r.accuracy or 0) - truth) > 0.01 or r.requests != n:
             raise SystemExit(f"wrong run: accuracy {r.accuracy} (truth {truth:.2f}), {r.requests} requests for {n}")
-    return median_measure(runs), runs
+    return {name: (median_measure(runs), runs) for name, runs in seen.items()}
 
 
 def startup(args: argparse.Namespace) -> list[w.Measure]:
@@ -84,6 +93,7 @@ def main() -> int:
     ap.add_argument("--accuracy", type=float, default=0.8, help="fraction the simulator answers right (default 0.8)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per cell; the median is reported (default 5)")
     ap.add_argument("--sweep", action="store_true", help="C in {16, 64, 256} x N in {2000, 20000}")
+    ap.add_argument("--base", type=Path, help="another checkout (the code before a change), run with PYTHONPATH, interleaved")
     args = ap.parse_args()
 
     cells = [(n, c) for n in (2000, 20000) for c in (16, 64, 256)] if args.sweep else [(args.n, args.c)]
@@ -97,8 +107,15 @@ def main() -> int:
           f"peak RSS {max(m.maxrss_mb for m in starts):.0f} MB")
     print(w.HEADER)
     for n, c in cells:
-        m, runs = measure(n, c, args)
-        print(w.row(m) + "   walls: " + ", ".join(f"{r.wall:.2f}" for r in runs), flush=True)
+        measured = measure(n, c, args)
+        for name, (m, runs) in measured.items():
+            label = f"{name:<5}" if args.base else ""
+            print(label + w.row(m) + "   walls: " + ", ".join(f"{r.wall:.2f}" for r in runs)
+                  + "   1st req: " + ", ".join(f"{r.first_request:.2f}" for r in runs), flush=True)
+        if args.base:
+            (this, _), (base, _) = measured["this"], measured["base"]
+            first = [statistics.median(r.first_request for r in measured[t][1]) for t in ("this", "base")]
+            print(f"this/base: wall {this.wall / base.wall:.3f}, CPU {this.cpu / base.cpu:.3f}, 1st req {first[0] / first[1]:.3f}", flush=True)
     return 0
 
 
