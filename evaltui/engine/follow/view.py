@@ -1,6 +1,6 @@
 """A work dir as `evaltui watch` reads it: what each kind of work dir says, in one vocabulary.
 
-The follower (follow.py) turns what a view reads into the engine's events; a view knows where a
+The follower (follower.py) turns what a view reads into the engine's events; a view knows where a
 kind of work dir keeps things and how to read them: evaltui's own (evaltui_view.py) and
 OpenCompass's (opencompass.py). Views only ever read: stat, list, open for reading.
 """

@@ -1,6 +1,6 @@
 """The Ray actor that answers a model's units on some node of the cluster (`executor = "ray"`).
 
-The driver's RayModel (ray_model.py) makes one per slot of a model. It builds the model's
+The driver's RayModel (model.py) makes one per slot of a model. It builds the model's
 backend as a local run does — `make_client`, the backend of its type, the plan's own
 ModelConfig, so replicas, adaptive concurrency, pacing, retries, time limits and traces behave
 as they do locally — and answers every unit it is sent at once, with `ModelAnswerer.answer`,

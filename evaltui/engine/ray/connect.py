@@ -53,7 +53,7 @@ def connect(address: str | None, *, join_timeout: float = JOIN_TIMEOUT, hide: It
     `hide`: environment variables (the plan's API keys) kept out of the processes a Ray instance
     started here runs — its GCS, raylet and workers inherit this process's environment, and unlike
     the actors they are dumpable: code_exec's programs on this machine could read them in /proc.
-    The actors are handed the key by the driver instead (ray_model.py)."""
+    The actors are handed the key by the driver instead (model.py)."""
     ray = require_ray()
     if ray.is_initialized():
         return

@@ -3,7 +3,7 @@
 The driver (this process) joins the cluster when a session starts — `--ray-address`, else
 RAY_ADDRESS, else a Ray instance of its own on this machine — and keeps everything else to
 itself: the work dir is written here only, so the nodes need no shared filesystem. What a
-model's units need on a node is in ray_model.py and ray_actor.py; Ray itself is imported only
+model's units need on a node is in model.py and actor.py; Ray itself is imported only
 once the executor is used, so a missing Ray is one line (`start`), not a traceback.
 """
 

@@ -3,7 +3,7 @@
 The driver runs the engine as a local run does — planning, resume, the worker pool, checkpoints,
 status files, the watch-scorer, heartbeat, events — and only the units' requests leave it: the
 pool asks this stand-in (an `Answerer`, like the local ModelAnswerer) for each unit's entry,
-and it sends the unit to one of the model's actors (ray_actor.py) and waits for the answer.
+and it sends the unit to one of the model's actors (actor.py) and waits for the answer.
 
 - **Actors.** A model has up to `actors_for` of them (the most `shards` any dataset has), made
   when first needed and killed when the pool's run ends; they serve all the model's datasets,

@@ -1,7 +1,7 @@
 """Where a run's units are answered and its code_exec programs run: in this process, or on Ray.
 
 `[run] executor = "local"` (the default) answers every model's units on the engine's own loop
-and runs code_exec programs in a thread pool here. `"ray"` (ray_executor.py, imported only
+and runs code_exec programs in a thread pool here. `"ray"` (ray/executor.py, imported only
 then) sends them to a Ray cluster. Everything else — planning, the worker pools, the work
 dir, the events — is the same engine either way.
 """

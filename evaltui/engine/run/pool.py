@@ -65,7 +65,7 @@ class WorkerPool:
         self.model = model
         self.cost = cost or CostMeter(plan)  # the session's, shared by its pools (cost_limit is the run's)
         self._priced = self.cost.priced(model.abbr)
-        self.answerer = answerer  # where its units are answered: here (answer.py), or on Ray (ray_model.py)
+        self.answerer = answerer  # where its units are answered: here (answer.py), or on Ray (ray/model.py)
         self.statuses = statuses
         self.emit = emit
         self._ending = PairEnding(model.abbr, workdir, statuses, emit, on_inferred or (lambda model, dataset: None))

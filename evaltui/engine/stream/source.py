@@ -1,7 +1,7 @@
 """What a front end needs of a run, whether it drives the run or only follows it.
 
 A `Runner` drives a run (it infers, scores, retries and can be cancelled); a `Follower`
-(follow.py, `evaltui watch`) follows one that another process drives, from its work dir. The
+(follow/follower.py, `evaltui watch`) follows one that another process drives, from its work dir. The
 Textual app and the headless renderer take either: both report through the same typed events
 and answer the same few questions. `watching` is what tells them apart where it matters: a
 follower cannot retry (the plan and the work dir's lock belong to the process running it), and

@@ -1,9 +1,9 @@
 """Where one model's units are answered: its backend, the per-unit code, its load and its replicas' events.
 
-The worker pool (infer.py) schedules a model's (sample, epoch) units and keeps the work dir; for
+The worker pool (run/pool.py) schedules a model's (sample, epoch) units and keeps the work dir; for
 each unit it asks an `Answerer` for the checkpoint entry and the per-sample log line. Locally
 that is a `ModelAnswerer` on the pool's own loop. On Ray (`executor = "ray"`) it is a stand-in
-(ray_model.py) that sends the unit to an actor, which runs a `ModelAnswerer` of its own: the
+(ray/model.py) that sends the unit to an actor, which runs a `ModelAnswerer` of its own: the
 same `answer` — templates, tries, limits, traces — runs on either side, so a plan gives the
 same entries wherever it runs.
 """

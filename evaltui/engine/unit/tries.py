@@ -64,7 +64,7 @@ class SampleTokens:
         self._settled: dict[int, anyio.Event] = {}  # set when one of the sample's holds is given back
 
     def expect(self, index: int, units: int, used: int = 0) -> None:
-        """`used`: tokens the sample spent elsewhere already (a Ray actor that died: see ray_model.py)."""
+        """`used`: tokens the sample spent elsewhere already (a Ray actor that died: see ray/model.py)."""
         self._left[index] = self._left.get(index, 0) + units
         if used:
             self._used[index] = max(self._used.get(index, 0), used)
