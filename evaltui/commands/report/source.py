@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.disk.records import WorkDirView
-from evaltui.engine.follow.follower import Follower, NotAWorkDir, open_view
+from evaltui.engine.disk.workdir import NotAWorkDir
+from evaltui.engine.follow.follower import Follower, open_view
 from evaltui.engine.follow.opencompass_samples import iter_samples
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.pair import PairState
