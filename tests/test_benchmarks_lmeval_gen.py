@@ -21,6 +21,7 @@ from evaltui.plan import load_plan
 from evaltui.scoring import score
 
 GEN_ENTRIES = ["gsm8k", "gsm8k_cot", "mmlu_generative", "mmlu_generative_5shot", "bbh_cot_fewshot"]  # (fixture files)
+CODE_ENTRIES = ["humaneval", "mbpp"]  # (verdicts: tests/test_benchmarks_code.py)
 
 
 def _tables(entry: str) -> list[tuple[Task, dict]]:
@@ -28,7 +29,7 @@ def _tables(entry: str) -> list[tuple[Task, dict]]:
     return [(task, dataset_table(fixture, task)) for task in tasks_of(fixture)]
 
 
-@pytest.mark.parametrize("entry", GEN_ENTRIES)
+@pytest.mark.parametrize("entry", GEN_ENTRIES + CODE_ENTRIES)
 def test_the_requests_evaltui_sends_are_the_references(tmp_path: Path, entry: str) -> None:
     tables = _tables(entry)
     with recorder() as srv:

@@ -162,9 +162,10 @@ def read(files: dict[tuple[str, str], list[Path]], w: Wanted) -> Docs:
     eval_docs: list[Doc] = []
     fewshot: dict[str, list[Doc]] = {}
     columns = (w.entry.local.columns or None) if w.path is not None and w.entry.local is not None else None
+    split_of = w.entry.local.split_of if w.path is not None and w.entry.local is not None else None
     for part in w.parts:
         for path in files[(w.split, part)]:
-            docs = read_docs(path, columns)
+            docs = [d for d in read_docs(path, columns) if split_of is None or split_of(d) == w.split]
             eval_docs.extend({**d, "subset": part} if part else d for d in docs)
         few = w.entry.fewshot_split
         if few is not None and (few, part) in files and few != w.split:

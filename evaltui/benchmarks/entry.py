@@ -47,6 +47,7 @@ class LocalData:
     files: Mapping[str, str]
     release: str  # the release the layout is, for messages: "openai/grade-school-math"
     columns: tuple[str, ...] = ()  # its CSV files have no header row: their columns, in order
+    split_of: Callable[[Doc], str] | None = None  # one file holds every split: which one a document is in
 
 
 @dataclass(frozen=True, eq=False)  # one object an entry: compared and hashed as itself

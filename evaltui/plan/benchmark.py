@@ -60,6 +60,11 @@ def _misplaced(ev: EvaluatorConfig) -> list[str]:
     problems = [f"evaluator.{k}: only used by the exact_match evaluator (type is {ev.type!r})" for k in named if ev.type != "exact_match"]
     mine = (["metrics"] if ev.metrics is not None else []) + (["target_delimiter"] if ev.target_delimiter != " " else [])
     problems += [f"evaluator.{k}: only used by the loglikelihood evaluator (type is {ev.type!r})" for k in mine if ev.type != "loglikelihood"]
+    if (ev.type == "opencompass") != (ev.postprocess is not None):
+        problems.append("evaluator.postprocess: the opencompass evaluator needs one (gsm8k, answer_pattern), and only it takes one")
+    problems += [f"evaluator.{k}: only used by the {t} evaluator (type is {ev.type!r})" for k, t, used in (
+        ("program", "code_exec", ev.program is not None), ("completion", "code_exec", ev.completion != "cleaned"), ("extract", "math", ev.extract != "answer"),
+    ) if used and ev.type != t]
     if ev.metrics is not None and (not ev.metrics or ("mc2" in ev.metrics and len(ev.metrics) > 1)):
         problems.append("evaluator.metrics: one or more of acc, acc_norm; or mc2 alone (TruthfulQA's, reported as acc)")
     return problems

@@ -339,10 +339,11 @@ def _check_mode(plan: Plan, ds: DatasetConfig) -> list[str]:
 
 
 def _check_pattern(ev: EvaluatorConfig) -> list[str]:
-    if ev.type != "regex":
+    uses = ev.type == "regex" or (ev.type == "opencompass" and ev.postprocess == "answer_pattern")
+    if not uses:
         return [] if ev.pattern is None else [f"evaluator.pattern: only used by the regex evaluator (type is {ev.type!r})"]
     if not ev.pattern:
-        return ["evaluator.pattern: required for the regex evaluator"]
+        return [f"evaluator.pattern: required for the {'regex evaluator' if ev.type == 'regex' else 'answer_pattern post-processing'}"]
     try:
         re.compile(ev.pattern)
     except re.error as e:

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from evaltui.plan.strict import DAY, Strict, without_later
 
 #: Every evaluator `type` a dataset may name: the one list (scoring judges each; tests/test_epochs.py checks it does).
-EVALUATORS = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood")
+EVALUATORS = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood", "opencompass")
 #: How a sample's epochs become one score (scoring/reducers.py reduces by each).
 REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
 
@@ -41,7 +41,8 @@ class Epochs:
 
 LATER_EVALUATOR_KEYS: dict[str, Any] = {
     "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
-    "metrics": None, "target_delimiter": " ", "aggregate": "samples",
+    "metrics": None, "target_delimiter": " ", "aggregate": "samples", "program": None, "completion": "cleaned", "extract": "answer",
+    "postprocess": None,
 }
 
 
@@ -94,6 +95,16 @@ class EvaluatorConfig(Strict):
     target_delimiter: str = " "
     # a grouped benchmark's score: the mean over its samples (each part weighted by its size), or of its parts
     aggregate: Literal["samples", "parts"] = "samples"
+    # code_exec: the program run, a template over the record with {completion} (None: the HumanEval
+    # prompt, the completion and the record's test); the completion as evaltui cleans it (unfenced,
+    # re-indented), as the model wrote it ("raw", lm-eval's), or OpenCompass's humaneval_postprocess_v2
+    program: str | None = None
+    completion: Literal["cleaned", "raw", "first_fence_lstrip"] = "cleaned"
+    # math: the answer found where evaltui reads it ("answer"), or math-verify's own reading of the whole
+    # reply against the whole reference (lm-eval's minerva_math math_verify: "whole")
+    extract: Literal["answer", "whole"] = "answer"
+    # opencompass: OpenCompass's post-processing and evaluator (gsm8k's; match_answer_pattern's with `pattern`)
+    postprocess: Literal["gsm8k", "answer_pattern"] | None = None
 
     @field_validator("k", mode="before")
     @classmethod

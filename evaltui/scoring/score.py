@@ -16,13 +16,14 @@ from typing import Any
 
 from evaltui.plan.evaluator import Epochs
 
-from .code.code_exec import CodeRunner, is_pass, run_code_samples
+from .code.code_exec import CodeRunner, is_pass, run_code_samples, with_program
 from .judgement import Judge, ScoredJudge
 from .readers.choice import judge_choice
 from .readers.gsm8k import judge_gsm8k
 from .readers.mathcheck import MathChecker
 from .reducers import SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .reference import make_exact_match, make_loglikelihood
+from .reference.opencompass import make_opencompass_judge
 from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
 
 ONE_EPOCH = Epochs(1)  # what a sample is judged by when nothing says otherwise
@@ -201,6 +202,8 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
         return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, ONE_EPOCH))
     if name in ("math", "gsm8k"):
         judging: contextlib.AbstractContextManager[Judge] = _math_judge() if name == "math" else _gsm8k_judge()
+    elif name == "opencompass":
+        judging = contextlib.nullcontext(make_opencompass_judge(evaluator))
     elif name == "regex":  # compiled here: a bad pattern is said before the first sample
         judging = contextlib.nullcontext(make_regex_judge(getattr(evaluator, "pattern", None)))
     else:
@@ -240,8 +243,9 @@ def _judge_code(
         for epoch, (prediction, error) in enumerate(answers[position])
         if error is None
     ]
+    program, rule = getattr(evaluator, "program", None), str(getattr(evaluator, "completion", "cleaned"))
     results = run_code(
-        [(prediction, _record_for(position, predictions[position], records)) for position, _, prediction in runnable],
+        [(prediction, with_program(_record_for(position, predictions[position], records), program, rule)) for position, _, prediction in runnable],
         timeout=float(getattr(evaluator, "timeout", 10.0)),
         memory_mb=int(getattr(evaluator, "memory_mb", 1024)),
         workers=workers,
