@@ -22,6 +22,7 @@ from evaltui.scoring import score
 
 GEN_ENTRIES = ["gsm8k", "gsm8k_cot", "mmlu_generative", "mmlu_generative_5shot", "bbh_cot_fewshot"]  # (fixture files)
 CODE_ENTRIES = ["humaneval", "mbpp"]  # (verdicts: tests/test_benchmarks_code.py)
+OTHER_ENTRIES = ["minerva_math500"]  # (verdicts below)
 
 
 def _tables(entry: str) -> list[tuple[Task, dict]]:
@@ -29,7 +30,7 @@ def _tables(entry: str) -> list[tuple[Task, dict]]:
     return [(task, dataset_table(fixture, task)) for task in tasks_of(fixture)]
 
 
-@pytest.mark.parametrize("entry", GEN_ENTRIES + CODE_ENTRIES)
+@pytest.mark.parametrize("entry", GEN_ENTRIES + CODE_ENTRIES + OTHER_ENTRIES)
 def test_the_requests_evaltui_sends_are_the_references(tmp_path: Path, entry: str) -> None:
     tables = _tables(entry)
     with recorder() as srv:
@@ -77,3 +78,17 @@ def test_a_lightllm_model_gets_the_entrys_settings_in_lightllms_words(tmp_path: 
         sent = srv.sent("/generate")
     assert [b["inputs"] for b in sent] == [i["prompt"] for i in task.items[:3]]
     assert sent[0]["parameters"] == {"do_sample": False, "ignore_eos": False, "max_new_tokens": 256, "stop_sequences": ["Q:", "</s>", "<|im_end|>"]}
+
+
+def test_minerva_math500s_math_verify_verdicts_are_evaltuis(tmp_path: Path) -> None:
+    """lm-eval's math_verify metric: math-verify on the whole reply against the whole solution. (Its
+    exact_match — Minerva's normalisation and sympy's LaTeX parser — is not reproduced: README.)"""
+    ((task, table),) = _tables("minerva_math500")
+    plan = load_plan(write_plan(tmp_path, models=[{"abbr": "m", "type": "openai-chat", "url": "sim://", "model": "m"}], datasets=[table]))
+    ds = plan.datasets[0]
+    golds = [render_sample(ds, i, r).target for i, r in enumerate(load_records(plan, ds))]
+    entries = [{"index": v["doc_id"], "prediction": v["reply"], "gold": golds[v["doc_id"]]} for v in task.verdicts]
+    details = score(ds.evaluator, entries)["details"]
+    assert len(details) == len(task.verdicts) > 20
+    for v, d in zip(task.verdicts, details, strict=True):
+        assert d["correct"] == bool(v["filters"]["none"]["metrics"]["math_verify"]), (v["note"], v["reply"])

@@ -44,6 +44,8 @@ def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
     if name == "exact_match":
         filters = getattr(evaluator, "filters", None) or ()
         return tuple(f"exact_match,{f.name}" for f in filters) or (main_metric(name),)
+    if name == "math" and getattr(evaluator, "extract", "answer") == "whole":
+        return ("math_verify",)  # lm-eval's minerva_math metric
     if name == "loglikelihood":  # lm-eval reports truthfulqa_mc2's value as acc
         return tuple(dict.fromkeys("acc" if m == "mc2" else m for m in getattr(evaluator, "metrics", None) or ["acc"]))
     return (main_metric(name),)

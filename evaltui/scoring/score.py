@@ -119,10 +119,11 @@ def sample_right(detail: dict[str, Any], metric: str) -> bool:
 
 
 @contextlib.contextmanager
-def _math_judge() -> Iterator[Judge]:
-    """math-verify's judge, its worker process started at the first sample and ended with the dataset."""
+def _math_judge(whole: bool = False) -> Iterator[Judge]:
+    """math-verify's judge, its worker process started at the first sample and ended with the dataset
+    (`whole`: lm-eval's reading of the whole texts, `extract = "whole"`)."""
     with MathChecker() as checker:
-        yield checker.judge
+        yield checker.judge_whole if whole else checker.judge
 
 
 @contextlib.contextmanager
@@ -200,8 +201,10 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
     if name in SCORED_TYPES:
         return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, ONE_EPOCH))
-    if name in ("math", "gsm8k"):
-        judging: contextlib.AbstractContextManager[Judge] = _math_judge() if name == "math" else _gsm8k_judge()
+    if name == "math":
+        judging: contextlib.AbstractContextManager[Judge] = _math_judge(getattr(evaluator, "extract", "answer") == "whole")
+    elif name == "gsm8k":
+        judging = _gsm8k_judge()
     elif name == "opencompass":
         judging = contextlib.nullcontext(make_opencompass_judge(evaluator))
     elif name == "regex":  # compiled here: a bad pattern is said before the first sample

@@ -137,7 +137,15 @@ class MathChecker:
 
     def judge(self, prediction: str, gold: str) -> Judgement:
         """math-verify's verdict on the reply's answer; a late or dead worker makes it wrong."""
-        request = json.dumps({"reply": answer_region(prediction), "reference": reference_region(gold)}).encode() + b"\n"
+        return self._judged({"reply": answer_region(prediction), "reference": reference_region(gold)})
+
+    def judge_whole(self, prediction: str, gold: str) -> Judgement:
+        """lm-eval's `math_verify` (minerva_math): math-verify's defaults on the whole reply and
+        the whole reference solution, nothing read by evaltui first."""
+        return self._judged({"reply": prediction, "reference": gold, "whole": True})
+
+    def _judged(self, question: dict[str, object]) -> Judgement:
+        request = json.dumps(question).encode() + b"\n"
         proc = self._started()
         try:
             assert proc.stdin is not None

@@ -8,8 +8,9 @@ evaltui kills the worker when an answer is late. It also keeps sympy (~0.5 s to 
 out of evaltui's own process and off every plan that does not use it.
 
 Protocol: the worker writes one line `{"ready": true}` (or `{"error": "..."}` and exits) once
-math-verify is imported; then, for each request line `{"reply": ..., "reference": ...}`, one
-answer line `{"extracted": str | null, "correct": bool}`. It ends at the end of its stdin.
+math-verify is imported; then, for each request line `{"reply": ..., "reference": ...}` (with
+`"whole": true`: lm-eval's reading, math-verify's defaults on the whole texts), one answer line
+`{"extracted": str | null, "correct": bool}`. It ends at the end of its stdin.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ COMPARE_SECONDS = 5
 MEMORY_BYTES = 4 * 2**30
 
 
-def _answer(line: bytes, judge: Any) -> bytes:
+def _answer(line: bytes, judge: Any, whole: Any = None) -> bytes:
     try:
         request = json.loads(line)
-        extracted, correct = judge(str(request["reply"]), str(request["reference"]))
+        chosen = whole if request.get("whole") and whole is not None else judge
+        extracted, correct = chosen(str(request["reply"]), str(request["reference"]))
     except Exception as e:  # one bad line is that sample's failure, not the worker's
         extracted, correct = f"(not judged: {type(e).__name__})", False
     return json.dumps({"extracted": extracted, "correct": bool(correct)}).encode() + b"\n"
@@ -70,6 +72,23 @@ def _make_judge() -> Any:
     return judge
 
 
+def _make_whole_judge() -> Any:
+    """lm-eval's `math_verify` metric (minerva_math): math-verify's default reading of the whole
+    reply against its default reading of the whole reference solution, its default limits."""
+    from math_verify import parse, verify
+
+    @lru_cache(maxsize=64)
+    def reference(text: str) -> list[Any]:
+        return list(parse(text))
+
+    def judge(reply: str, gold: str) -> tuple[str | None, bool]:
+        got = parse(reply)
+        extracted = got[-1] if got and isinstance(got[-1], str) else None
+        return extracted, bool(verify(reference(gold), got))
+
+    return judge
+
+
 def main() -> None:
     try:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
@@ -77,7 +96,7 @@ def main() -> None:
         pass
     out = sys.stdout.buffer
     try:
-        judge = _make_judge()
+        judge, whole = _make_judge(), _make_whole_judge()
     except Exception as e:  # math-verify missing or broken: said once, in evaltui's words
         out.write(json.dumps({"error": f"{type(e).__name__}: {e}"}).encode() + b"\n")
         out.flush()
@@ -85,7 +104,7 @@ def main() -> None:
     out.write(b'{"ready": true}\n')
     out.flush()
     for line in sys.stdin.buffer:
-        out.write(_answer(line, judge))
+        out.write(_answer(line, judge, whole))
         out.flush()
 
 
