@@ -32,10 +32,10 @@ def _problems(tmp_path: Path, **dataset: object) -> list[str]:
 @pytest.mark.reliability
 def test_an_unknown_benchmark_is_one_line_naming_the_field_and_the_close_names(tmp_path: Path) -> None:
     assert _problems(tmp_path, benchmark="gsm8k_cott") == [
-        "plan.toml: datasets[0].benchmark: unknown benchmark 'gsm8k_cott' (close names: gsm8k_cot, gsm8k; `evaltui benchmarks` lists them all)"
+        "plan.toml: datasets[0].benchmark: unknown benchmark 'gsm8k_cott' (close names: gsm8k_cot, gsm8k, gsm8k_gen; `evaltui benchmarks` lists them all)"
     ]
     assert _problems(tmp_path, benchmark="GSM") == [
-        "plan.toml: datasets[0].benchmark: unknown benchmark 'GSM' (close names: gsm8k, gsm8k_cot; `evaltui benchmarks` lists them all)"
+        "plan.toml: datasets[0].benchmark: unknown benchmark 'GSM' (close names: gsm8k, gsm8k_gen, gsm8k_cot; `evaltui benchmarks` lists them all)"
     ]
 
 
