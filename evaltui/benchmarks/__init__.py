@@ -7,7 +7,7 @@
     files     documents from parquet (pyarrow), JSON Lines, JSON and CSV files
     hub       huggingface_hub: its cache, offline mode, mirrors, tokens; a download's progress
     lmeval    lm-evaluation-harness's prompt: few-shot samplers and examples
-    gsm8k …   one module per family of entries
+    entries/  one module per family of entries (gsm8k, mmlu, bbh, choice, minerva, code, opencompass)
 
 The catalog sits below the datasets and the plan: the plan's schema fills a benchmark dataset's
 table from it, `evaltui.datasets` reads its records through it. Nothing here is imported by a

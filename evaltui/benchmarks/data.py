@@ -159,19 +159,20 @@ def find_files(w: Wanted, progress: Progress | None = None, *, download: bool = 
 def read(files: dict[tuple[str, str], list[Path]], w: Wanted) -> Docs:
     """The documents: the evaluation split's (each of a grouped benchmark's tagged with its
     `subset`, in part order) and each part's few-shot split."""
+    local = w.entry.local if w.path is not None else None
+    columns = (local.columns or None) if local is not None else None
+    split_of = local.split_of if local is not None else None
+
+    def docs_of(split: str, part: str) -> list[Doc]:
+        return [d for path in files[(split, part)] for d in read_docs(path, columns) if split_of is None or split_of(d) == split]
+
     eval_docs: list[Doc] = []
     fewshot: dict[str, list[Doc]] = {}
-    columns = (w.entry.local.columns or None) if w.path is not None and w.entry.local is not None else None
-    split_of = w.entry.local.split_of if w.path is not None and w.entry.local is not None else None
+    few = w.entry.fewshot_split
     for part in w.parts:
-        for path in files[(w.split, part)]:
-            docs = [d for d in read_docs(path, columns) if split_of is None or split_of(d) == w.split]
-            eval_docs.extend({**d, "subset": part} if part else d for d in docs)
-        few = w.entry.fewshot_split
-        if few is not None and (few, part) in files and few != w.split:
-            fewshot[part] = [d for path in files[(few, part)] for d in read_docs(path, columns)]
-        elif few == w.split:
-            fewshot[part] = [d for path in files[(w.split, part)] for d in read_docs(path, columns)]
+        eval_docs.extend({**d, "subset": part} if part else d for d in docs_of(w.split, part))
+        if few is not None and (few, part) in files:
+            fewshot[part] = docs_of(few, part)
     return Docs(eval_docs, fewshot, w.parts)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from evaltui.benchmarks import mmlu
+from evaltui.benchmarks.entries import mmlu
 from evaltui.benchmarks.entry import Doc, Docs, Entry, HubData, LocalData
 
 # gsm8k_gen_1d7fe4's HUMAN/BOT rounds before the question
