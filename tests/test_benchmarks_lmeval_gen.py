@@ -22,7 +22,7 @@ from evaltui.scoring import score
 
 GEN_ENTRIES = ["gsm8k", "gsm8k_cot", "mmlu_generative", "mmlu_generative_5shot", "bbh_cot_fewshot"]  # (fixture files)
 CODE_ENTRIES = ["humaneval", "mbpp"]  # (verdicts: tests/test_benchmarks_code.py)
-OTHER_ENTRIES = ["minerva_math500"]  # (verdicts below)
+OTHER_ENTRIES = ["minerva_math500", "ifeval"]  # (verdicts below)
 
 
 def _tables(entry: str) -> list[tuple[Task, dict]]:
@@ -92,3 +92,21 @@ def test_minerva_math500s_math_verify_verdicts_are_evaltuis(tmp_path: Path) -> N
     assert len(details) == len(task.verdicts) > 20
     for v, d in zip(task.verdicts, details, strict=True):
         assert d["correct"] == bool(v["filters"]["none"]["metrics"]["math_verify"]), (v["note"], v["reply"])
+
+
+def test_ifevals_verdicts_are_evaltuis(tmp_path: Path) -> None:
+    """Google's instruction checkers as lm-eval runs them, strict and loose, prompt- and instruction-level."""
+    ((task, table),) = _tables("ifeval")
+    plan = load_plan(write_plan(tmp_path, models=[{"abbr": "m", "type": "openai-chat", "url": "sim://", "model": "m"}], datasets=[table]))
+    ds = plan.datasets[0]
+    golds = [render_sample(ds, i, r).target for i, r in enumerate(load_records(plan, ds))]
+    entries = [{"index": int(v["doc_id"]), "prediction": v["reply"], "gold": golds[int(v["doc_id"])]} for v in task.verdicts]
+    details = score(ds.evaluator, entries)["details"]
+    assert len(details) == len(task.verdicts) >= 20
+    for v, d in zip(task.verdicts, details, strict=True):
+        want = v["filters"]["none"]["metrics"]
+        got = d["scores"]
+        for level in ("strict", "loose"):
+            assert got[f"prompt_level_{level}_acc"] == float(want[f"prompt_level_{level}_acc"]), (v["note"], level)
+            followed = want[f"inst_level_{level}_acc"]
+            assert got[f"inst_level_{level}_acc"] == [float(sum(followed)), float(len(followed))], (v["note"], level)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-from evaltui.benchmarks.entries import bbh, choice, code, gsm8k, minerva, mmlu, opencompass
+from evaltui.benchmarks.entries import bbh, choice, code, gsm8k, ifeval, minerva, mmlu, opencompass
 from evaltui.benchmarks.entry import Entry
 
-ENTRIES: dict[str, Entry] = {e.name: e for family in (gsm8k, mmlu, bbh, choice, minerva, code, opencompass) for e in family.ENTRIES}
+ENTRIES: dict[str, Entry] = {e.name: e for family in (gsm8k, mmlu, bbh, choice, ifeval, minerva, code, opencompass) for e in family.ENTRIES}
 
 
 def lookup(name: str) -> Entry:

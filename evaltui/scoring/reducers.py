@@ -21,7 +21,9 @@ from typing import Any
 from evaltui.plan.evaluator import EVALUATORS, Epochs
 
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
-SCORED_TYPES = ("exact_match", "loglikelihood")
+SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval")
+#: IFEval's metrics (lm-eval's names), the main one first; the inst_level ones are ratios over every instruction.
+IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
 
 def type_name(evaluator_type: Any) -> str:
@@ -34,7 +36,7 @@ def main_metric(evaluator_type: Any) -> str:
     name = type_name(evaluator_type)
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATORS)}")
-    return {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc"}.get(name, "accuracy")
+    return {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc", "ifeval": IFEVAL_METRICS[0]}.get(name, "accuracy")
 
 
 def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
@@ -44,6 +46,8 @@ def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
     if name == "exact_match":
         filters = getattr(evaluator, "filters", None) or ()
         return tuple(f"exact_match,{f.name}" for f in filters) or (main_metric(name),)
+    if name == "ifeval":
+        return IFEVAL_METRICS
     if name == "math" and getattr(evaluator, "extract", "answer") == "whole":
         return ("math_verify",)  # lm-eval's minerva_math metric
     if name == "loglikelihood":  # lm-eval reports truthfulqa_mc2's value as acc

@@ -164,6 +164,10 @@ def _scored_judge(name: str, evaluator: Any) -> ScoredJudge:
         return make_exact_match(evaluator)
     if name == "loglikelihood":
         return make_loglikelihood(evaluator)
+    if name == "ifeval":  # imported only here: NLTK and langdetect load for an IFEval dataset alone
+        from .ifeval import make_ifeval
+
+        return make_ifeval(evaluator)
     raise ValueError(f"no scored judge for evaluator type {name!r}")
 
 
