@@ -129,6 +129,7 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
                 "metric": p.metric,
                 "score": p.score,
                 "error": p.error,
+                **({"uncertainty": {name: interval.as_json() for name, interval in p.intervals}} if p.intervals else {}),
                 **({"parts": {name: dict(metrics) for name, metrics in p.parts}} if p.parts else {}),
             }
             for p in state.pairs.values()

@@ -44,8 +44,9 @@ def test_two_runs_compared_sample_by_sample(tmp_path: Path, sim_factory: Any, ca
     assert row["delta"] == round(row["b"] - row["a"], 2) == round(100 * (len(to_right) - len(to_wrong)) / 40, 2)
     assert main(["compare", str(a), str(b), "--list", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["dataset", "model", "metric", "A", "B", "delta", "right→wrong", "wrong→right", "samples"]
-    assert out[2].split()[:3] == ["gsm", "alpha", "→"] and out[2].split()[-3:] == [str(len(to_wrong)), str(len(to_right)), "40"]
+    # issue 27: the p-value of the paired test and whether the difference is significant follow the counts
+    assert out[0].split() == ["dataset", "model", "metric", "A", "B", "delta", "right→wrong", "wrong→right", "samples", "p", "significant"]
+    assert out[2].split()[:3] == ["gsm", "alpha", "→"] and out[2].split()[-5:-2] == [str(len(to_wrong)), str(len(to_right)), "40"]
     assert out[3].startswith(f"gsm alpha: right→wrong: {to_wrong[0]}, {to_wrong[1]}")
     assert main(["compare", str(a), str(b), "--list", "0"]) == 0  # the counts only
     assert len(capsys.readouterr().out.splitlines()) == 3

@@ -101,7 +101,9 @@ def test_score_keeps_every_epoch_and_the_reduced_values() -> None:
 
 def test_one_epoch_by_mean_scores_exactly_as_before() -> None:
     predictions = [{"index": 0, "prediction": "a", "gold": "a"}, {"index": 1, "prediction": "b", "gold": "c"}]
-    assert score(_Evaluator(), predictions) == {
+    result = score(_Evaluator(), predictions)
+    assert result.pop("uncertainty")["accuracy"]["stderr"] == 50.0  # issue 27: every metric's uncertainty beside it
+    assert result == {
         "accuracy": 50.0,
         "details": [
             {"index": 0, "prediction": "a", "gold": "a", "extracted": "a", "correct": True},

@@ -164,7 +164,7 @@ def test_score_metric_is_percent_rounded_to_two_decimals():
     result = score(Ev("exact"), preds(("a", "a"), ("b", "x"), ("c", "c")))
     assert result["accuracy"] == 66.67
     assert [d["correct"] for d in result["details"]] == [True, False, True]
-    assert set(result) == {"accuracy", "details"}
+    assert set(result) == {"accuracy", "uncertainty", "details"}  # issue 27: the metric's standard error and interval beside it
 
 
 def test_score_detail_shape():

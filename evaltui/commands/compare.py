@@ -6,6 +6,10 @@ the other way round. A sample counts as right when its score is at least 0.5 (on
 correct; several: its reduced score). Datasets whose fingerprints differ (data, prompts,
 evaluator, epochs or selection: versions.dataset_fingerprint) are not compared, with one line
 naming them, unless --force: their scores would not mean the same thing.
+
+Whether the difference is more than chance is tested on the samples scored in both, paired:
+McNemar's exact test where every sample is right or wrong, a paired bootstrap of the mean
+difference otherwise (scoring/stats/significance.py); the p-value and `significant` (p < 0.05).
 """
 
 from __future__ import annotations
@@ -20,14 +24,17 @@ from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work
 from evaltui.engine.disk.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.disk.versions import dataset_fingerprint
 from evaltui.exitcode import ExitCode
-from evaltui.scoring.score import sample_right
+from evaltui.scoring.score import sample_right, sample_value
+from evaltui.scoring.stats import Significance, mcnemar_exact, paired_bootstrap
 
 
 def build_parser() -> OneLineParser:
     p = OneLineParser(
         prog="evaltui compare",
         description="Compare two runs: per dataset the score of each, the delta, and the samples that flipped.",
-        epilog="Datasets whose fingerprints differ (data, prompts, evaluator, epochs, selection) are refused unless --force. See README.md.",
+        epilog="Datasets whose fingerprints differ (data, prompts, evaluator, epochs, selection) are refused unless --force. "
+        "p: McNemar's exact test on the flipped samples (right/wrong scores), else a paired bootstrap of the mean difference; "
+        "significant: p < 0.05. See README.md.",
     )
     p.add_argument("a", metavar="WORK_DIR_A", help="the first run's work dir")
     p.add_argument("b", metavar="WORK_DIR_B", help="the second run's work dir")
@@ -49,6 +56,12 @@ class Row(NamedTuple):
     wrong_to_right: list[int]
     samples: int  # scored in both
     fingerprints: tuple[str, str]
+    test: str = ""  # "mcnemar" (right/wrong scores) | "bootstrap" (others)
+    p_value: float | None = None  # that the difference is chance, on the samples scored in both
+
+    @property
+    def significant(self) -> bool | None:
+        return None if self.p_value is None else Significance(self.test, self.p_value).significant
 
     @property
     def delta(self) -> float | None:
@@ -74,7 +87,8 @@ def main(argv: list[str]) -> int:
         return ExitCode.USAGE
     rows = [_row(view_a, view_b, a, b, f) for (a, b), f in zip(matched, prints, strict=True)]
     if args.json:
-        print(json.dumps({"a": str(view_a.workdir.root), "b": str(view_b.workdir.root), "rows": [{**r._asdict(), "delta": r.delta} for r in rows]}, indent=2))
+        out = [{**r._asdict(), "delta": r.delta, "significant": r.significant} for r in rows]
+        print(json.dumps({"a": str(view_a.workdir.root), "b": str(view_b.workdir.root), "rows": out}, indent=2))
     else:
         sys.stdout.write(render(rows, args.list))
     return ExitCode.OK
@@ -106,30 +120,43 @@ def _fingerprint(view: WorkDirView, pair: PairView) -> str:
 def _row(view_a: WorkDirView, view_b: WorkDirView, a: PairView, b: PairView, prints: tuple[str, str]) -> Row:
     assert a.metrics is not None and b.metrics is not None
     metric = next(iter(a.metrics))
-    right_a = dict(_verdicts(view_a, a, metric))
-    to_wrong, to_right, both = [], [], 0
-    for index, right in _verdicts(view_b, b, metric):
-        if index not in right_a:
+    seen_a = {index: (right, value) for index, right, value in _verdicts(view_a, a, metric)}
+    to_wrong, to_right, values_a, values_b = [], [], [], []
+    for index, right, value in _verdicts(view_b, b, metric):
+        if index not in seen_a:
             continue
-        both += 1
-        if right_a[index] and not right:
+        right_a, value_a = seen_a[index]
+        values_a.append(value_a)
+        values_b.append(value)
+        if right_a and not right:
             to_wrong.append(index)
-        elif right and not right_a[index]:
+        elif right and not right_a:
             to_right.append(index)
-    return Row(a.dataset, a.model, b.model, metric, a.metrics.get(metric), b.metrics.get(metric), to_wrong, to_right, both, prints)
+    test = _significance(values_a, values_b, len(to_wrong), len(to_right))
+    return Row(a.dataset, a.model, b.model, metric, a.metrics.get(metric), b.metrics.get(metric), to_wrong, to_right, len(values_a), prints, *test)
 
 
-def _verdicts(view: WorkDirView, pair: PairView, metric: str) -> Iterator[tuple[int, bool]]:
+def _significance(values_a: list[float], values_b: list[float], right_to_wrong: int, wrong_to_right: int) -> Significance:
+    """McNemar's exact test when every sample is right or wrong (1 or 0) in both runs, else the
+    paired bootstrap of the per-sample scores."""
+    if all(v in (0.0, 1.0) for v in (*values_a, *values_b)):
+        return mcnemar_exact(right_to_wrong, wrong_to_right)
+    return paired_bootstrap(values_a, values_b)
+
+
+def _verdicts(view: WorkDirView, pair: PairView, metric: str) -> Iterator[tuple[int, bool, float]]:
+    """Each sample's index, whether it counts as right, and its score by `metric` (0–1)."""
     for detail in iter_result_details(view.workdir.result_file(pair.model, pair.dataset)):
-        yield detail["index"], sample_right(detail, metric)
+        yield detail["index"], sample_right(detail, metric), sample_value(detail, metric)
 
 
 def render(rows: list[Row], most: int) -> str:
     """The table, then the flipped samples of each row that has any."""
-    header = ["dataset", "model", "metric", "A", "B", "delta", "right→wrong", "wrong→right", "samples"]
+    header = ["dataset", "model", "metric", "A", "B", "delta", "right→wrong", "wrong→right", "samples", "p", "significant"]
     cells = [
         [r.dataset, r.model_a if r.model_a == r.model_b else f"{r.model_a} → {r.model_b}", r.metric, _score(r.a), _score(r.b),
-         "-" if r.delta is None else f"{r.delta:+.2f}", str(len(r.right_to_wrong)), str(len(r.wrong_to_right)), str(r.samples)]
+         "-" if r.delta is None else f"{r.delta:+.2f}", str(len(r.right_to_wrong)), str(len(r.wrong_to_right)), str(r.samples),
+         _p(r.p_value), "-" if r.significant is None else ("yes" if r.significant else "no")]
         for r in rows
     ]
     widths = [max(len(line[c]) for line in [header, *cells]) for c in range(len(header))]
@@ -144,6 +171,12 @@ def render(rows: list[Row], most: int) -> str:
                 shown = ", ".join(map(str, indices[:most])) + (f", … ({len(indices) - most} more)" if len(indices) > most else "")
                 out.append(f"{r.dataset} {r.model_a}: {label}: {shown}")
     return "\n".join(out) + "\n"
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.0001" if value < 1e-4 else f"{value:.4f}"
 
 
 def _score(value: Any) -> str:

@@ -94,13 +94,21 @@ def pair_line(view: WorkDirView, pair: PairView) -> str:
     """`m/d: scored, accuracy 71.25, pass@10 90.00 · 400 of 400 done, 0 failed · 100 samples × 4 epochs`"""
     state = pair.status or "not run"
     if pair.metrics:
-        state += ", " + ", ".join(f"{name} {value:.2f}" for name, value in pair.metrics.items())
+        state += ", " + ", ".join(f"{name} {value:.2f}{_half(pair.uncertainty.get(name))}" for name, value in pair.metrics.items())
     if pair.error:
         state += f" ({pair.error})"
     counts = f"{pair.completed} of {pair.total} done, {pair.failed} failed" if pair.total else "nothing run yet"
     shape = f"{pair.total // max(pair.epochs, 1)} samples × {pair.epochs} epochs" if pair.epochs > 1 else ""
     subset = f"subset {pair.samples}" if pair.samples else ""
     return " · ".join(part for part in (f"{pair.model}/{pair.dataset}: {state}", counts, shape, subset) if part)
+
+
+def _half(uncertainty: Any) -> str:
+    """` ±2.03`: the half-width of a metric's 95 % interval, when its result has one."""
+    ci = uncertainty.get("ci95") if isinstance(uncertainty, dict) else None
+    if not isinstance(ci, list) or len(ci) != 2 or not all(isinstance(x, (int, float)) for x in ci):
+        return ""
+    return f" ±{(ci[1] - ci[0]) / 2:.2f}"
 
 
 def part_lines(parts: dict[str, dict[str, Any]]) -> list[str]:

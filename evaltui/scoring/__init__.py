@@ -9,7 +9,7 @@ from .leaderboard import DatasetRow, RankedModel, build_leaderboard, rank_models
 from .normalize import normalize
 from .reducers import MetricSums, Reduction, pass_at_k
 from .score import iter_details, main_metric, score
-from .summary import dataset_version, render_csv, render_md, render_txt, write_summary
+from .summary import dataset_version, render_csv, render_md, render_txt, result_intervals, write_summary
 
 __all__ = [
     "DatasetRow",
@@ -26,6 +26,7 @@ __all__ = [
     "render_csv",
     "render_md",
     "render_txt",
+    "result_intervals",
     "score",
     "write_summary",
 ]

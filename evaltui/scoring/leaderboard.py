@@ -8,13 +8,20 @@ main one first; only the main ones make the average.  A model's average
 appears in that row only when it has a score for every dataset: a mean over fewer datasets
 would not be comparable with the other models'.  The ranking (for the live UI) does use the
 partial mean, together with how many datasets it covers.
+
+A score with an uncertainty (stats/interval.py) is shown `71.23 ±2.03`: the half-width of its
+95 % interval. The Average's is that of a mean of independent estimates, √(Σ hᵢ²) / k, once
+every dataset has one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from .stats import Interval
 
 MISSING = "-"
 AVERAGE_ROW = ("Average", MISSING, "naive_average", MISSING)
@@ -42,8 +49,11 @@ class RankedModel(NamedTuple):
     total: int
 
 
-def format_score(value: float | None) -> str:
-    return MISSING if value is None else f"{float(value):.2f}"
+def format_score(value: float | None, interval: Interval | None = None) -> str:
+    """`71.23`, or with an interval `71.23 ±2.03` (its half-width)."""
+    if value is None:
+        return MISSING
+    return f"{float(value):.2f}" if interval is None else f"{float(value):.2f} ±{interval.half:.2f}"
 
 
 def _mean(values: list[float]) -> float | None:
@@ -56,6 +66,7 @@ class Leaderboard:
     models: tuple[str, ...]
     scores: Mapping[tuple[str, str], float | None] = field(default_factory=dict)  # the main metric's, by (model, dataset)
     extra: Mapping[tuple[str, str, str], float | None] = field(default_factory=dict)  # the others', by (model, dataset, metric)
+    intervals: Mapping[tuple[str, str, str], Interval] = field(default_factory=dict)  # every metric's, by (model, dataset, metric)
 
     def score(self, model: str, dataset: str) -> float | None:
         value = self.scores.get((model, dataset))
@@ -67,6 +78,22 @@ class Leaderboard:
             return self.score(model, row.abbr)
         value = self.extra.get((model, row.abbr, row.metric))
         return None if value is None else float(value)
+
+    def interval(self, model: str, row: DatasetRow) -> Interval | None:
+        """The uncertainty of the model's score in this row, when it has one (and a score)."""
+        if self.value(model, row) is None:
+            return None
+        return self.intervals.get((model, row.abbr, row.metric))
+
+    def average_half(self, model: str) -> float | None:
+        """The half-width of the Average's 95 % interval: √(Σ hᵢ²) / k over the k datasets, each
+        an independent estimate; None unless every dataset has a score and an interval."""
+        if self.average(model) is None:
+            return None
+        halves = [self.interval(model, row) for row in self.main_rows]
+        if any(h is None for h in halves):
+            return None
+        return math.sqrt(math.fsum(h.half**2 for h in halves if h is not None)) / len(halves)
 
     @property
     def main_rows(self) -> tuple[DatasetRow, ...]:
@@ -87,28 +114,53 @@ class Leaderboard:
     def header(self) -> list[str]:
         return [*HEADER_FIXED, *self.models]
 
-    def rows(self) -> list[list[str]]:
-        """Every cell as display text: the dataset rows, then the Average row."""
+    def rows(self, intervals: bool = True) -> list[list[str]]:
+        """Every cell as display text: the dataset rows, then the Average row; a score with an
+        uncertainty as `71.23 ±2.03` (`intervals`: False for the scores alone)."""
         body = [
-            [row.abbr, row.version, row.label, row.mode, *(format_score(self.value(model, row)) for model in self.models)]
+            [row.abbr, row.version, row.label, row.mode, *(format_score(self.value(m, row), self.interval(m, row) if intervals else None) for m in self.models)]
             for row in self.datasets
         ]
-        body.append([*AVERAGE_ROW, *(format_score(self.average(model)) for model in self.models)])
+        body.append([*AVERAGE_ROW, *(self._average_cell(m, intervals) for m in self.models)])
         return body
 
     def as_json(self) -> dict[str, Any]:
-        """One entry per dataset (its main metric's scores); a dataset's other metrics (pass@10 next
-        to pass@1) under its `extra`, by metric: what `--json` and `evaltui report` show."""
+        """One entry per dataset (its main metric's scores, and their `uncertainty` by model:
+        standard error, 95 % interval, samples); a dataset's other metrics (pass@10 next to pass@1)
+        under its `extra`, by metric, theirs under `extra_uncertainty`; the Average's half-width:
+        what `--json` and `evaltui report` show."""
         datasets: list[dict[str, Any]] = []
         for row in self.datasets:
             scores = {m: self.value(m, row) for m in self.models}
+            found = {m: interval.as_json() for m in self.models if (interval := self.interval(m, row)) is not None}
             if row.main:
                 datasets.append({"abbr": row.abbr, "version": row.version, "metric": row.metric, "mode": row.mode, "scores": scores})
+                if found:
+                    datasets[-1]["uncertainty"] = found
                 if row.note:
                     datasets[-1]["note"] = row.note.strip(" ()")
             else:
                 datasets[-1].setdefault("extra", {})[row.metric] = scores
-        return {"models": list(self.models), "datasets": datasets, "average": {m: self.average(m) for m in self.models}}
+                if found:
+                    datasets[-1].setdefault("extra_uncertainty", {})[row.metric] = found
+        average = {m: self.average(m) for m in self.models}
+        return {"models": list(self.models), "datasets": datasets, "average": average, "average_half95": {m: self.average_half(m) for m in self.models}}
+
+    def _average_cell(self, model: str, intervals: bool) -> str:
+        text = format_score(self.average(model))
+        half = self.average_half(model) if intervals else None
+        return text if half is None else f"{text} ±{half:.2f}"
+
+    def halves(self) -> list[list[str]]:
+        """Each row's interval half-widths by model, as text ("" where there is none): the CSV
+        summary's columns beside the scores, which stay numbers."""
+        body = [[_half(self.interval(m, row)) for m in self.models] for row in self.datasets]
+        body.append([("" if (h := self.average_half(m)) is None else f"{h:.2f}") for m in self.models])
+        return body
+
+    @property
+    def has_intervals(self) -> bool:
+        return any(self.interval(m, row) is not None for m in self.models for row in self.datasets)
 
     def ranking(self) -> list[RankedModel]:
         """Best partial mean first; more datasets scored breaks ties; unscored models last."""
@@ -123,19 +175,26 @@ class Leaderboard:
         )
 
 
+def _half(interval: Interval | None) -> str:
+    return "" if interval is None else f"{interval.half:.2f}"
+
+
 def build_leaderboard(
     datasets: Iterable[tuple[str, str, str, str] | DatasetRow],
     models: Iterable[str],
     scores: Mapping[tuple[str, str], float | None],
     extra: Mapping[tuple[str, str, str], float | None] | None = None,
+    intervals: Mapping[tuple[str, str, str], Interval] | None = None,
 ) -> Leaderboard:
     """`datasets` as (abbr, version, metric, mode[, main]) in display order; `scores` by (model,
-    abbr); `extra` the other metrics' by (model, abbr, metric)."""
+    abbr); `extra` the other metrics' by (model, abbr, metric); `intervals` every metric's
+    uncertainty, by (model, abbr, metric)."""
     return Leaderboard(
         datasets=tuple(DatasetRow(*row) for row in datasets),
         models=tuple(models),
         scores=dict(scores),
         extra=dict(extra or {}),
+        intervals=dict(intervals or {}),
     )
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from evaltui.plan.evaluator import EVALUATORS, Epochs
 
+from .stats import Interval, MeanSpread
+
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
 SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval")
 #: IFEval's metrics (lm-eval's names), the main one first; the inst_level ones are ratios over every instruction.
@@ -151,19 +153,37 @@ class MetricSums:
         self._sums = dict.fromkeys(reduction.metrics, 0.0)
         self._ratios: dict[str, list[float]] = {}  # a ratio metric's [right, of] summed over samples
         self._correct = 0
+        self._spreads = {name: MeanSpread() for name in reduction.metrics}  # each metric's standard error
 
     def add(self, detail: dict[str, Any]) -> None:
         self.count += 1
         if self.reduction.trivial:
-            self._correct += bool(detail["correct"])
+            right = bool(detail["correct"])
+            self._correct += right
+            self._spreads[self.reduction.main].add(1.0 if right else 0.0)
             return
         for name, value in detail["scores"].items():
+            spread = self._spreads.get(name)
             if isinstance(value, (list, tuple)):
                 parts = self._ratios.setdefault(name, [0.0, 0.0])
                 parts[0] += value[0]
                 parts[1] += value[1]
+                if spread is not None:
+                    spread.add(value[0], value[1])
             else:
                 self._sums[name] += value
+                if spread is not None:
+                    spread.add(value)
+
+    def intervals(self) -> dict[str, Interval]:
+        """Each metric's standard error and 95 % interval, in percent (stats/interval.py); none
+        for a metric of fewer than two samples."""
+        found = {name: spread.interval() for name, spread in self._spreads.items()}
+        return {name: interval for name, interval in found.items() if interval is not None}
+
+    def uncertainty(self) -> dict[str, dict[str, Any]]:
+        """The intervals as a result file's `uncertainty` holds them: {metric: {stderr, ci95, n}}."""
+        return {name: interval.as_json() for name, interval in self.intervals().items()}
 
     def result(self) -> dict[str, float]:
         """{metric: percent rounded to 2 decimals}, the main metric first; 0.0 for no samples."""

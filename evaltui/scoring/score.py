@@ -118,6 +118,18 @@ def sample_right(detail: dict[str, Any], metric: str) -> bool:
     return epoch_verdict(detail, 0).get("correct") is True
 
 
+def sample_value(detail: dict[str, Any], metric: str) -> float:
+    """A sample's score by `metric` in [0, 1] (its reduced value; one epoch: 1 right, 0 wrong; a
+    ratio metric's [right, of] as right / of) — what compare's paired tests pair."""
+    scores = detail.get("scores")
+    if isinstance(scores, dict):
+        value = scores.get(metric, 0.0)
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            return float(value[0]) / float(value[1]) if value[1] else 0.0
+        return float(value) if isinstance(value, (int, float)) else 0.0
+    return 1.0 if epoch_verdict(detail, 0).get("correct") is True else 0.0
+
+
 @contextlib.contextmanager
 def _math_judge(whole: bool = False) -> Iterator[Judge]:
     """math-verify's judge, its worker process started at the first sample and ended with the dataset
@@ -284,8 +296,9 @@ def score(
     epochs: Epochs = ONE_EPOCH,
     run_code: CodeRunner = run_code_samples,
 ) -> dict[str, Any]:
-    """`{<metric>: percent rounded to 2 decimals, ..., "details": [one per sample]}`, the main
-    metric first (several with pass_at_k of several k).
+    """`{<metric>: percent rounded to 2 decimals, ..., "uncertainty": {<metric>: {stderr, ci95, n}},
+    "details": [one per sample]}`, the main metric first (several with pass_at_k of several k);
+    `uncertainty` only when there is one (two samples or more).
 
     `tmp_root`: where code_exec puts each program's temporary directory; `epochs`: how many
     each entry holds and how they are reduced (`Plan.epochs`); `run_code`: what runs code_exec's programs
@@ -298,4 +311,5 @@ def score(
     sums = MetricSums(reduction)
     for detail in details:
         sums.add(detail)
-    return {**sums.result(), "details": details}
+    uncertainty = sums.uncertainty()
+    return {**sums.result(), **({"uncertainty": uncertainty} if uncertainty else {}), "details": details}

@@ -24,6 +24,7 @@ from evaltui.latency import ProfileSnapshot
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
 from .reducers import Reduction
+from .stats import Interval
 
 if TYPE_CHECKING:
     from evaltui.plan import DatasetConfig, Plan
@@ -60,7 +61,12 @@ def render_txt(table: Leaderboard) -> str:
 
 
 def render_csv(table: Leaderboard) -> str:
-    header, rows = _cells(table)
+    """The scores as numbers (`71.23`); with intervals, a `<model> ±95%` column per model after
+    them holds each score's half-width, so a spreadsheet reads both as numbers."""
+    header, rows = table.header, table.rows(intervals=False)
+    if table.has_intervals:
+        header = [*header, *(f"{m} ±95%" for m in table.models)]
+        rows = [[*row, *halves] for row, halves in zip(rows, table.halves(), strict=True)]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -166,17 +172,19 @@ class RunSummary:
         return dataset_version(data)
 
     def leaderboard(
-        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+        self,
+        scores: Mapping[tuple[str, str], float | None],
+        extra: Mapping[tuple[str, str, str], float | None] | None = None,
+        intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:
-        return build_leaderboard(self.rows(), self.models, scores, extra)
+        return build_leaderboard(self.rows(), self.models, scores, extra, intervals)
 
-    def result_metrics(
-        self, read_result: Callable[[str, str], Mapping[str, Any] | None]
-    ) -> tuple[dict[tuple[str, str], float | None], dict[tuple[str, str, str], float | None]]:
-        """The main metric of every pair, by (model, dataset), and its other metrics, by (model,
-        dataset, metric), as the result files hold them."""
+    def result_metrics(self, read_result: Callable[[str, str], Mapping[str, Any] | None]) -> ResultMetrics:
+        """The main metric of every pair, by (model, dataset), its other metrics, by (model,
+        dataset, metric), and every metric's uncertainty, as the result files hold them."""
         scores: dict[tuple[str, str], float | None] = {}
         extra: dict[tuple[str, str, str], float | None] = {}
+        intervals: dict[tuple[str, str, str], Interval] = {}
         for m in self.plan.models:
             for d in self.plan.datasets:
                 try:
@@ -188,7 +196,24 @@ class RunSummary:
                 scores[(m.abbr, d.abbr)] = _number(usable.get(main))
                 for metric in others:
                     extra[(m.abbr, d.abbr, metric)] = _number(usable.get(metric))
-        return scores, extra
+                for metric, interval in result_intervals(usable):
+                    intervals[(m.abbr, d.abbr, metric)] = interval
+        return ResultMetrics(scores, extra, intervals)
+
+
+class ResultMetrics(NamedTuple):
+    scores: dict[tuple[str, str], float | None]
+    extra: dict[tuple[str, str, str], float | None]
+    intervals: dict[tuple[str, str, str], Interval]
+
+
+def result_intervals(result: Mapping[str, Any] | None) -> tuple[tuple[str, Interval], ...]:
+    """A result file's `uncertainty`, each metric's Interval (none in an older result, or an error)."""
+    found = (result or {}).get("uncertainty")
+    if not isinstance(found, dict):
+        return ()
+    pairs = ((str(metric), Interval.from_json(data)) for metric, data in found.items())
+    return tuple((metric, interval) for metric, interval in pairs if interval is not None)
 
 
 def _number(value: Any) -> float | None:

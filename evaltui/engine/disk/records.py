@@ -57,12 +57,19 @@ class PairView(NamedTuple):
     dataset_version: str  # the result's fingerprint of the dataset (see versions.dataset_fingerprint); "" before
     error: str  # why inference or scoring failed
     parts: dict[str, dict[str, Any]] = {}  # a grouped benchmark's parts: {part: {metric: value, "samples": n}}
+    uncertainty: dict[str, dict[str, Any]] = {}  # each metric's {stderr, ci95, n}, as the result holds it
 
 
 def result_parts(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """A result's `parts` (a grouped benchmark's), {} when it has none."""
     parts = (result or {}).get("parts")
     return {str(k): v for k, v in parts.items() if isinstance(v, dict)} if isinstance(parts, dict) else {}
+
+
+def _uncertainty(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """A result's `uncertainty` ({metric: {stderr, ci95, n}}), {} when it has none."""
+    found = (result or {}).get("uncertainty")
+    return {str(k): v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) and "error" not in (result or {}) else {}
 
 
 def iter_result_details(path: Path) -> Iterator[dict[str, Any]]:
@@ -121,7 +128,7 @@ class WorkDirView:
         return PairView(
             model, ds.abbr, status, str(first.get("version", "")), int(first.get("epochs", self.plan.epochs(ds).count)), str(first.get("samples", "")),
             sum(s["total"] for s in statuses), completed, failed, metrics, str((result or {}).get("dataset_version", "")), error,
-            result_parts(result),
+            result_parts(result), _uncertainty(result),
         )
 
     def _counts(self, model: str, ds: DatasetConfig) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from evaltui.plan import ModelConfig, Plan, PlanError, RunConfig, read_snapshot,
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
+    from evaltui.scoring.stats import Interval
     from evaltui.scoring.summary import RunSummary
 
 _RUN_DEFAULTS = RunConfig()  # until the work dir's plan says: the schema's defaults (SPEC §3)
@@ -211,7 +212,9 @@ class EvaltuiView:
         value = _number(result.get(metric))
         if value is None:
             return Score(metric, None, f"no {metric} in {self.result_file(model, dataset).name}")
-        return Score(metric, value, "", tuple((name, _number(result.get(name))) for name in others))
+        from evaltui.scoring.summary import result_intervals
+
+        return Score(metric, value, "", tuple((name, _number(result.get(name))) for name in others), result_intervals(result))
 
     # -- the run as a whole
     def holder(self) -> int | None:
@@ -267,7 +270,10 @@ class EvaltuiView:
         return found
 
     def leaderboard(
-        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+        self,
+        scores: Mapping[tuple[str, str], float | None],
+        extra: Mapping[tuple[str, str, str], float | None] | None = None,
+        intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:
         from evaltui.scoring.leaderboard import build_leaderboard
         from evaltui.scoring.summary import RunSummary
@@ -277,7 +283,7 @@ class EvaltuiView:
         if self._summary is None:  # the table of the run's pairs, as the run's own (a --datasets run: those)
             models, datasets = list(dict.fromkeys(m for m, _ in self._taken)), list(dict.fromkeys(d for _, d in self._taken))
             self._summary = RunSummary(select(self.plan, models, datasets))
-        return self._summary.leaderboard(scores, extra)
+        return self._summary.leaderboard(scores, extra, intervals)
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails:
         if self.plan is None:  # (no pairs without a plan: nothing asks)

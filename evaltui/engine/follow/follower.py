@@ -47,6 +47,7 @@ from evaltui.engine.follow.watches import PairWatch
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.events import Pair, PairStatus
+from evaltui.engine.stream.pair import BoardValues, board_values
 from evaltui.engine.stream.state import RunState
 from evaltui.exitcode import ExitCode
 from evaltui.text import duration
@@ -147,10 +148,8 @@ class Follower:
 
     def leaderboard(self) -> Leaderboard:
         with self.bus.lock:
-            scored = [(key, p) for key, p in self.state.pairs.items() if p.score is not None]
-            scores = {key: p.score for key, p in scored}
-            extra = {(*key, metric): value for key, p in scored for metric, value in p.extra}
-        return self.view.leaderboard(scores, extra)
+            values = board_values(self.state.pairs.values())
+        return self.view.leaderboard(*values)
 
     def pair_details(self, model: str, dataset: str) -> PairDetails:
         p = self.state.pairs.get((model, dataset))
@@ -328,9 +327,7 @@ class Follower:
         taken = [w for w in watches if w.planned]  # a --models/--datasets run leaves the plan's other pairs untouched
         scored = taken and all(w.score is not None and w.score.value is not None for w in taken)
         self.exit_code = ExitCode.OK if scored else ExitCode.FAILED
-        scores = {w.pair: w.score.value for w in watches if w.score is not None}
-        extra = {(*w.pair, metric): value for w in watches if w.score is not None for metric, value in w.score.extra}
-        board = self.view.leaderboard(scores, extra)
+        board = self.view.leaderboard(*_board_of(watches))
         self.emit(ev.RunFinished(self.exit_code, bool(left), self.view.summary_files(), board, self._elapsed()))
 
     def _stopped(self, left: list[str]) -> ev.Notice:
@@ -348,3 +345,13 @@ class Follower:
         began, ended = self.view.began_at(), self.view.ended_at()
         return max(0.0, ended - began) if began is not None and ended is not None else 0.0
 
+
+
+def _board_of(watches: list[PairWatch]) -> BoardValues:
+    """What the leaderboard shows of the followed pairs' scores (the result files' as last read)."""
+    scored = [(w.pair, w.score) for w in watches if w.score is not None]
+    return BoardValues(
+        {pair: score.value for pair, score in scored},
+        {(*pair, metric): value for pair, score in scored for metric, value in score.extra},
+        {(*pair, metric): value for pair, score in scored for metric, value in score.intervals},
+    )

@@ -46,6 +46,7 @@ from evaltui.fsutil import read_json
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
+    from evaltui.scoring.stats import Interval
 
 HEARTBEAT_TIMEOUT = 60.0  # OpenCompass's default for its eval-watch task
 FOLDERS = ("infer_status", "predictions", "results")
@@ -317,7 +318,10 @@ class OpenCompassView:
         return rows, models, scores
 
     def leaderboard(
-        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+        self,
+        scores: Mapping[tuple[str, str], float | None],
+        extra: Mapping[tuple[str, str, str], float | None] | None = None,
+        intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:
         """(OpenCompass names one metric per row of its summary: no `extra`.)"""
         from evaltui.scoring.leaderboard import MISSING, build_leaderboard

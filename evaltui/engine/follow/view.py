@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from evaltui.engine.stream.events import Metrics, PairStatus, SampleError
+from evaltui.engine.stream.events import Intervals, Metrics, PairStatus, SampleError
 
 if TYPE_CHECKING:
     from evaltui.engine.disk.details import PairDetails
     from evaltui.plan import ModelConfig
     from evaltui.scoring.leaderboard import Leaderboard
+    from evaltui.scoring.stats import Interval
 
 StatKey = tuple[int, int, int]  # inode, size, mtime (ns): what tells that a file changed
 
@@ -45,6 +46,7 @@ class Score(NamedTuple):
     value: float | None
     error: str = ""
     extra: Metrics = ()  # the other metrics (a reducer's pass@k of several k)
+    intervals: Intervals = ()  # every metric's uncertainty
 
 
 class Outcome(NamedTuple):
@@ -158,9 +160,13 @@ class View(Protocol):
         ...
 
     def leaderboard(
-        self, scores: Mapping[tuple[str, str], float | None], extra: Mapping[tuple[str, str, str], float | None] | None = None
+        self,
+        scores: Mapping[tuple[str, str], float | None],
+        extra: Mapping[tuple[str, str, str], float | None] | None = None,
+        intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:
-        """The leaderboard of these scores (main metrics by pair; `extra`: the others, by (model, dataset, metric))."""
+        """The leaderboard of these scores (main metrics by pair; `extra`: the others, and
+        `intervals` every metric's uncertainty, by (model, dataset, metric))."""
         ...
 
     def details(self, model: str, dataset: str, status: PairStatus) -> PairDetails: ...

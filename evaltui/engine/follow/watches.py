@@ -208,4 +208,4 @@ class PairWatch:
         if score is None or score == self.score:
             return []
         self.score = score
-        return [ev.DatasetScored(m, d, score.metric, score.value, score.error, str(path), score.extra)]
+        return [ev.DatasetScored(m, d, score.metric, score.value, score.error, str(path), score.extra, intervals=score.intervals)]

@@ -148,12 +148,14 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, of: Epochs, 
         return True
     from evaltui.scoring import Reduction  # only when an earlier score is kept
     from evaltui.scoring.reference.parts import as_parts
+    from evaltui.scoring.summary import result_intervals
 
     metrics = Reduction.of(ds.evaluator, of).metrics
     metric, *others = metrics
     extra = tuple((name, _number(result.get(name))) for name in others)
     parts = as_parts(result.get("parts"), metrics)
-    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, _number(result.get(metric)), extra, parts))
+    score = _number(result.get(metric))
+    emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, score, extra, parts, result_intervals(result)))
     return True
 
 

@@ -40,6 +40,7 @@ from evaltui.engine.run.verdict import current_result, only_os_errors
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.events import Pair
+from evaltui.engine.stream.pair import board_values
 from evaltui.engine.stream.state import RunState
 from evaltui.engine.unit.heap import settle_heap
 from evaltui.exitcode import ExitCode
@@ -123,10 +124,8 @@ class Runner:
     def leaderboard(self) -> Leaderboard:
         """The leaderboard as it fills, from the scores known so far (no disk reads)."""
         with self.bus.lock:  # called from a front end's thread while the engine's adds pairs
-            scored = [(key, p) for key, p in self.state.pairs.items() if p.score is not None and key in self.pairs]
-            scores = {key: p.score for key, p in scored}
-            extra = {(*key, metric): value for key, p in scored for metric, value in p.extra}
-        return self._run_summary().leaderboard(scores, extra)
+            values = board_values(self.state.pairs.values(), set(self.pairs))
+        return self._run_summary().leaderboard(*values)
 
     def pair_details(self, model: str, dataset: str, *, predictions: int = 5, max_failures: int = 1000) -> PairDetails:
         """A pair's failed samples with their errors and a few predictions next to their gold.
@@ -279,8 +278,8 @@ class Runner:
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 summary = self._run_summary()
-                scores, extra = summary.result_metrics(self._result)
-                table = summary.leaderboard(scores, extra)
+                scores, extra, intervals = summary.result_metrics(self._result)
+                table = summary.leaderboard(scores, extra, intervals)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
                     files = self._write_summary(table)

@@ -97,6 +97,7 @@ class ScoreGate:
 class Scored(NamedTuple):
     metrics: dict[str, float]  # the main one first
     parts: ev.Parts = ()  # a grouped benchmark's parts
+    intervals: ev.Intervals = ()  # each metric's standard error and 95 % interval
 
 
 def score_pair(
@@ -124,9 +125,11 @@ def score_pair(
         runner = {} if run_code is None else {"run_code": run_code}
         result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs, **runner)
         details = result.pop("details")
+        uncertainty = result.pop("uncertainty", {})
+        head = {**_run_as(plan, ds, epochs, workdir, model), **({"uncertainty": uncertainty} if uncertainty else {})}
         with atomic_writer(out, replace=replace) as w:
-            w.write(dumps_readable({**result, **_run_as(plan, ds, epochs, workdir, model), "scored_with": scored_with, "details": details}).encode("utf-8"))
-        return Scored({name: float(value) for name, value in result.items()})
+            w.write(dumps_readable({**result, **head, "scored_with": scored_with, "details": details}).encode("utf-8"))
+        return Scored({name: float(value) for name, value in result.items()}, intervals=scoring.result_intervals(head))
     reduction = scoring.Reduction.of(ds.evaluator, epochs)
     sums = scoring.MetricSums(reduction)
     parts = _part_sums(plan, ds, reduction)
@@ -137,11 +140,14 @@ def score_pair(
             sums.add(detail)
             if parts is not None:
                 parts.add(detail)
-        metrics, head = sums.result(), _run_as(plan, ds, epochs, workdir, model)
+        metrics, head, intervals = sums.result(), _run_as(plan, ds, epochs, workdir, model), sums.intervals()
         if parts is not None:
             head["parts"] = by_part = parts.result()
             if ds.evaluator.aggregate == "parts":  # OpenCompass's naive average of the parts
                 metrics = mean_of_parts(by_part, reduction.metrics)
+                intervals = parts.mean_intervals(metrics)
+        if intervals:
+            head["uncertainty"] = {name: interval.as_json() for name, interval in intervals.items()}
         details.seek(0)
         with atomic_writer(out, replace=replace) as w:
             w.write(b"{\n")
@@ -150,7 +156,7 @@ def score_pair(
             w.write(b'  "scored_with": "%s",\n  "details": [' % scored_with.encode())
             shutil.copyfileobj(details, w)
             w.write(b"\n  ]\n}\n" if sums.count else b"]\n}\n")
-    return Scored(metrics, as_parts(head.get("parts"), reduction.metrics))
+    return Scored(metrics, as_parts(head.get("parts"), reduction.metrics), tuple(intervals.items()))
 
 
 def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None:
@@ -360,7 +366,7 @@ class Scorer:
                 if self.gate.current(pair, token):
                     metrics = scored.metrics
                     extra: ev.Metrics = tuple((name, value) for name, value in metrics.items() if name != metric)
-                    self.emit(ev.DatasetScored(model, dataset, metric, metrics[metric], "", result_file, extra, scored.parts))
+                    self.emit(ev.DatasetScored(model, dataset, metric, metrics[metric], "", result_file, extra, scored.parts, scored.intervals))
         finally:
             if self._scoring.get(pair) is scope:
                 del self._scoring[pair]

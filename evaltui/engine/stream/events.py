@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from evaltui.latency import LatencyProfile
     from evaltui.scoring.leaderboard import Leaderboard
+    from evaltui.scoring.stats import Interval
 
 #: A model×dataset, by their abbrs: what the run's rows, scores, retries and files are keyed by.
 Pair = tuple[str, str]
@@ -62,6 +63,8 @@ class SampleError(NamedTuple):
 Metrics = tuple[tuple[str, "float | None"], ...]
 #: A grouped benchmark's parts (MMLU's subjects), each with its metrics, in the parts' order.
 Parts = tuple[tuple[str, Metrics], ...]
+#: Each metric's standard error and 95 % interval (scoring/stats), by metric.
+Intervals = tuple[tuple[str, "Interval"], ...]
 
 
 class RunStarted(NamedTuple):
@@ -90,6 +93,7 @@ class DatasetPlanned(NamedTuple):
     score: float | None = None
     extra: Metrics = ()  # with SCORED: its other metrics
     parts: Parts = ()  # with SCORED: a grouped benchmark's parts
+    intervals: Intervals = ()  # with SCORED: its metrics' uncertainty
 
 
 class DatasetStarted(NamedTuple):
@@ -223,6 +227,7 @@ class DatasetScored(NamedTuple):
     result_file: str = ""
     extra: Metrics = ()  # its other metrics (pass_at_k of several k)
     parts: Parts = ()  # a grouped benchmark's parts, each with its metrics
+    intervals: Intervals = ()  # each metric's standard error and 95 % interval (none under two samples)
 
 
 class ScoringSkipped(NamedTuple):

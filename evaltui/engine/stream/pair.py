@@ -8,13 +8,16 @@ The renderers read them; only `RunState.apply` changes them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import Delta
 from evaltui.engine.stream.events import PairStatus
+
+if TYPE_CHECKING:
+    from evaltui.scoring.stats import Interval
 
 Clock = Callable[[], float]
 
@@ -66,6 +69,7 @@ class PairState:
     metric: str = ""
     extra: ev.Metrics = ()  # the other metrics, once scored
     parts: ev.Parts = ()  # a grouped benchmark's parts, once scored
+    intervals: ev.Intervals = ()  # its metrics' uncertainty, once scored
     error: str = ""
     started_at: float | None = None
     finished_at: float | None = None
@@ -100,3 +104,21 @@ class PairState:
             return None
         return self.remaining / rate
 
+
+
+class BoardValues(NamedTuple):
+    """What the leaderboard shows of the pairs scored so far."""
+
+    scores: dict[tuple[str, str], float | None]  # the main metric's, by (model, dataset)
+    extra: dict[tuple[str, str, str], float | None]  # the other metrics', by (model, dataset, metric)
+    intervals: dict[tuple[str, str, str], Interval]  # every metric's uncertainty, by (model, dataset, metric)
+
+
+def board_values(pairs: Iterable[PairState], only: Container[tuple[str, str]] | None = None) -> BoardValues:
+    """The leaderboard's values of the scored pairs among `pairs` (`only`: of these (model, dataset))."""
+    scored = [((p.model, p.dataset), p) for p in pairs if p.score is not None and (only is None or (p.model, p.dataset) in only)]
+    return BoardValues(
+        {key: p.score for key, p in scored},
+        {(*key, metric): value for key, p in scored for metric, value in p.extra},
+        {(*key, metric): interval for key, p in scored for metric, interval in p.intervals},
+    )

@@ -165,7 +165,7 @@ class RunState:
     def _dataset_scored(self, e: ev.DatasetScored) -> Delta:
         p = self.pair(e.model, e.dataset)
         before = p.status
-        p.metric, p.score, p.extra, p.parts, p.error = e.metric, e.score, e.extra, e.parts, e.error
+        p.metric, p.score, p.extra, p.parts, p.error, p.intervals = e.metric, e.score, e.extra, e.parts, e.error, e.intervals
         p.status = PairStatus.ERROR if e.error else PairStatus.SCORED
         return _changed(p, before, scores=True, settled=True)
 
@@ -175,7 +175,7 @@ class RunState:
         p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
         p.status = e.status
         p.shard_status, p.shard_events, p.error = {}, {}, ""
-        p.metric, p.score, p.extra, p.parts = e.metric, e.score, e.extra, e.parts
+        p.metric, p.score, p.extra, p.parts, p.intervals = e.metric, e.score, e.extra, e.parts, e.intervals
         return _PLANNED
 
     def _retry_started(self, e: ev.RetryStarted) -> Delta:
@@ -185,7 +185,7 @@ class RunState:
         for model, dataset in e.pairs:
             p = self.pair(model, dataset)
             self._forget_failures(p)
-            p.status, p.score, p.extra, p.error = PairStatus.PENDING, None, (), ""
+            p.status, p.score, p.extra, p.error, p.intervals = PairStatus.PENDING, None, (), "", ()
             if (model, dataset) in self.skipped:
                 self.skipped.remove((model, dataset))
         return Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
@@ -275,7 +275,7 @@ class RunState:
         for key, p in self.pairs.items():
             if p.status == PairStatus.RUNNING:
                 out.append(ev.DatasetStarted(p.model, p.dataset, p.total, p.total - p.completed))
-            score = (p.metric, p.score, p.extra, p.parts) if p.status == PairStatus.SCORED else ("", None, (), ())
+            score = (p.metric, p.score, p.extra, p.parts, p.intervals) if p.status == PairStatus.SCORED else ("", None, (), (), ())
             out.append(ev.DatasetPlanned(p.model, p.dataset, p.total, p.shards, p.completed, max(0, p.failed - kept.get(key, 0)), p.status, *score))
             out.extend(p.shard_events[k] for k in sorted(p.shard_events))
         out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error, f.epoch) for f in self.failures)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaltui.scoring.reducers import MetricSums, Reduction
+from evaltui.scoring.stats import Interval
 
 #: (part, ((metric, value), …)) in the parts' order: what events and files carry.
 Parts = tuple[tuple[str, tuple[tuple[str, "float | None"], ...]], ...]
@@ -37,8 +38,28 @@ class PartSums:
             sums.add(detail)
 
     def result(self) -> dict[str, dict[str, Any]]:
-        """{part: {metric: percent, …, "samples": n}}, in the order the parts came."""
-        return {part: {**sums.result(), "samples": sums.count} for part, sums in self._sums.items()}
+        """{part: {metric: percent, …, "samples": n, "uncertainty": {…}}}, in the order the parts came."""
+        out: dict[str, dict[str, Any]] = {}
+        for part, sums in self._sums.items():
+            uncertainty = sums.uncertainty()
+            out[part] = {**sums.result(), "samples": sums.count, **({"uncertainty": uncertainty} if uncertainty else {})}
+        return out
+
+    def mean_intervals(self, means: dict[str, float]) -> dict[str, Interval]:
+        """The uncertainty of the parts' unweighted means (`means`, aggregate = "parts"): the mean of
+        independent estimates, its standard error √(Σ seᵢ²) / k and half-width √(Σ hᵢ²) / k; none
+        for a metric some part has no interval of."""
+        out: dict[str, Interval] = {}
+        for metric, mean in means.items():
+            found = [sums.intervals().get(metric) for sums in self._sums.values()]
+            if not found or any(i is None for i in found):
+                continue
+            held = [i for i in found if i is not None]
+            k = len(held)
+            stderr = math.sqrt(math.fsum(i.stderr**2 for i in held)) / k
+            half = math.sqrt(math.fsum(i.half**2 for i in held)) / k
+            out[metric] = Interval(round(stderr, 4), round(mean - half, 4), round(mean + half, 4), sum(i.n for i in held))
+        return out
 
 
 def mean_of_parts(parts: dict[str, dict[str, Any]], metrics: tuple[str, ...]) -> dict[str, float]:
