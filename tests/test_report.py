@@ -54,6 +54,11 @@ def _result(root: Path, model: str, dataset: str) -> dict[str, Any]:
     return json.loads((root / "results" / model / f"{dataset}.json").read_text())
 
 
+def _half(root: Path, model: str, dataset: str) -> float:
+    low, high = _result(root, model, dataset)["uncertainty"]["accuracy"]["ci95"]
+    return float(high - low) / 2
+
+
 def _cards(dom: Node) -> list[Node]:
     return dom.one(id="sample-list").all("details", class_="sample")
 
@@ -63,10 +68,15 @@ def test_the_page_shows_the_leaderboard_the_charts_and_a_sample(finished_run: Pa
     dom = dump_dom(report)
     board = dom.one("table", id="leaderboard-table").rows()
     assert board[0][:4] == ["dataset", "version", "metric", "mode"] and set(board[0][4:]) == {"m", "n"}
-    m_d = _result(finished_run, "m", "d")["accuracy"]
     by_dataset = {r[0]: dict(zip(board[0][4:], r[4:], strict=True)) for r in board[1:]}
-    assert by_dataset["d"]["m"] == f"{m_d:.2f}" and by_dataset["d"]["n"] == "96.67"  # n: right but for the refused sample
-    assert by_dataset["Average"]["n"] == "96.67"
+    for model, dataset in (("m", "d"), ("n", "d"), ("n", "e")):  # each score with its interval's half-width, as the result file has it
+        result = _result(finished_run, model, dataset)
+        low, high = result["uncertainty"]["accuracy"]["ci95"]
+        assert by_dataset[dataset][model] == f"{result['accuracy']:.2f} ±{(high - low) / 2:.2f}"
+    assert by_dataset["d"]["n"].startswith("96.67 ±")  # n: right but for the refused sample
+    assert by_dataset["Average"]["n"].startswith("96.67 ±")  # the average's half-width: √Σh² / k
+    half = ((_half(finished_run, "n", "d") ** 2 + _half(finished_run, "n", "e") ** 2) ** 0.5) / 2
+    assert by_dataset["Average"]["n"] == f"96.67 ±{half:.2f}"
     assert board[0][4] == "n"  # ranked best first
     assert len(dom.one("svg", class_="scores-chart").all("rect", class_="bar")) == 4  # models × datasets
     failures = dom.one("table", id="failures-table").rows()

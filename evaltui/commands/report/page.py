@@ -69,7 +69,7 @@ def write_report(source: ReportSource, out: IO[bytes]) -> dict[str, Any]:
             "model": pair.model, "dataset": pair.dataset, "status": pair.status.value, "total": pair.total, "completed": pair.completed,
             "failed": pair.failed, "metric": pair.metric, "score": pair.score, "extra": [list(x) for x in pair.extra], "error": pair.error,
             "verdicts": "".join(rows.verdicts), "counts": dict(rows.counts), "failures": dict(rows.failures), "chunks": rows.chunks,
-            "intervals": source.intervals(pair.model, pair.dataset), "tokens": rows.tokens, "cost": _cost(source.price(pair.model), rows.tokens),
+            "tokens": rows.tokens, "cost": _cost(source.price(pair.model), rows.tokens),
         })
     summary = _summary(source, pairs, timing)
     out.write(b'<script type="application/json" id="report-data">%s</script>\n' % _json(summary))

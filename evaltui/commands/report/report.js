@@ -41,10 +41,10 @@
   }
 
   // ---------------------------------------------------------------- leaderboard
-  function interval(model, dataset, metric) {
-    const pair = R.pairs.find((p) => p.model === model && p.dataset === dataset);
-    const ci = pair && pair.intervals && pair.intervals[metric];
-    return ci ? el("span", { class: "ci", title: "interval", text: `[${fmt(ci[0])}, ${fmt(ci[1])}]` }) : null;
+  // the uncertainty the leaderboard's JSON carries (as `--json`'s): `71.23 ±2.00`, its 95 % interval on hover
+  function interval(ci) {
+    return ci ? el("span", { class: "ci", title: `95 % interval [${fmt(ci.ci95[0])}, ${fmt(ci.ci95[1])}], standard error ${fmt(ci.stderr)}, ${count(ci.n)} samples`,
+      text: ` ±${fmt((ci.ci95[1] - ci.ci95[0]) / 2)}` }) : null;
   }
   function leaderboard() {
     const L = R.leaderboard;
@@ -52,16 +52,16 @@
       ...models.map((m) => el("th", { class: "num", text: m })));
     const rows = [];
     for (const d of L.datasets) {
-      const metrics = [[d.metric + (d.note ? ` (${d.note})` : ""), d.metric, d.scores], ...Object.entries(d.extra || {}).map(([m, s]) => [m, m, s])];
-      for (const [label, metric, scores] of metrics) {
+      const metrics = [[d.metric + (d.note ? ` (${d.note})` : ""), d.scores, d.uncertainty], ...Object.entries(d.extra || {}).map(([m, s]) => [m, s, (d.extra_uncertainty || {})[m]])];
+      for (const [label, scores, uncertainty] of metrics) {
         const values = models.map((m) => scores[m]).filter((v) => v !== null && v !== undefined);
         const best = values.length > 1 ? Math.max(...values) : null;
         rows.push(el("tr", {}, el("td", { text: d.abbr }), el("td", { text: d.version }), el("td", { text: label }), el("td", { text: d.mode }),
-          ...models.map((m) => el("td", { class: "num" + (scores[m] === best ? " best" : "") }, fmt(scores[m]), interval(m, d.abbr, metric)))));
+          ...models.map((m) => el("td", { class: "num" + (scores[m] === best ? " best" : "") }, fmt(scores[m]), interval((uncertainty || {})[m])))));
       }
     }
     rows.push(el("tr", { class: "average" }, el("td", { text: "Average" }), el("td", { text: "-" }), el("td", { text: "naive_average" }), el("td", { text: "-" }),
-      ...models.map((m) => el("td", { class: "num", text: fmt(L.average[m]) }))));
+      ...models.map((m) => el("td", { class: "num", text: fmt(L.average[m]) + (L.average_half95[m] == null ? "" : ` ±${fmt(L.average_half95[m])}`) }))));
     body("leaderboard").append(el("table", { id: "leaderboard-table" }, el("thead", {}, head), el("tbody", {}, ...rows)),
       el("p", { class: "note", text: "Models ranked by their average; a model's average is shown once every dataset is scored." }));
   }

@@ -10,7 +10,7 @@ records of the export's shape (docs/export.md), so the page reads one kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,28 +80,6 @@ class ReportSource:
         """The model's price (an evaltui plan's), for the cost of its tokens."""
         cfg = self.follower.models.get(model)
         return None if cfg is None else cfg.price
-
-    def intervals(self, model: str, dataset: str) -> dict[str, tuple[float, float]]:
-        """Each metric's interval as the result records it, where it does (evaltui results:
-        `"intervals": {"accuracy": [low, high]}`, or `"accuracy_ci": [low, high]`)."""
-        if self._records is None:
-            return {}
-        try:
-            result = self._records.workdir.read_result(model, dataset)
-        except OSError:
-            return {}
-        return result_intervals(result or {})
-
-
-def result_intervals(result: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
-    found: dict[str, tuple[float, float]] = {}
-    nested = result.get("intervals")
-    items = list(nested.items()) if isinstance(nested, dict) else []
-    items += [(k[: -len("_ci")], v) for k, v in result.items() if isinstance(k, str) and k.endswith("_ci")]
-    for metric, value in items:
-        if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
-            found[str(metric)] = (float(value[0]), float(value[1]))
-    return found
 
 
 def _turn(turn: dict[str, Any]) -> dict[str, str]:
