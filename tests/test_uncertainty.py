@@ -17,6 +17,7 @@ from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_p
 
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream import events as ev
+from evaltui.plan.evaluator import Epochs
 from evaltui.scoring import MetricSums, Reduction, score
 from evaltui.scoring.leaderboard import build_leaderboard
 from evaltui.scoring.stats import Interval, MeanSpread, t_quantile
@@ -60,7 +61,7 @@ def test_epochs_are_clustered_by_sample_as_inspects_clustered_stderr() -> None:
     the one evaltui reports — not the naive one over six independent verdicts."""
     verdicts = {0: [1, 1], 1: [1, 0], 2: [0, 0]}
     predictions = [{"index": i, "prediction": "a", "gold": "a", "predictions": ["a" if v else "x" for v in vs]} for i, vs in verdicts.items()]
-    result = score(Ev(), predictions, epochs=2)
+    result = score(Ev(), predictions, epochs=Epochs(2))
     values = [v for vs in verdicts.values() for v in vs]
     mean = sum(values) / len(values)
     clusters = len(verdicts)
@@ -78,7 +79,7 @@ def test_pass_at_k_gets_an_interval_over_the_reduced_values() -> None:
         {"index": 1, "prediction": "x", "gold": "a", "predictions": ["x", "x", "x"]},
         {"index": 2, "prediction": "a", "gold": "a", "predictions": ["a", "a", "a"]},
     ]
-    result = score(Ev(reducer="pass_at_k", ks=(1, 2)), predictions, epochs=3)
+    result = score(Ev(), predictions, epochs=Epochs(3, "pass_at_k", (1, 2)))
     for metric, values in (("pass@1", [1 / 3, 0.0, 1.0]), ("pass@2", [2 / 3, 0.0, 1.0])):
         m = sum(values) / 3
         se = math.sqrt(sum((v - m) ** 2 for v in values) / 2 / 3)
