@@ -90,7 +90,8 @@ class DetailsScreen(Screen[None]):
         table.display = self.query_one("#details-parts-heading").display = shown
         if not shown:
             return
-        metrics = [k for k in next(iter(d.parts.values())) if k != "samples"]
+        first = next(iter(d.parts.values()))  # its metrics: the numbers beside "samples" (not its "uncertainty")
+        metrics = [k for k, v in first.items() if k != "samples" and isinstance(v, (int, float)) and not isinstance(v, bool)]
         table.add_columns("part", *metrics, "samples")
         for name, values in d.parts.items():
             cells = [name, *(format_score(values.get(m)) for m in metrics), str(values.get("samples", ""))]
