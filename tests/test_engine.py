@@ -327,7 +327,8 @@ def test_runner_retry_reruns_only_the_failed_samples_of_one_pair(tmp_path: Path,
 
 
 def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_path: Path) -> None:
-    from evaltui.engine.disk.checkpoint import Checkpoint, merge_checkpoints, scan_checkpoint
+    from evaltui.engine.disk.checkpoint import Checkpoint, scan_checkpoint
+    from evaltui.engine.disk.predictions import merge_checkpoints
 
     cps = [Checkpoint(tmp_path / f"tmp_d_{k}.jsonl") for k in range(2)]
     for cp in cps:
@@ -355,7 +356,7 @@ def test_merge_streams_checkpoints_into_index_order_keeping_the_best_entry(tmp_p
 
 def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypatch) -> None:
 
-    from evaltui.engine.disk import checkpoint
+    from evaltui.engine.disk import predictions as checkpoint
     from evaltui.fsutil import atomic_write_json
 
     entries = {str(i): {"origin_prompt": f"p{i}\n", "prediction": f"a {i}", "gold": "" if i == 3 else str(i)} for i in range(600)}

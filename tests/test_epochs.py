@@ -14,7 +14,8 @@ import pytest
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 from workfiles import checkpoint_entries, read_strict_json
 
-from evaltui.engine.disk.checkpoint import Checkpoint, merge_checkpoints, predictions_to_checkpoint, read_predictions
+from evaltui.engine.disk.checkpoint import Checkpoint
+from evaltui.engine.disk.predictions import merge_checkpoints, predictions_to_checkpoint, read_predictions
 from evaltui.engine.stream import events as ev
 from evaltui.plan import Epochs
 from evaltui.scoring import Reduction, pass_at_k, score

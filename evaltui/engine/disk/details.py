@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from evaltui import fastjson
-from evaltui.engine.disk.checkpoint import LineIndex, iter_predictions
+from evaltui.engine.disk.checkpoint import LineIndex
+from evaltui.engine.disk.predictions import iter_predictions
 from evaltui.engine.disk.records import iter_result_details, result_parts, sample_extent
 from evaltui.engine.disk.samplelog import records_of
 from evaltui.engine.disk.units import unit_of

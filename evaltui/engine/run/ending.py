@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import anyio
 
-from evaltui.engine.disk.checkpoint import merge_checkpoints
+from evaltui.engine.disk.predictions import merge_checkpoints
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.runs import DatasetRun, ShardRun
 from evaltui.engine.stream import events as ev

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from evaltui.datasets import file_fingerprint
-from evaltui.engine.disk.checkpoint import Checkpoint, Line, checkpoint_version, predictions_to_checkpoint, scan_checkpoint
+from evaltui.engine.disk.checkpoint import Checkpoint, Line, checkpoint_version, scan_checkpoint
 from evaltui.engine.disk.damaged import DAMAGED, Sorter
+from evaltui.engine.disk.predictions import predictions_to_checkpoint
 from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.versions import evaluator_version, pair_version
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir

@@ -36,8 +36,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from evaltui.datasets import load_records
-from evaltui.engine.disk.checkpoint import iter_predictions, read_predictions
 from evaltui.engine.disk.heartbeat import stale
+from evaltui.engine.disk.predictions import iter_predictions, read_predictions
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream import events as ev
