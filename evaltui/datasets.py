@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
 from evaltui.fsutil import Unreadable, open_regular
-from evaltui.templates import MAX_PROMPT_CHARS, Sample, fill_problem, quick_fields, render_sample, template_fields, templates_of
+from evaltui.templates import MAX_PROMPT_CHARS, FieldCheck, Sample, field_checks, fill_problem, quick_fields, render_sample, template_fields, templates_of
 
 __all__ = [  # the templates' names, long imported from here
     "DatasetError", "Sample", "check_dataset", "count_records", "file_fingerprint", "iter_records", "load_records",
@@ -259,7 +259,7 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
         return _check_benchmark(plan, ds, checks, needs)
     records = iter_records(plan.dataset_path(ds), ds.columns or None)
     try:
-        count, problems = _check_records(records, ds.limit, checks, needs)
+        count, problems = _check_records(records, ds.limit, checks, needs, field_checks(ds))
     except DatasetError as e:
         return [f"path: {e}"]
     key = _count_key(plan, ds)
@@ -288,17 +288,18 @@ def _check_benchmark(plan: Plan, ds: DatasetConfig, checks: dict[str, str], need
         records = _benchmark_records(plan, ds)
     except DatasetError as e:
         return [f"benchmark: {e}"]
-    count, problems = _check_records(iter(records), ds.limit, checks, needs)
+    count, problems = _check_records(iter(records), ds.limit, checks, needs, field_checks(ds))
     if count == 0:
         problems.append(f"benchmark: {ds.benchmark}: no records (split {ds.split!r}, subsets {ds.subsets!r})")
     return problems
 
 
 def _check_records(
-    records: Iterator[dict[str, Any] | None], limit: int, checks: dict[str, str], needs: dict[str, set[str]]
+    records: Iterator[dict[str, Any] | None], limit: int, checks: dict[str, str], needs: dict[str, set[str]], fields: dict[str, FieldCheck]
 ) -> tuple[int, list[str]]:
-    """(how many records, up to `limit` if set; the first problem of each template): a template
-    that failed once is not tried again. `checks` is consumed."""
+    """(how many records, up to `limit` if set; the first problem of each template, and of each
+    field a conversation reads whole): one that failed once is not tried again. `checks` and
+    `fields` are consumed."""
     quick = quick_fields(checks, needs)
     room = MAX_PROMPT_CHARS - max(map(len, checks.values()), default=0)
     problems: list[str] = []
@@ -308,6 +309,10 @@ def _check_records(
             break
         assert rec is not None  # nothing skipped
         count += 1
+        for key, check in list(fields.items()):
+            if (problem := check(rec, index)) is not None:
+                problems.append(f"{key}: {problem}")
+                del fields[key]
         if quick is not None:  # the usual record: every field there, every value a string, none too long
             size = 0
             for f, n in quick.items():

@@ -14,8 +14,11 @@ import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
+
+from evaltui.conversation import CRITIQUE, Message, Script, user
+from evaltui.conversation.solvers import chain_of_thought, multiple_choice_prompt, shuffled_order
 
 if TYPE_CHECKING:  # only read here: the plan is above the datasets (it checks them)
     from evaltui.plan import DatasetConfig
@@ -35,16 +38,18 @@ class TemplateError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Sample:
     index: int
-    prompt: str
+    prompt: str  # a conversation's: its first request's question, as sent
     system: str
     target: str
     choices: tuple[str, ...]
+    script: Script | None = None  # a conversation's requests (conversations.py); None: one prompt
 
 
 def templates_of(ds: DatasetConfig) -> dict[str, str]:
     """The dataset's templates by the plan field that holds each (`choices[1]` for the second choice)."""
     t = {"prompt": ds.prompt, "target": ds.target, "system": ds.system}
     t.update({f"choices[{j}]": c for j, c in enumerate(ds.choices)})
+    t.update({f"messages[{k}].content": m.content for k, m in enumerate(ds.messages or ())})
     return t
 
 
@@ -131,13 +136,95 @@ def fill_each(template: str, record: Mapping[str, Any], index: int) -> list[str]
 
 
 def render_sample(ds: DatasetConfig, index: int, record: dict[str, Any]) -> Sample:
-    return Sample(
-        index=index,
-        prompt=fill(ds.prompt, record, index),
-        system=fill(ds.system, record, index) if ds.system else "",
-        target=fill(ds.target, record, index),
-        choices=tuple(text for c in ds.choices for text in fill_each(c, record, index)),
-    )
+    choices = tuple(text for c in ds.choices for text in fill_each(c, record, index))
+    target = fill(ds.target, record, index)
+    if is_conversation(ds):
+        script = render_script(ds, index, record, choices)
+        opening = script.request(0, ()).conversation
+        return Sample(index, opening.question, opening.system, target, choices, script)
+    system = fill(ds.system, record, index) if ds.system else ""
+    return Sample(index, fill(ds.prompt, record, index), system, target, choices)
+
+
+def is_conversation(ds: DatasetConfig) -> bool:
+    """Whether the dataset's samples are conversations (Sample.script) rather than one prompt."""
+    return ds.messages is not None or ds.turns is not None or ds.steps is not None or ds.tools is not None
+
+
+def render_script(ds: DatasetConfig, index: int, record: Mapping[str, Any], choices: tuple[str, ...]) -> Script:
+    """A conversation dataset's sample: its opening (messages, or system and prompt, then the first
+    turn), its later turns, its steps applied in order (README "Conversations"), its tools."""
+    if ds.messages is not None:
+        opening = [Message(m.role, fill(m.content, record, index)) for m in ds.messages]
+    else:
+        opening = [Message("system", fill(ds.system, record, index))] if ds.system else []
+        if ds.turns is None:
+            opening.append(user(fill(ds.prompt, record, index)))
+    follow: tuple[str | None, ...] = ()
+    if ds.turns is not None:
+        first, *rest = _texts(record, ds.turns, index)
+        opening.append(user(first))
+        follow = tuple(rest)
+    question = opening[-1].content
+    order: tuple[int, ...] = ()
+    for step in ds.steps or ():
+        if step == "multiple_choice":
+            order = shuffled_order(index, len(choices)) if ds.shuffle else ()
+            shown = [choices[i] for i in order] if order else choices
+            opening[-1] = user(multiple_choice_prompt(opening[-1].content, shown))
+        elif step == "chain_of_thought":
+            opening[-1] = user(chain_of_thought(opening[-1].content))
+        elif step == "self_critique":
+            follow += (CRITIQUE,)
+    tools = tuple(_tools(record, ds.tools, index)) if ds.tools is not None else ()
+    return Script(tuple(opening), follow, question, tools, order)
+
+
+def _texts(record: Mapping[str, Any], field: str, index: int) -> list[str]:
+    """A record's `turns` field: a non-empty list of texts (TemplateError naming the record otherwise)."""
+    value = record.get(field)
+    if not isinstance(value, list) or not value or not all(isinstance(t, str) for t in value):
+        raise TemplateError(f"record {index}: {field!r} is not a non-empty list of texts (the user turns); got {_shape(value)}")
+    return value
+
+
+def _tools(record: Mapping[str, Any], field: str, index: int) -> list[dict[str, Any]]:
+    """A record's `tools` field: a list of objects (OpenAI's tool definitions), sent as they are."""
+    value = record.get(field)
+    if not isinstance(value, list) or not all(isinstance(t, dict) for t in value):
+        raise TemplateError(f"record {index}: {field!r} is not a list of tool definitions (objects); got {_shape(value)}")
+    return value
+
+
+def _shape(value: Any) -> str:
+    if value is None:
+        return "no such field"
+    if isinstance(value, list):
+        return "an empty list" if not value else "a list of " + ", ".join(sorted({type(v).__name__ for v in value}))
+    return f"a {type(value).__name__}"
+
+
+#: One record's check of a field a conversation reads whole: its problem, or None.
+FieldCheck = Callable[[Mapping[str, Any], int], "str | None"]
+
+
+def field_checks(ds: DatasetConfig) -> dict[str, FieldCheck]:
+    """The record fields a conversation dataset reads whole (`turns`, `tools`) by the plan key
+    naming each, with what checks a record's (its problem, or None)."""
+    checks: dict[str, FieldCheck] = {}
+    for key, reader in (("turns", _texts), ("tools", _tools)):
+        field = getattr(ds, key)
+        if field is not None:
+            checks[key] = partial(_problem, reader, field)
+    return checks
+
+
+def _problem(reader: Callable[[Mapping[str, Any], str, int], Any], field: str, record: Mapping[str, Any], index: int) -> str | None:
+    try:
+        reader(record, field, index)
+    except TemplateError as e:
+        return str(e)
+    return None
 
 
 def fill_problem(index: int, rec: dict[str, Any], template: str, fields: set[str]) -> str | None:

@@ -30,6 +30,7 @@ from evaltui.backends.replicas import Router
 from evaltui.backends.replies import TEXT_CHARS, BadReply, Tokens, answer_of, server_message
 from evaltui.backends.sse import Stream
 from evaltui.backends.trace import NO_TRACE, Trace, Untraced
+from evaltui.conversation import Conversation, as_text
 from evaltui.failure import ErrorKind, error_record
 from evaltui.latency import LatencyProfile
 from evaltui.redaction import redact
@@ -186,6 +187,14 @@ class Backend(ABC):
     @abstractmethod
     def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
         """The body `generate` sends for this prompt (what `evaltui benchmarks show` prints)."""
+
+    async def converse(self, conversation: Conversation, *, epoch: int = 0, trace: Trace | None = None,
+                       settings: Settings | None = None, join: str = "\n\n") -> str:
+        """The answer to a conversation: one text (conversation/text.py) here; the chat types send messages."""
+        return await self.generate(as_text(conversation, join), epoch=epoch, trace=trace, settings=settings)
+
+    def conversation_payload(self, conversation: Conversation, *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
+        return self.payload(as_text(conversation, join), epoch=epoch, settings=settings)
 
     async def ppl(self, text: str, *, trace: Trace | None = None) -> float:
         raise BackendError(ErrorKind.CONFIG, f"type {self.cfg.type!r} cannot compute perplexity")

@@ -13,6 +13,8 @@ from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.sse import Stream, StreamUnparseable
 from evaltui.backends.trace import Trace
+from evaltui.conversation import Conversation
+from evaltui.conversation.tools import NotToolCalls, answer_of
 from evaltui.failure import ErrorKind
 
 MAX_CHAT_STOPS = 4  # stop sequences a chat request carries: the first four
@@ -97,7 +99,18 @@ def _first_choice(data: Any) -> Any:
 
 
 def _chat_content(data: Any) -> str:
-    content = _first_choice(data)["message"]["content"]
+    """The reply's text; its tool calls, when it makes some, as the answer (a JSON list of
+    {name, arguments}: conversation/tools.py) — no tool is run."""
+    message = _first_choice(data)["message"]
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if calls:
+        if not isinstance(calls, list):
+            raise Unparseable("message.tool_calls is not a list")
+        try:
+            return answer_of(calls)
+        except NotToolCalls as e:
+            raise Unparseable(f"message.tool_calls: {e}") from None
+    content = message["content"]
     if content is None:
         return ""
     if not isinstance(content, str):
@@ -158,11 +171,14 @@ class OpenAIChatBackend(_OpenAIBackend):
     def payload(self, prompt: str, system: str = "", *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
+        return {"model": self._model, "messages": messages, **self._chat_sampling(epoch, settings)}
+
+    def _chat_sampling(self, epoch: int, settings: Settings | None) -> dict[str, Any]:
         params = self._sampling(epoch, settings)
         stop = params.get("stop")
         if isinstance(stop, list) and len(stop) > MAX_CHAT_STOPS:  # OpenAI's limit; lm-eval's chat client sends as many
             params = {**params, "stop": stop[:MAX_CHAT_STOPS]}
-        return {"model": self._model, "messages": messages, **params, **(STREAMING if self.cfg.stream else {})}
+        return {**params, **STREAMING} if self.cfg.stream else params
 
     async def generate(
         self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
@@ -170,6 +186,20 @@ class OpenAIChatBackend(_OpenAIBackend):
         payload = self.payload(prompt, system, epoch=epoch, settings=settings)
         stream = _ChatStream if self.cfg.stream else None
         return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace, stream)
+
+    def conversation_payload(self, conversation: Conversation, *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
+        """The conversation's messages as they are, and its tools when it offers some."""
+        body = {"model": self._model, "messages": conversation.chat_messages(), **self._chat_sampling(epoch, settings)}
+        if conversation.tools:
+            body["tools"] = list(conversation.tools)
+        return body
+
+    async def converse(
+        self, conversation: Conversation, *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
+    ) -> str:
+        payload = self.conversation_payload(conversation, epoch=epoch, settings=settings)
+        text = "\n".join(m.content for m in conversation.messages)
+        return await self._post(payload, _chat_content, self._cost(text, settings), trace, _ChatStream if self.cfg.stream else None)
 
 
 class LightLLMChatBackend(OpenAIChatBackend):

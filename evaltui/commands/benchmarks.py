@@ -134,7 +134,11 @@ def _show(args: Any) -> int:
                   f"{' after the context alone' if len(payloads) > len(sample.choices) else ''}, to a model of type {args.type}:\n")
         out.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
         return 0
-    payload = backend.payload(sample.prompt, sample.system, settings=ds.generation_overrides() or None, join=ds.system_join)
+    settings = ds.generation_overrides() or None
+    if sample.script is not None:  # a conversation (the examples as turns): its first request
+        payload = backend.conversation_payload(sample.script.request(0, ()).conversation, settings=settings, join=ds.system_join)
+    else:
+        payload = backend.payload(sample.prompt, sample.system, settings=settings, join=ds.system_join)
     out.write(f"\n# The first request (record 0 of {len(records)}, {w.where()}) a model of type {args.type} is sent "
               f"(model's generation_kwargs at their defaults; --type for another):\n")
     out.write(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")

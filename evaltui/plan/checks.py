@@ -22,6 +22,7 @@ from evaltui.backends.params import max_new_tokens
 from evaltui.datasets import template_fields, templates_of
 from evaltui.fsutil import nul_byte
 from evaltui.plan.benchmark import benchmark_keys_unused, check_benchmark, check_filters
+from evaltui.plan.conversation import check_conversation
 from evaltui.plan.evaluator import EvaluatorConfig
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig, expand_home
 from evaltui.sim.url import sim_options
@@ -270,7 +271,7 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
         return [f"path: {e}"]
     data = check_benchmark(ds) if ds.benchmark else _check_data_file(path, ds.columns) + benchmark_keys_unused(ds)
     checks = data + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator) + check_filters(ds.evaluator) + _check_installed(ds.evaluator)
-    return checks + _check_epochs(plan, ds) + _check_error_policy(ds)
+    return checks + _check_epochs(plan, ds) + _check_error_policy(ds) + check_conversation(plan, ds)
 
 
 def _check_data_file(path: Path, columns: list[str]) -> list[str]:
@@ -317,8 +318,8 @@ def _check_mode(plan: Plan, ds: DatasetConfig) -> list[str]:
     problems: list[str] = []
     scorer = {"ppl": "ppl", "loglikelihood": "loglikelihood"}
     if ds.mode == "gen":
-        if ds.choices:
-            problems.append("choices: only used when mode = 'ppl' or 'loglikelihood'")
+        if ds.choices and "multiple_choice" not in (ds.steps or ()):
+            problems.append("choices: only used when mode = 'ppl' or 'loglikelihood', or by the multiple_choice step")
         if ds.evaluator.type in scorer:
             problems.append(f"evaluator.type: {ds.evaluator.type!r} scores mode = {ds.evaluator.type!r} datasets only")
         return problems

@@ -10,7 +10,9 @@ from pydantic import Field, field_validator, model_validator
 from evaltui.plan.strict import DAY, Strict, without_later
 
 #: Every evaluator `type` a dataset may name: the one list (scoring judges each; tests/test_epochs.py checks it does).
-EVALUATORS = ("exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood", "opencompass", "ifeval")
+EVALUATORS = (
+    "exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood", "opencompass", "ifeval", "tool_call_match",
+)
 #: How a sample's epochs become one score (scoring/reducers.py reduces by each).
 REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
 

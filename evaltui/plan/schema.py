@@ -11,7 +11,7 @@ import os
 import re
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -153,10 +153,23 @@ LATER_DATASET_KEYS: dict[str, Any] = {
     "epochs": None, "retry_on_error": 0, "score_on_error": False, "time_limit": 0.0, "token_limit": 0, "sample_ids": None,
     "benchmark": None, "split": None, "subsets": None, "num_fewshot": None, "fewshot_as_multiturn": False,
     "stop": None, "max_tokens": None, "temperature": None, "system_join": "\n\n",
+    "messages": None, "turns": None, "steps": None, "shuffle": False, "tools": None,
 }
 #: The request settings a dataset may set over its models' generation_kwargs (they change what is sent).
 GENERATION_KEYS = ("stop", "max_tokens", "temperature")
 MAX_FAILURE_COUNT = 10**12  # fail_on_error as a count: more samples than any dataset has
+
+
+#: A dataset's `steps`, after Inspect AI's solvers (evaltui/conversation/solvers.py).
+Step = Literal["multiple_choice", "chain_of_thought", "generate", "self_critique"]
+STEPS: tuple[str, ...] = get_args(Step)
+
+
+class MessageTemplate(Strict):
+    """One message of a dataset's `messages`: its role, and its content as a template over the record."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
 
 
 class DatasetConfig(Strict):
@@ -168,8 +181,13 @@ class DatasetConfig(Strict):
     num_fewshot: int | None = Field(None, ge=0, le=100)  # benchmark: examples before each question (None: the reference's)
     fewshot_as_multiturn: bool = False  # benchmark, chat models: the examples as user/assistant turns
     columns: list[str] = Field(default_factory=list)
-    prompt: str
+    prompt: str  # "" (filled in) when the dataset gives `messages` or `turns` instead
     system: str = ""
+    messages: list[MessageTemplate] | None = None  # instead of prompt and system: each content a template
+    turns: str | None = None  # a record field holding the user turns, each sent after the answer to the one before
+    steps: list[Step] | None = None  # Inspect's solvers, in order
+    shuffle: bool = False  # multiple_choice: the options shuffled (a fixed draw per sample), the answer mapped back
+    tools: str | None = None  # a record field holding the tools a chat request offers (OpenAI's function definitions)
     system_join: str = "\n\n"  # what a completions model gets between system and prompt (one text)
     target: str
     mode: Literal["gen", "ppl", "loglikelihood"] = "gen"
@@ -241,6 +259,8 @@ class DatasetConfig(Strict):
             from evaltui.benchmarks.fill import fill
 
             data = fill(data)
+        if isinstance(data, dict) and "prompt" not in data and (data.get("messages") is not None or data.get("turns") is not None):
+            data = {**data, "prompt": ""}  # the conversation is the prompt; "both" is said in checks
         if isinstance(data, dict) and data.get("evaluator") is None:
             mode = data.get("mode")
             return {**data, "evaluator": {"type": mode if mode in ("ppl", "loglikelihood") else "exact"}}

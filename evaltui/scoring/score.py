@@ -24,7 +24,7 @@ from .readers.mathcheck import MathChecker
 from .reducers import SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .reference import make_exact_match, make_loglikelihood
 from .reference.opencompass import make_opencompass_judge
-from .text_match import judge_exact, judge_includes, judge_ppl, make_regex_judge
+from .text_match import judge_exact, judge_includes, judge_ppl, judge_tool_calls, make_regex_judge
 
 ONE_EPOCH = Epochs(1)  # what a sample is judged by when nothing says otherwise
 
@@ -41,6 +41,7 @@ _FIXED_JUDGES: dict[str, Judge] = {
     "includes": judge_includes,
     "choice": judge_choice,
     "ppl": judge_ppl,
+    "tool_call_match": judge_tool_calls,
 }
 
 

@@ -1,9 +1,11 @@
-"""The evaluators that compare normalised strings: exact, includes, regex and ppl."""
+"""The evaluators that compare normalised strings — exact, includes, regex and ppl — and lists of tool calls (tool_call_match)."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+from evaltui.conversation.tools import NotToolCalls, canonical, parse_calls
 
 from .judgement import Judge, Judgement
 from .normalize import normalize
@@ -77,6 +79,21 @@ def judge_includes(prediction: str, gold: str) -> Judgement:
 def judge_ppl(prediction: str, gold: str) -> Judgement:
     """In ppl mode the prediction is already the lowest-perplexity candidate's text."""
     return judge_exact(prediction, gold)
+
+
+def judge_tool_calls(prediction: str, gold: str) -> Judgement:
+    """tool_call_match: the reply's tool calls (its answer, a JSON list of {name, arguments}) are
+    the reference's — the same names with equal arguments, each as often, in any order. A reply
+    in words is wrong (nothing extracted); so is any reply to a reference that is not tool calls."""
+    try:
+        answer = canonical(parse_calls(prediction))
+    except NotToolCalls:
+        return Judgement(None, False)
+    try:
+        reference = canonical(parse_calls(gold))
+    except NotToolCalls:
+        return Judgement(answer, False)
+    return Judgement(answer, answer == reference)
 
 
 def compile_pattern(pattern: str | None) -> re.Pattern[str]:

@@ -18,6 +18,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+from evaltui.conversation.text import user_texts
+
 BOS_ID = 1
 VOCAB = 32000
 DONT_KNOW = "I don't know."
@@ -208,9 +210,24 @@ def sampling_seed(params: dict[str, Any]) -> int | None:
     return seed if sampled else None
 
 
+def asked(key: AnswerKey, questions: list[str]) -> str:
+    """What a conversation is answered as: its latest user message the key knows (a second turn
+    it does not know, or self_critique's revision, asks again about the question before), else
+    its last one."""
+    return next((q for q in reversed(questions) if key.gen_answer(q) is not None), questions[-1])
+
+
 def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int | None = None) -> str:
-    """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None)."""
+    """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None);
+    a prompt that is a conversation written as one text (evaltui.conversation.text) is answered
+    as its latest user message the key knows."""
     answer = key.gen_answer(prompt)
+    if answer is None:
+        turns = user_texts(prompt)
+        if not turns:
+            return DONT_KNOW
+        prompt = asked(key, turns)
+        answer = key.gen_answer(prompt)
     if answer is None:
         return DONT_KNOW
     if answers_correctly(model, prompt, accuracy, seed):

@@ -28,7 +28,7 @@ class BadRequest(Exception):
 class Call:
     """One model request travelling from parsing to its (possibly delayed) reply."""
 
-    __slots__ = ("t0", "endpoint", "model", "prompt", "params", "status", "tokens")
+    __slots__ = ("t0", "endpoint", "model", "prompt", "params", "status", "tokens", "body")
 
     def __init__(self, t0: float, endpoint: str, model: str) -> None:
         self.t0 = t0
@@ -38,6 +38,7 @@ class Call:
         self.params: dict[str, Any] = {}
         self.status = 200  # of the reply (0: the connection was dropped)
         self.tokens = 0  # prompt + generated tokens, as the reply's usage reports them
+        self.body: dict[str, Any] | None = None  # the request's body, when the server records them
 
 
 def max_tokens(value: Any, name: str) -> int | None:

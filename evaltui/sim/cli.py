@@ -152,6 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="return generated_text as a string (TGI style) instead of a list")
     g.add_argument("--omit-content-type", dest="sim_omit_content_type", action="store_true",
                    help="send JSON replies without a Content-Type header")
+    g.add_argument("--record-bodies", dest="sim_record_bodies", action="store_true",
+                   help="keep each request's body in /sim/stats' log (what a conversation's turns carried)")
     g = parser.add_argument_group("process")
     g.add_argument("--parent-pid", dest="sim_parent_pid", type=_count, default=0, metavar="PID",
                    help="exit when process PID exits (Linux), e.g. when evaltui is killed with -9")
@@ -185,6 +187,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         generated_text_as_string=args.sim_generated_text_string,
         omit_content_type=args.sim_omit_content_type,
         max_in_flight=args.sim_max_in_flight, die_after=args.sim_die_after, serve_at_once=args.sim_serve_at_once,
+        record_bodies=args.sim_record_bodies,
     )
 
 

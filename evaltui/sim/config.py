@@ -128,6 +128,9 @@ class SimConfig:
     #: A replica that dies: after this many model requests it stops listening and cuts every
     #: connection, the requests still waiting out their latency included; 0 = never.
     die_after: int = 0
+    #: Keep each model request's parsed body in the stats' log (`LogRecord.body`): a test reads
+    #: what a conversation's second turn carried. Off by default: a long run would hold them all.
+    record_bodies: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from evaltui import fastjson
+from evaltui.conversation.tools import NotToolCalls, parse_calls
 from evaltui.sim import answers
 from evaltui.sim.call import BadRequest, Call, json_reply, max_tokens
 from evaltui.sim.config import SimConfig
@@ -40,6 +41,19 @@ def _content_text(content: Any) -> str:
     raise BadRequest("message content must be a string or a list of parts")
 
 
+def _tool_calls(text: str, ids: Iterator[int]) -> list[dict[str, Any]] | None:
+    """An answer that is a list of tool calls (conversation/tools.py) as OpenAI's `tool_calls`,
+    each call's arguments a JSON text; None for an answer in words."""
+    try:
+        calls = parse_calls(text)
+    except NotToolCalls:
+        return None
+    return [
+        {"id": f"call_sim{next(ids)}", "type": "function", "function": {"name": c["name"], "arguments": _dumps(c["arguments"]).decode()}}
+        for c in calls
+    ]
+
+
 class OpenAIDialect:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
@@ -56,18 +70,21 @@ class OpenAIDialect:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest('"messages" must be a non-empty list')
-        texts = []
-        user = None
+        texts, users = [], []
         for m in messages:
             if not isinstance(m, dict) or not isinstance(m.get("role"), str):
                 raise BadRequest('each message must be an object with a "role"')
             text = _content_text(m.get("content"))
             texts.append(text)
             if m["role"] == "user":
-                user = text
-        if user is None:
+                users.append(text)
+        if not users:
             raise BadRequest('"messages" must contain a message with role "user"')
-        call.prompt = user
+        tools = body.get("tools")
+        if tools is not None and not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+            raise BadRequest('"tools" must be a list of objects')
+        call.prompt = users[-1]
+        user = answers.asked(self.config.answer_key, users)
         limit = self._params(call, body)
         stream = bool(body.get("stream"))
         include_usage = isinstance(body.get("stream_options"), dict) and \
@@ -78,6 +95,9 @@ class OpenAIDialect:
         def make(accuracy: float) -> Reply:
             text, n_out, finish = answers.truncate(
                 answers.generate(self.config.answer_key, call.model, user, accuracy, answers.sampling_seed(body)), limit)
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if tools and not stream and (calls := _tool_calls(text, self._ids)) is not None:
+                message, finish = {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
             n_in = len(answers.tokenize(all_text))
             usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
             call.tokens = n_in + n_out
@@ -96,8 +116,7 @@ class OpenAIDialect:
                 return self._sse(chunks)
             return json_reply(self.config, {
                 "id": ident, "object": "chat.completion", "created": created, "model": model_field,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "logprobs": None, "finish_reason": finish}],
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
                 "usage": usage,
             })
 

@@ -135,14 +135,7 @@ class SimApp:
         if self.config.die_after and stats.requests_total > self.config.die_after:
             return self._die(call)
         try:
-            try:
-                body = fastjson.loads(req.body)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise BadRequest(f"invalid JSON body: {exc}") from None
-            if not isinstance(body, dict):
-                raise BadRequest("request body must be a JSON object")
-            if prefix is None and isinstance(body.get("model"), str) and body["model"]:
-                call.model = body["model"]
+            body = self._body(req, call, prefix)
             prompt_chars, make_body = self._builders[endpoint](call, body)
         except BadRequest as exc:
             call.status = 400
@@ -190,6 +183,20 @@ class SimApp:
         reply.settle = lambda sent: self._end(call, sent)
         return reply
 
+    def _body(self, req: Request, call: Call, prefix: str | None) -> dict[str, Any]:
+        """The request's JSON object (BadRequest otherwise); the model it names when its path names none."""
+        try:
+            body = fastjson.loads(req.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise BadRequest(f"invalid JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise BadRequest("request body must be a JSON object")
+        if prefix is None and isinstance(body.get("model"), str) and body["model"]:
+            call.model = body["model"]
+        if self.config.record_bodies:
+            call.body = body
+        return body
+
     def _busy(self, call: Call) -> Reply:
         """More requests than `max_in_flight` at once: refused at once, as a gateway's limit does."""
         self.stats.faults["busy"] += 1
@@ -208,7 +215,7 @@ class SimApp:
 
     def _end(self, call: Call, sent: bool = True) -> None:
         status = call.status if sent else 0  # a reply never sent is logged as a dropped connection
-        self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params, status, call.tokens if sent else 0)
+        self.stats.end(call.t0, call.model, call.endpoint, call.prompt, call.params, status, call.tokens if sent else 0, call.body)
 
 
 def _cut(reply: Reply) -> Reply:

@@ -28,6 +28,8 @@ class LogRecord(NamedTuple):
     params: dict[str, Any]
     #: The reply's HTTP status (0: the connection was dropped instead).
     status: int = 200
+    #: The request's parsed body, when the server records them (SimConfig.record_bodies).
+    body: dict[str, Any] | None = None
 
 
 class SimStats:
@@ -62,11 +64,11 @@ class SimStats:
         return now
 
     def end(self, t_received: float, model: str, endpoint: str, prompt: str,
-            params: dict[str, Any], status: int = 200, tokens: int = 0) -> None:
+            params: dict[str, Any], status: int = 200, tokens: int = 0, body: dict[str, Any] | None = None) -> None:
         self.in_flight -= 1
         self.tokens += tokens
         self.last_done = now = time.monotonic()
-        self.log.append(LogRecord(t_received, now, model, endpoint, prompt, params, status))
+        self.log.append(LogRecord(t_received, now, model, endpoint, prompt, params, status, body))
 
     def snapshot(self) -> SimStats:
         """An independent copy, safe to read while the server keeps counting."""

@@ -17,6 +17,8 @@ import threading
 from typing import IO, Any
 
 from evaltui.backends import backend_class
+from evaltui.conversation import Script, as_text
+from evaltui.conversation.solvers import answer_character, answer_index
 from evaltui.datasets import load_records, render_sample
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.sim.url import sim_options
@@ -43,6 +45,10 @@ def write_answer_key(plan: Plan, out: IO[str]) -> int:
             s = render_sample(ds, index, record)
             prompts = [s.prompt] + ([f"{s.system}{ds.system_join}{s.prompt}"] if s.system else [])
             answer = reply.format_map(record) if reply else s.target
+            if s.script is not None:
+                prompts, answer = _conversation_key(ds, s.script, answer)
+                if not answer:
+                    continue  # nothing to know (MT-Bench's turns have no reference)
             if ds.mode == "loglikelihood":  # the context is what the model is sent, system and all
                 right = _right_choice(answer, s.choices)
                 if right is None:
@@ -55,6 +61,20 @@ def write_answer_key(plan: Plan, out: IO[str]) -> int:
                 out.write(json.dumps(line) + "\n")
                 count += 1
     return count
+
+
+def _conversation_key(ds: DatasetConfig, script: Script, target: str) -> tuple[list[str], str]:
+    """What the simulator must know of a conversation: its first question as a chat model gets
+    it (the last user message) and as a completions model does (the whole text), and the right
+    reply — to a multiple choice, "ANSWER: X" with X the right option's letter as shown (shuffled)."""
+    opening = script.request(0, ()).conversation
+    prompts = list(dict.fromkeys([opening.question, as_text(opening, ds.system_join)]))
+    letter = target.strip()
+    if ds.steps and "multiple_choice" in ds.steps and len(letter) == 1 and letter.isalpha():
+        right = answer_index(letter)
+        shown = script.order.index(right) if script.order and right < len(script.order) else right
+        return prompts, f"ANSWER: {answer_character(shown)}"
+    return prompts, target
 
 
 def _right_choice(target: str, choices: tuple[str, ...]) -> str | None:

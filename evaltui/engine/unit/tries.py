@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import anyio
 
 from evaltui.backends import Backend, BackendError, Trace
+from evaltui.conversation import Script, Turn
 from evaltui.datasets import Sample
 from evaltui.failure import RECORD_KEYS, ErrorKind, error_record
 from evaltui.plan import DatasetConfig
@@ -157,7 +158,7 @@ class SampleInference:
         earlier: list[dict[str, Any]] = []
         if not cfg.time_limit:
             await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
-            return Answer(entry, trace, len(earlier) + 1)
+            return Answer(_turns_last(entry), trace, len(earlier) + 1)
         with anyio.move_on_after(cfg.time_limit) as scope:
             await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
         if scope.cancelled_caught:
@@ -170,28 +171,36 @@ class SampleInference:
             entry.update(prediction="", gold=sample.target, error=error)
             for key in ("ppl", "ll", "choices"):
                 entry.pop(key, None)
-        return Answer(entry, trace, len(earlier) + 1)
+        return Answer(_turns_last(entry), trace, len(earlier) + 1)
 
     async def _tries(
         self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None, earlier: list[dict[str, Any]]
     ) -> None:
-        """Up to 1 + retry_on_error tries, the reason of each failed one but the last added to `earlier`."""
+        """Up to 1 + retry_on_error tries, the reason of each failed one but the last added to
+        `earlier`. A conversation's try that got some of its requests answered before one failed
+        is progress: the failed request starts tries of its own (the answers are kept, and the
+        next try goes on from it), so each request of a conversation has its retry_on_error."""
         tries = 1 + cfg.retry_on_error
-        for number in range(1, tries + 1):
-            if number > 1:
-                on_retry(number, earlier[-1])
-                # the schedule the request retries were on, continued (a try's first attempt
-                # waits what a retry after the last one would have): the server gets a breather
-                await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number - 1))
+        number = 1
+        while True:
+            answered = len(entry.get("turns", ()))
             error, again = await self._try(cfg, sample, epoch, entry, trace)
             if error is None:
                 return
+            if len(entry.get("turns", ())) > answered:
+                number = 1
+                earlier.clear()
             if not again or number == tries:
                 if earlier:
                     error["tries"] = [*earlier, _reason(error)]
                 entry.update(prediction="", gold=sample.target, error=error)
                 return
             earlier.append(_reason(error))
+            number += 1
+            on_retry(number, earlier[-1])
+            # the schedule the request retries were on, continued (a try's first attempt
+            # waits what a retry after the last one would have): the server gets a breather
+            await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number - 1))
 
     async def _try(
         self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], trace: Trace | None
@@ -209,6 +218,9 @@ class SampleInference:
                 sums = await self.backend.loglikelihoods(context, sample.choices, trace=trace)
                 best = max(range(len(sums)), key=sums.__getitem__)
                 entry.update(prediction=sample.choices[best], gold=sample.target, ll=sums, choices=list(sample.choices))
+            elif sample.script is not None:
+                await self._converse(cfg, sample.script, epoch, entry, trace)
+                entry["gold"] = sample.target
             else:
                 settings = cfg.generation_overrides() or None
                 answer = await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace, settings=settings, join=cfg.system_join)
@@ -221,6 +233,28 @@ class SampleInference:
                 trace.interrupted(ErrorKind.INTERNAL)  # the attempt it cut short (and its token hold) ends here
             message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), self.backend.secrets)
             return error_record(ErrorKind.INTERNAL, message, attempts=1), False
+
+
+    async def _converse(self, cfg: DatasetConfig, script: Script, epoch: int, entry: dict[str, Any], trace: Trace | None) -> None:
+        """A conversation's requests one after the other, from the first not answered yet: each
+        answer is kept in the entry's `turns` as it comes (a failed request leaves those before
+        it answered), the prediction is what evaluators score (Script.prediction)."""
+        turns: list[dict[str, Any]] = entry.setdefault("turns", [])
+        answers = [t["answer"] for t in turns]
+        settings = cfg.generation_overrides() or None
+        for k in range(len(answers), len(script)):
+            request = script.request(k, answers)
+            answer = await self.backend.converse(request.conversation, epoch=epoch, trace=trace, settings=settings, join=cfg.system_join)
+            answers.append(answer)
+            turns.append(Turn(request.kind, request.prompt, answer).as_dict())
+        entry["prediction"] = script.prediction(answers)
+
+
+def _turns_last(entry: dict[str, Any]) -> dict[str, Any]:
+    """A conversation's entry reads as any other's first (prediction, gold, error), its turns after."""
+    if "turns" in entry:
+        entry["turns"] = entry.pop("turns")
+    return entry
 
 
 def _reason(error: dict[str, Any]) -> dict[str, Any]:
