@@ -114,3 +114,8 @@ def test_the_readme_documents_each_key_in_the_plan_reference_and_its_section() -
     for key in ("messages", "turns", "steps", "tools"):
         assert f"**`{key}`**" in section, key
     assert "shuffle = true" in section and "turns_of(entry, epoch)" in section
+
+
+def test_tools_are_refused_with_a_model_that_streams(tmp_path: Path) -> None:
+    found = problems(tmp_path, models=[{**CHAT, "stream": True}], prompt="{question}", tools="tools")
+    assert found == ["p.toml: datasets[0].tools: a streamed reply's tool calls are not read; models chat stream (set stream = false on them for this plan)"]
