@@ -110,18 +110,9 @@ class Backend(ABC):
         return f"type {self.cfg.type} wants {self.url_form}"
 
     def __init__(
-        self,
-        cfg: ModelConfig,
-        client: ModelClient,
-        *,
-        api_key: str | None = None,
-        url: str | None = None,
-        urls: Sequence[str] | None = None,
-        backoff: Backoff | None = None,
-        bucket: TokenBucket | None = None,
-        tokens: TokenBudget | None = None,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        clock: Callable[[], float] = time.monotonic,
+        self, cfg: ModelConfig, client: ModelClient, *, api_key: str | None = None, url: str | None = None, urls: Sequence[str] | None = None,
+        backoff: Backoff | None = None, bucket: TokenBucket | None = None, tokens: TokenBudget | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep, clock: Callable[[], float] = time.monotonic,
     ):
         """`urls` (or `url`): where the engine resolved the plan's urls to (a simulator's)."""
         self.cfg = cfg
