@@ -21,10 +21,21 @@ from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
 from evaltui.fsutil import Unreadable, open_regular
-from evaltui.templates import MAX_PROMPT_CHARS, FieldCheck, Sample, field_checks, fill_problem, quick_fields, render_sample, template_fields, templates_of
+from evaltui.templates import (
+    MAX_PROMPT_CHARS,
+    FieldCheck,
+    Sample,
+    field_checks,
+    fill_problem,
+    is_conversation,
+    quick_fields,
+    render_sample,
+    template_fields,
+    templates_of,
+)
 
 __all__ = [  # the templates' names, long imported from here
-    "DatasetError", "Sample", "check_dataset", "count_records", "file_fingerprint", "iter_records", "load_records",
+    "DatasetError", "Sample", "check_dataset", "count_records", "file_fingerprint", "is_conversation", "iter_records", "load_records",
     "open_records", "render_sample", "template_fields", "templates_of",
 ]
 

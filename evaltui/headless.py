@@ -72,7 +72,8 @@ class HeadlessRenderer:
                 extra += f" ETA {duration(eta)}" if eta is not None else ""
                 fails = f" ({p.failed} failed)" if p.failed else ""
                 fails += f" ({p.sample_retries} tried again)" if p.sample_retries else ""
-                parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{fails}{extra}")
+                sent = f" ({p.requests} requests)" if p.conversation else ""  # a conversation's units take several
+                parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{sent}{fails}{extra}")
             elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
                 parts.append(f"{p.model}/{p.dataset} scoring")
         running = "; ".join(parts) if parts else "no dataset running"
@@ -126,6 +127,7 @@ def summary_json(state: RunState, finished: ev.RunFinished) -> dict[str, Any]:
                 "completed": p.completed,
                 "failed": p.failed,
                 "sample_retries": p.sample_retries,
+                **({"requests": p.requests} if p.conversation else {}),
                 "metric": p.metric,
                 "score": p.score,
                 "error": p.error,

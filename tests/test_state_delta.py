@@ -51,6 +51,7 @@ CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
     ("a sample answered: its row", running(), ev.SampleFinished("m", "d", 0, 1), Delta(MD)),
     ("a sample failed: its row and a line in the failures pane", running(), ev.SampleFailed("m", "d", 0, 1, ERR), Delta(MD, failures=1)),
     ("a sample tried again as a whole: its row", running(), ev.SampleRetried("m", "d", 0, 1, 2, ERR), Delta(MD)),
+    ("a conversation's request answered before its last: its row (the requests counted)", running(), ev.TurnAnswered("m", "d", 0, 1, 0), Delta(MD)),
     ("the load: the strip shows it on its clock", running(), ev.ModelLoad("m", 3, 8, 1, 10), NOTHING),
     ("a replica ejected: the strip and the model's breakdown", running(), ev.ReplicaStateChanged("m", "http://a", "ejected", "connect: refused", 1.0), Delta(fleet=True)),
     ("every replica down: the same", running(), ev.ReplicasDown("m", 300.0, "http://a: connect: refused"), Delta(fleet=True)),

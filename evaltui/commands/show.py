@@ -3,7 +3,7 @@
 Headless and read-only: it runs nothing and never takes the work dir's lock, so it works on a
 run in progress (showing what is on disk so far) as on one long finished. One block per
 model×dataset, a line per (sample, epoch) — its verdict, error, attempts, time and tokens —
-with `--full` its prompt and answer too. `--export json|jsonl` writes the same records, with
+with `--full` its prompt and answer too (a conversation: its every message). `--export json|jsonl` writes the same records, with
 the plan, versions and metrics, as one file (docs/export.md).
 """
 
@@ -32,7 +32,7 @@ def build_parser() -> OneLineParser:
     add_selection(p)
     p.add_argument("--failed", action="store_true", help="only the samples whose inference failed")
     p.add_argument("--wrong", action="store_true", help="only the samples scored wrong (failed ones included)")
-    p.add_argument("--full", action="store_true", help="also each sample's prompt and answer")
+    p.add_argument("--full", action="store_true", help="also each sample's prompt and answer (a conversation: every message)")
     p.add_argument("--limit", type=count, default=0, metavar="N", help="at most N samples per model×dataset (0: all)")
     p.add_argument("--export", choices=EXPORT_FORMATS, help="write the plan, versions, metrics and records as one JSON or JSON Lines file instead; "
                    "inspect: an Inspect AI eval log per model×dataset (inspect view reads them; needs evaltui[inspect]); "
@@ -160,12 +160,36 @@ def _attempts_said(n: int, choices: int) -> str:
 
 
 def _texts(out: TextIO, r: dict[str, Any]) -> None:
-    for label in ("system", "prompt", "answer"):
+    """The sample's texts; a conversation's every message in order (README "Conversations"),
+    then the answer scored (a shuffled multiple choice's mapped back to the record's letter)."""
+    messages = r.get("messages")
+    if isinstance(messages, list):
+        for m in messages:
+            if isinstance(m, dict):
+                _block(out, _said(m), str(m.get("content", "")))
+    for label in ("answer",) if isinstance(messages, list) else ("system", "prompt", "answer"):
         if r.get(label):
-            lines = str(r[label]).splitlines() or [""]
-            out.write(f"      {label}: {lines[0]}\n")
-            for line in lines[1:]:
-                out.write(f"      {' ' * len(label)}  {line}\n")
+            _block(out, label, str(r[label]))
+
+
+def _said(m: dict[str, Any]) -> str:
+    """A message's label: its role, and for an answer its kind, time and tokens (`assistant (critique, 0.8 s, 31+12 tokens)`)."""
+    facts = [str(m["kind"])] if m.get("kind") else []
+    if isinstance(m.get("took"), (int, float)):
+        facts.append(f"{m['took']:.2f} s")
+    usage = m.get("usage")
+    if isinstance(usage, dict):
+        facts.append(f"{usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)} tokens")
+    if m.get("earlier"):
+        facts.append("answered by an earlier run")
+    return f"{m.get('role', '?')} ({', '.join(facts)})" if facts else str(m.get("role", "?"))
+
+
+def _block(out: TextIO, label: str, text: str) -> None:
+    lines = text.splitlines() or [""]
+    out.write(f"      {label}: {lines[0]}\n")
+    for line in lines[1:]:
+        out.write(f"      {' ' * len(label)}  {line}\n")
 
 
 def _quoted(value: Any) -> str:

@@ -10,11 +10,11 @@
 Below the templates and the backends (both speak it), above nothing of evaltui's but fastjson.
 """
 
-from evaltui.conversation.model import KINDS, ROLES, Conversation, Kind, Message, Role, Turn, answers, assistant, turns_of, user
+from evaltui.conversation.model import KINDS, ROLES, Conversation, Kind, Message, Role, Turn, answers, assistant, turn_messages, turns_of, user
 from evaltui.conversation.script import CRITIQUE, Request, Script
 from evaltui.conversation.text import as_text
 
 __all__ = [
     "CRITIQUE", "KINDS", "ROLES", "Conversation", "Kind", "Message", "Request", "Role", "Script", "Turn", "answers", "as_text", "assistant",
-    "turns_of", "user",
+    "turn_messages", "turns_of", "user",
 ]

@@ -105,5 +105,16 @@ def turns_of(entry: dict[str, Any], epoch: int = 0) -> list[Turn]:
     return [t for t in turns if t is not None]
 
 
+def turn_messages(turns: Sequence[Turn]) -> list[dict[str, str]]:
+    """A conversation's requests as messages, each user message then its answer (a critique's
+    and a revision's marked with their kind): what a record shows of a conversation whose log
+    line is missing (its checkpoint line keeps the turns, not the opening before the first)."""
+    out: list[dict[str, str]] = []
+    for t in turns:
+        marked = {} if t.kind == "turn" else {"kind": t.kind}
+        out += [{"role": "user", "content": t.prompt, **marked}, {"role": "assistant", "content": t.answer, **marked}]
+    return out
+
+
 def answers(turns: Sequence[Turn]) -> list[str]:
     return [t.answer for t in turns]

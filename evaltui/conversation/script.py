@@ -75,6 +75,21 @@ class Script:
             at += 1
         raise IndexError(f"request {k} of a conversation of {len(self)}")
 
+    def log_messages(self, answers: Sequence[str], facts: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+        """The conversation as the per-sample log keeps it: every message in order ({role,
+        content}), each answer with what `facts` says of its request (usage, took, …) and the
+        requests of a critique marked `"kind": "critique"` (a request of its own). A request that
+        was not answered (the conversation failed there) ends it with its question alone."""
+        out = [m.as_dict() for m in self.opening]
+        for k, kind in enumerate(self.kinds):
+            marked = {} if kind == "turn" else {"kind": kind}
+            if k > 0:
+                out.append({**self.request(k, answers).conversation.messages[-1].as_dict(), **marked})
+            if k >= len(answers):
+                break
+            out.append({"role": "assistant", "content": answers[k], **marked, **(facts[k] if k < len(facts) else {})})
+        return out
+
     def prediction(self, answers: Sequence[str]) -> str:
         """What evaluators score: the last answer (a shuffled multiple choice's, as the letter
         of the option in the record: solvers.unshuffled)."""

@@ -149,6 +149,9 @@ def checkpoint_version(path: Path) -> str:
 # can be classified without parsing them, which keeps resume and merge fast for millions of samples.
 ENTRY_HEAD = re.compile(rb'\{"index": ?(\d+), ?(?:"epoch": ?(\d+), ?)?')
 _ERROR_KEY = re.compile(rb'"error": ?\{')
+#: A conversation's answered request before its last (its turn line, below) starts so: no entry of a
+#: sample (its unit is not done), left out of every scan of them.
+TURN_HEAD = b'{"turn":'
 
 
 class Line(NamedTuple):
@@ -171,6 +174,8 @@ def line_outcome(line: bytes) -> Line | None:
 
 
 def _parsed_outcome(line: bytes, offset: int) -> Line | None:
+    if line.startswith(TURN_HEAD):
+        return None
     try:
         entry = fastjson.loads(line)
     except ValueError:
@@ -257,3 +262,78 @@ class LineIndex:
         f = self._files[self.which[key]]
         f.seek(self.where[key])
         return f.readline().rstrip(b"\n")
+
+
+# ------------------------------------------------------------------ a conversation's turn lines
+# A conversation's requests answered before its last, a checkpoint line each: a kill between two
+# turns re-sends only the one not answered.
+#
+#     {"turn":1,"index":3,"epoch":2,"kind":"turn","prompt":"…","answer":"…","usage":{…},"took":1.2}
+#
+# The worker writes one (through the shard's Checkpoint, and waits for it to be on disk) as each
+# request of a conversation but the last is answered, before it sends the next; the last answer
+# goes into the unit's entry, with every request's under `turns`. A turn line is no entry
+# (TURN_HEAD keeps it out of every scan of them): its unit is not done. When a run plans a pair,
+# `TurnNotes` notes where the turn lines of the units still to do are, and `read` hands them
+# back, so the unit goes on from its first request not answered.
+
+_TURN_FIELDS = re.compile(rb'\{"turn":(\d+),"index":(\d+),(?:"epoch":(\d+),)?')
+
+
+def turn_line(index: int, epoch: int, number: int, turn: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint line of a conversation's `number`-th request (from 0), answered."""
+    head: dict[str, Any] = {"turn": number, "index": index, "epoch": epoch} if epoch else {"turn": number, "index": index}
+    return {**head, **turn}
+
+
+class TurnNotes:
+    """Where the turn lines of one checkpoint are, by unit key (disk/units.py), for the
+    units whose entry has not been seen (`settled` drops a unit's once its answer is read):
+    an offset per line of the units a kill or a failure left unfinished, not one per unit."""
+
+    def __init__(self, epochs: int):
+        self.epochs = epochs
+        self._where: dict[int, list[int]] = {}
+
+    def note(self, raw: bytes, offset: int) -> bool:
+        """Note `raw` (at `offset`) if it is a turn line; whether it is one."""
+        if not raw.startswith(TURN_HEAD):
+            return False
+        m = _TURN_FIELDS.match(raw)
+        if m is not None:
+            key = unit_key(int(m.group(2)), int(m.group(3) or 0), self.epochs)
+            self._where.setdefault(key, []).append(offset)
+        return True
+
+    def settled(self, index: int, epoch: int) -> None:
+        """The unit's answer was read: its turns are in it."""
+        if self._where:
+            self._where.pop(unit_key(index, epoch, self.epochs), None)
+
+    def read(self, path: Path, done: bytearray, into: dict[int, dict[int, dict[str, Any]]]) -> None:
+        """Add to `into` the answered requests of each unit noted and not `done` (a byte per
+        unit key), by their number, read from `path` (before it is rewritten): a later line of
+        a request (a later run's) wins over an earlier one."""
+        with open(path, "rb") as f:
+            for key, offsets in self._where.items():
+                if key < len(done) and done[key]:
+                    continue
+                for offset in offsets:
+                    f.seek(offset)
+                    try:
+                        line = fastjson.loads(f.readline())
+                    except ValueError:
+                        continue
+                    if isinstance(line, dict) and isinstance(line.get("turn"), int):
+                        number = line.pop("turn")
+                        line.pop("index", None)
+                        line.pop("epoch", None)
+                        into.setdefault(key, {})[number] = line
+
+
+def in_order(by_number: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """A unit's answered requests from the first, up to the first one missing."""
+    turns: list[dict[str, Any]] = []
+    while len(turns) in by_number:
+        turns.append(by_number[len(turns)])
+    return turns

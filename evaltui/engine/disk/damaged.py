@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evaltui import fastjson
-from evaltui.engine.disk.checkpoint import Line
+from evaltui.engine.disk.checkpoint import TURN_HEAD, Line, TurnNotes
 from evaltui.fsutil import atomic_writer, open_regular
 
 #: The longest checkpoint line read: a prompt of 16 Mi characters and a reply of max_reply_bytes
@@ -84,8 +84,9 @@ class Sorter:
     are noted by where they are, and `set_aside` moves them beside the file. Memory: a note per
     damaged line, nothing per sample."""
 
-    def __init__(self, path: Path, version: str) -> None:
-        self.path, self.version = path, version
+    def __init__(self, path: Path, version: str, turns: TurnNotes | None = None) -> None:
+        """`turns`: where a conversation dataset's turn lines are noted (checkpoint.py)."""
+        self.path, self.version, self.turns = path, version, turns
         self.aside = path.with_name(path.name + DAMAGED)
         self.damaged: list[int] = []  # offsets of the lines to set aside
 
@@ -100,10 +101,16 @@ class Sorter:
                     if foreign:
                         self.damaged.append(offset)
                     continue
+                if not foreign and raw.startswith(TURN_HEAD):  # a conversation's request, its unit not done
+                    if self.turns is not None:
+                        self.turns.note(raw, offset)
+                    continue
                 line = None if foreign else entry_of(raw)
                 if line is None:
                     self.damaged.append(offset)
                 else:
+                    if self.turns is not None and line.ok:
+                        self.turns.settled(line.sample, line.epoch)
                     yield line._replace(offset=offset)
 
     def set_aside(self) -> int:

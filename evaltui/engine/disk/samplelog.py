@@ -12,7 +12,14 @@ off when reopened, skipped when read). It holds the inference facts, known then:
 
 (`epoch` only after epoch 0; `system`, `tries` (whole tries, when more than one), `error`,
 `usage` and `ppl` only when there is one; `ttft` and `itl`, a streamed answer's time to first
-token and between tokens, only when the model streams.) An attempt is [start (Unix time), seconds, HTTP
+token and between tokens, only when the model streams.) A conversation's line adds its `messages`: every
+message in order, each answer with its request's usage and time —
+
+    "messages": [{"role": "system", "content": "…"}, {"role": "user", "content": "…"},
+                   {"role": "assistant", "content": "…", "took": 0.8, "usage": {…}}, {"role": "user", "content": "…"}, …]
+
+(a self-critique's two requests marked `"kind": "critique"` / `"revision"`, a request an earlier
+run answered `"earlier": true`; a conversation that failed ends with the question not answered). An attempt is [start (Unix time), seconds, HTTP
 status or null, outcome: "ok" or its error class] with a fifth item, the replica, when a model
 has several. What scoring decides later — the extracted answer, right or wrong, the reduced
 score — is not written here a second time: it is in the result file's details, and readers
@@ -30,11 +37,15 @@ from typing import Any
 
 from evaltui import fastjson
 from evaltui.backends import Trace
+from evaltui.conversation import turn_messages, turns_of
 from evaltui.engine.disk.checkpoint import LineIndex, replaces, scan_checkpoint
 
 
-def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, started: float, took: float) -> dict[str, Any]:
-    """The log line of a unit whose checkpoint entry is `entry` (once per request: kept lean)."""
+def record(
+    entry: dict[str, Any], trace: Trace | None, system: str, tries: int, started: float, took: float, messages: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The log line of a unit whose checkpoint entry is `entry` (once per request: kept lean);
+    a conversation's with its `messages` (Script.log_messages)."""
     epoch = entry.get("epoch")
     line: dict[str, Any] = {"index": entry["index"], "epoch": epoch} if epoch else {"index": entry["index"]}
     line["time"] = round(started, 3)
@@ -58,6 +69,8 @@ def record(entry: dict[str, Any], trace: Trace | None, system: str, tries: int, 
         line["ppl"] = entry["ppl"]
     if "ll" in entry:
         line["ll"] = entry["ll"]
+    if messages is not None:
+        line["messages"] = messages
     return line
 
 
@@ -111,4 +124,7 @@ def checkpoint_record(entry: dict[str, Any]) -> dict[str, Any]:
         record["error"] = entry["error"]
     if entry.get("gold") is not None:
         record["gold"] = entry["gold"]
+    turns = turns_of(entry)
+    if turns:
+        record["messages"] = turn_messages(turns)
     return record

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from evaltui.backends import backend_class
 from evaltui.datasets import DatasetError, open_records
+from evaltui.engine.disk.checkpoint import turn_line
 from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.ending import PairEnding, failure_budget, stops_early
@@ -34,6 +35,7 @@ from evaltui.engine.run.todo import first_pass_skip, todo
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus, SampleError
 from evaltui.engine.unit.answer import Answerer
+from evaltui.engine.unit.conversing import TurnLog
 from evaltui.failure import ErrorKind
 from evaltui.plan import ModelConfig, Plan
 from evaltui.plan.price import CostMeter
@@ -236,8 +238,12 @@ class WorkerPool:
     async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
         cfg = run.cfg
         shard.in_flight += 1  # until it is counted below: an early stop (stop_early) waits for it
+        turns = None
+        if run.turns is not None:  # a conversation: its requests answered before, each answered now checkpointed
+            turns = TurnLog(run.turns.pop(unit_key(index, epoch, run.epochs), ()), partial(self._turn_answered, run, shard, index, epoch))
         # a priced model's units are traced whatever sample_log says: their usage is what they cost
-        entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, shard.log is not None or self._priced)
+        traced = shard.log is not None or self._priced
+        entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, traced, turns)
         if line is not None:
             self.cost.add(self.model.abbr, cfg.abbr, line.get("usage"))
             if shard.log is not None:
@@ -273,6 +279,14 @@ class WorkerPool:
                 self._ending.write_status(run, shard, "running")
         if run.remaining < self._early_start_below:
             self._maybe_start_more()
+
+    async def _turn_answered(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, turn: dict[str, Any]) -> None:
+        """A conversation's request answered (not its last): its turn line on disk before the
+        next request goes (shielded, as the unit's own line), then said."""
+        shard.checkpoint.append(turn_line(index, epoch, number, turn))
+        with anyio.CancelScope(shield=True):
+            await shard.checkpoint.written()
+        self.emit(ev.TurnAnswered(self.model.abbr, run.cfg.abbr, shard.shard, index, number, epoch))
 
     def _check_server(self, error: dict[str, Any]) -> None:
         """Stop the model when its first samples all found no server (see NO_SERVER_AFTER), or

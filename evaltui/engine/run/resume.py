@@ -9,9 +9,10 @@ every checkpoint line and hashes the data file, so the session runs it in a work
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
-from evaltui.datasets import file_fingerprint
-from evaltui.engine.disk.checkpoint import Checkpoint, Line, checkpoint_version, scan_checkpoint
+from evaltui.datasets import file_fingerprint, is_conversation
+from evaltui.engine.disk.checkpoint import Checkpoint, Line, TurnNotes, checkpoint_version, in_order, scan_checkpoint
 from evaltui.engine.disk.damaged import DAMAGED, Sorter
 from evaltui.engine.disk.predictions import predictions_to_checkpoint
 from evaltui.engine.disk.units import unit_key
@@ -55,10 +56,7 @@ def plan_pairs(
             continue
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
         answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit, by its key (disk/units.py)
-        damaged = 0
-        for sorter in [Sorter(p, version) for p in wd.checkpoint_files(m, ds.abbr)]:
-            _mark(sorter, total, epochs, chosen, answered, failures)
-            damaged += sorter.set_aside()
+        damaged, answered_turns = _sort_lines(wd, m, ds, version, epochs, chosen, answered, failures, total)
         if damaged:
             _say_damaged(wd, m, ds.abbr, damaged, emit)
         elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
@@ -90,6 +88,7 @@ def plan_pairs(
         run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
         run.selection, run.samples, run.urls = ds.sample_ids, samples, urls
         run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
+        run.turns = _unfinished(answered_turns, answered)
         runs.append(run)
         emit(ev.DatasetPlanned(m, ds.abbr, units, n, len(done), 0, PairStatus.PENDING))
     if moved:
@@ -158,6 +157,29 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, of: Epochs, 
     score = _number(result.get(metric))
     emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.SCORED, metric, score, extra, parts, result_intervals(result)))
     return True
+
+
+def _sort_lines(
+    wd: WorkDir, m: str, ds: DatasetConfig, version: str, epochs: int, chosen: set[int] | None, answered: bytearray, failures: bytearray, total: int
+) -> tuple[int, dict[int, dict[int, dict[str, Any]]] | None]:
+    """Each checkpoint line of the pair read: the units it answered or failed marked, a damaged
+    line set aside (how many), and for a conversation dataset the requests answered of each
+    unit not done (its turn lines, read before a damaged line is cut out), by unit key."""
+    damaged = 0
+    turns: dict[int, dict[int, dict[str, Any]]] | None = {} if is_conversation(ds) else None
+    for sorter in [Sorter(p, version, TurnNotes(epochs) if turns is not None else None) for p in wd.checkpoint_files(m, ds.abbr)]:
+        _mark(sorter, total, epochs, chosen, answered, failures)
+        if sorter.turns is not None and turns is not None:
+            sorter.turns.read(sorter.path, answered, turns)
+        damaged += sorter.set_aside()
+    return damaged, turns
+
+
+def _unfinished(turns: dict[int, dict[int, dict[str, Any]]] | None, answered: bytearray) -> dict[int, list[dict[str, Any]]] | None:
+    """A conversation dataset's units that no line answered, each with its requests answered in order."""
+    if turns is None:
+        return None
+    return {key: in_order(by_number) for key, by_number in turns.items() if not answered[key]}
 
 
 def _number(value: object) -> float | None:

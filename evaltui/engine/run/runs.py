@@ -123,6 +123,9 @@ class DatasetRun:
     samples: str = ""  # the selection as written in status and result files (`3,17,40-60`); "": all
     urls: tuple[str, ...] = ()  # the model's urls its answers came from, earlier runs' included (status files)
     tokens: SampleTokens | None = None  # token_limit's count per sample, when the dataset has one
+    # a conversation dataset's: the units earlier runs left unfinished, by key, with the requests
+    # they had answered (disk/checkpoint.py's turn lines); taken as each unit is sent; None: not a conversation
+    turns: dict[int, list[dict[str, Any]]] | None = None
     todo: Iterator[Job] | None = None
     remaining: int = 0  # units not finished in this run (queued + in flight)
     unsent: int = 0  # units left unsent by an early stop (too many failures)

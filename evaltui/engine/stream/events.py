@@ -114,6 +114,18 @@ class SampleFinished(NamedTuple):
     epoch: int = 0
 
 
+class TurnAnswered(NamedTuple):
+    """A conversation's request answered and checkpointed, before its next one is sent (its last
+    is the unit's SampleFinished): the requests a conversation dataset sends, counted live."""
+
+    model: str
+    dataset: str
+    shard: int
+    sample_index: int
+    turn: int  # the request's number, from 0
+    epoch: int = 0
+
+
 class SampleFailed(NamedTuple):
     model: str
     dataset: str
@@ -268,6 +280,7 @@ Event = (
     | SampleFinished
     | SampleFailed
     | SampleRetried
+    | TurnAnswered
     | ShardStatusChanged
     | DatasetInferred
     | ModelLoad

@@ -75,6 +75,8 @@ class PairState:
     finished_at: float | None = None
     done_this_run: int = 0  # samples finished since started_at, for throughput and ETA
     sample_retries: int = 0  # whole-sample tries after the first (retry_on_error), in this run
+    requests: int = 0  # requests answered in this run: a conversation's each (TurnAnswered), one per unit answered
+    conversation: bool = False  # some unit of it made several requests in this run (its requests are shown)
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
     # the deltas of the events that come by the thousand, shared: only this pair's counters moved
     counted: Delta = field(init=False, repr=False, compare=False)
@@ -83,6 +85,12 @@ class PairState:
     def __post_init__(self) -> None:
         self.counted = Delta(frozenset({(self.model, self.dataset)}))
         self.failed_one = Delta(self.counted.pairs, failures=1)
+
+    def turn_answered(self) -> Delta:
+        """A conversation's request answered before its last (TurnAnswered): one more sent."""
+        self.requests += 1
+        self.conversation = True
+        return self.counted
 
     @property
     def remaining(self) -> int:

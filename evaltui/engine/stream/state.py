@@ -78,6 +78,7 @@ class RunState:
         """The hot path, once per answer: a shared Delta, nothing allocated."""
         p = self.pair(e.model, e.dataset)
         p.completed += 1
+        p.requests += 1
         self._sample_done(p)
         return p.counted
 
@@ -356,6 +357,7 @@ _FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
     ev.SampleFinished: RunState._sample_finished,
     ev.SampleFailed: RunState._sample_failed,
     ev.SampleRetried: RunState._sample_retried,
+    ev.TurnAnswered: lambda s, e: s.pair(e.model, e.dataset).turn_answered(),
     ev.ModelLoad: RunState._model_load,
     ev.ReplicaStateChanged: RunState._replica_state_changed,
     ev.ReplicasDown: RunState._replicas_down,

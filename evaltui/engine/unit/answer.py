@@ -24,6 +24,7 @@ from evaltui.datasets import DatasetError, render_sample
 from evaltui.engine.disk import samplelog
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import SampleError
+from evaltui.engine.unit.conversing import TurnLog
 from evaltui.engine.unit.tries import SampleInference, SampleTokens, failed_entry
 from evaltui.failure import ErrorKind, error_record
 from evaltui.plan import DatasetConfig, ModelConfig
@@ -41,11 +42,13 @@ class Answerer(Protocol):
         """Where the model's requests go (for messages)."""
 
     async def answer(
-        self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool
+        self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool,
+        turns: TurnLog | None = None,
     ) -> Answered:
         """One unit's entry (an error when its record or templates fail) and, when `traced`, its
         log line; `record` is a string when the record could not be read (why). The unit is
-        settled with `tokens` (token_limit's count) before this returns."""
+        settled with `tokens` (token_limit's count) before this returns. `turns`: a
+        conversation's requests answered before, and where each one answered now is written."""
 
     def load(self, samples: int) -> ev.ModelLoad:
         """The model's load now (`samples`: the units the pool has counted)."""
@@ -77,7 +80,8 @@ class ModelAnswerer:
         backend.on_hold = self._held
 
     async def answer(
-        self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool
+        self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool,
+        turns: TurnLog | None = None,
     ) -> Answered:
         clock, started = time.monotonic(), time.time() if traced else 0.0
         answer = None
@@ -92,14 +96,18 @@ class ModelAnswerer:
             entry = failed_entry(index, epoch, error_record(kind, message))
         else:
             on_retry = partial(self._retrying, cfg.abbr, shard, index, epoch)
-            answer = await self._inference.answer(cfg, sample, epoch, on_retry, tokens, traced=traced)
+            answer = await self._inference.answer(cfg, sample, epoch, on_retry, tokens, traced=traced, turns=turns)
             entry = answer.entry
         if tokens is not None:
             tokens.finished(index)
         if not traced:
             return entry, None
-        trace, tries, system = (answer.trace, answer.tries, sample.system) if answer is not None else (None, 1, "")
-        return entry, samplelog.record(entry, trace, system, tries, started, time.monotonic() - clock)
+        if answer is None:
+            return entry, samplelog.record(entry, None, "", 1, started, time.monotonic() - clock)
+        messages = None
+        if sample.script is not None and answer.turns is not None:
+            messages = sample.script.log_messages([t["answer"] for t in answer.turns.turns], answer.turns.facts)
+        return entry, samplelog.record(entry, answer.trace, sample.system, answer.tries, started, time.monotonic() - clock, messages)
 
     def _retrying(self, dataset: str, shard: int, index: int, epoch: int, number: int, why: dict[str, Any]) -> None:
         self.emit(ev.SampleRetried(self.model.abbr, dataset, shard, index, number, SampleError.from_dict(why), epoch))

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import anyio
 
 from evaltui.backends import Backend, BackendError, Trace
-from evaltui.conversation import Script, Turn
 from evaltui.datasets import Sample
+from evaltui.engine.unit.conversing import TurnLog, converse
 from evaltui.failure import RECORD_KEYS, ErrorKind, error_record
 from evaltui.plan import DatasetConfig
 from evaltui.redaction import redact
@@ -138,6 +138,7 @@ class Answer(NamedTuple):
     entry: dict[str, Any]  # the checkpoint entry
     trace: Trace | None  # its attempts and tokens, when they were kept
     tries: int  # whole tries made (retry_on_error)
+    turns: TurnLog | None = None  # a conversation's: its requests answered, and what is known of each
 
 
 class SampleInference:
@@ -147,20 +148,26 @@ class SampleInference:
         self.backend = backend
 
     async def answer(
-        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None, traced: bool = False
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None = None, traced: bool = False,
+        turns: TurnLog | None = None,
     ) -> Answer:
         """One (sample, epoch)'s checkpoint entry — its answer (gen), chosen continuation (ppl)
         or error, after up to 1 + retry_on_error tries within its limits — with the trace of its
-        attempts when one is kept (`traced`: the per-sample log wants it; a limit needs it)."""
+        attempts when one is kept (`traced`: the per-sample log wants it; a limit needs it).
+        `turns`: a conversation's requests answered before, and where each answered now is
+        written (conversing.py); a conversation without one starts from its first request."""
         entry = head(sample.index, epoch)
         entry["origin_prompt"] = sample.prompt
         trace = Trace(tokens.of(sample.index)) if tokens is not None else Trace() if traced or cfg.time_limit else None
         earlier: list[dict[str, Any]] = []
+        log = (turns or TurnLog()) if sample.script is not None else None
+        if log is not None:
+            entry["turns"] = log.turns  # filled as the requests are answered, and kept if one fails
         if not cfg.time_limit:
-            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
-            return Answer(_turns_last(entry), trace, len(earlier) + 1)
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier, log)
+            return Answer(_turns_last(entry), trace, len(earlier) + 1, log)
         with anyio.move_on_after(cfg.time_limit) as scope:
-            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier)
+            await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier, log)
         if scope.cancelled_caught:
             assert trace is not None
             trace.interrupted(ErrorKind.TIME_LIMIT)
@@ -171,10 +178,11 @@ class SampleInference:
             entry.update(prediction="", gold=sample.target, error=error)
             for key in ("ppl", "ll", "choices"):
                 entry.pop(key, None)
-        return Answer(_turns_last(entry), trace, len(earlier) + 1)
+        return Answer(_turns_last(entry), trace, len(earlier) + 1, log)
 
     async def _tries(
-        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None, earlier: list[dict[str, Any]]
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None, earlier: list[dict[str, Any]],
+        log: TurnLog | None,
     ) -> None:
         """Up to 1 + retry_on_error tries, the reason of each failed one but the last added to
         `earlier`. A conversation's try that got some of its requests answered before one failed
@@ -184,7 +192,7 @@ class SampleInference:
         number = 1
         while True:
             answered = len(entry.get("turns", ()))
-            error, again = await self._try(cfg, sample, epoch, entry, trace)
+            error, again = await self._try(cfg, sample, epoch, entry, trace, log)
             if error is None:
                 return
             if len(entry.get("turns", ())) > answered:
@@ -203,7 +211,7 @@ class SampleInference:
             await anyio.sleep(self.backend.backoff.delay(self.backend.cfg.retry + number - 1))
 
     async def _try(
-        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], trace: Trace | None
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], trace: Trace | None, log: TurnLog | None
     ) -> tuple[dict[str, Any] | None, bool]:
         """One try: fills `entry` with the answer, or returns (the error, whether another try may help)."""
         try:
@@ -218,9 +226,8 @@ class SampleInference:
                 sums = await self.backend.loglikelihoods(context, sample.choices, trace=trace)
                 best = max(range(len(sums)), key=sums.__getitem__)
                 entry.update(prediction=sample.choices[best], gold=sample.target, ll=sums, choices=list(sample.choices))
-            elif sample.script is not None:
-                await self._converse(cfg, sample.script, epoch, entry, trace)
-                entry["gold"] = sample.target
+            elif sample.script is not None and log is not None:
+                entry.update(prediction=await converse(self.backend, cfg, sample.script, epoch, log, trace), gold=sample.target)
             else:
                 settings = cfg.generation_overrides() or None
                 answer = await self.backend.generate(sample.prompt, sample.system, epoch=epoch, trace=trace, settings=settings, join=cfg.system_join)
@@ -233,21 +240,6 @@ class SampleInference:
                 trace.interrupted(ErrorKind.INTERNAL)  # the attempt it cut short (and its token hold) ends here
             message = redact(one_line(f"{type(e).__name__}: {e}", INTERNAL_CHARS), self.backend.secrets)
             return error_record(ErrorKind.INTERNAL, message, attempts=1), False
-
-
-    async def _converse(self, cfg: DatasetConfig, script: Script, epoch: int, entry: dict[str, Any], trace: Trace | None) -> None:
-        """A conversation's requests one after the other, from the first not answered yet: each
-        answer is kept in the entry's `turns` as it comes (a failed request leaves those before
-        it answered), the prediction is what evaluators score (Script.prediction)."""
-        turns: list[dict[str, Any]] = entry.setdefault("turns", [])
-        answers = [t["answer"] for t in turns]
-        settings = cfg.generation_overrides() or None
-        for k in range(len(answers), len(script)):
-            request = script.request(k, answers)
-            answer = await self.backend.converse(request.conversation, epoch=epoch, trace=trace, settings=settings, join=cfg.system_join)
-            answers.append(answer)
-            turns.append(Turn(request.kind, request.prompt, answer).as_dict())
-        entry["prediction"] = script.prediction(answers)
 
 
 def _turns_last(entry: dict[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,8 @@ class DetailsScreen(Screen[None]):
             yield DataTable(id="details-predictions", cursor_type="row")
             yield Static("Their attempts (the per-sample log)", classes="details-heading")
             yield DataTable(id="details-records", cursor_type="row")
+            yield Static("Their conversations, message by message", classes="details-heading", id="details-messages-heading")
+            yield DataTable(id="details-messages", cursor_type="row")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -80,6 +82,7 @@ class DetailsScreen(Screen[None]):
         if not d.predictions:
             preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
         self._show_records(d)
+        self._show_messages(d)
         self._show_parts(d)
         failures.focus()
 
@@ -110,6 +113,26 @@ class DetailsScreen(Screen[None]):
             table.add_row(*map(Text, cells))
         if not d.records:
             table.add_row(Text("none"), Text(""), Text(""), Text("(nothing run yet)"), Text(""), Text(""))
+
+
+    def _show_messages(self, d: PairDetails) -> None:
+        """A conversation dataset's transcripts (the per-sample log's `messages`): each message's
+        role, its request's time and tokens, its text; hidden for a dataset of single prompts."""
+        table = self.query_one("#details-messages", DataTable)
+        talks = [(key, r["messages"]) for key, r in sorted(d.records.items()) if isinstance(r.get("messages"), list)]
+        table.display = self.query_one("#details-messages-heading").display = bool(talks)
+        if not talks:
+            return
+        table.add_columns("sample", "role", "took", "tokens", "content")
+        for (index, epoch), messages in talks:
+            for m in messages:
+                if not isinstance(m, dict):
+                    continue
+                role = f"{m.get('role', '?')} ({m['kind']})" if m.get("kind") else str(m.get("role", "?"))
+                took = f"{m['took']:.2f}s" if isinstance(m.get("took"), (int, float)) else ""
+                usage = m.get("usage")
+                tokens = f"{usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)}" if isinstance(usage, dict) else ""
+                table.add_row(*map(Text, (_unit(index, epoch), role, took, tokens, one_line(str(m.get("content", "")), 160, cut="…"))))
 
 
 def _unit(index: int, epoch: int) -> str:

@@ -260,7 +260,7 @@ class ProgressTable(DataTable[Text]):
         return [
             Text(f"  {p.dataset}"),
             fmt.bar(p.completed, p.failed, p.total, self._bar_width, palette),
-            Text(f"{p.completed + p.failed}/{p.total}", justify="right"),
+            Text(f"{p.completed + p.failed}/{p.total}" + (f" · {p.requests} req" if p.conversation else ""), justify="right"),
             failed,
             fmt.status_text(p.status, palette),
             Text(fmt.rate(throughput), justify="right"),
