@@ -140,11 +140,14 @@ def test_a_kill_9_between_turns_re_sends_only_the_request_not_answered(tmp_path:
 
 
 def test_epochs_repeat_whole_conversations_and_progress_counts_requests(tmp_path: Path) -> None:
+    """Two workers: a conversation holds its worker from its first request to its last, so no
+    more than two requests are ever out at once, whatever the turns."""
     key, rows = talk(3)
-    with SimThread(SimConfig(answer_key=key, record_bodies=True)) as server:
-        code, events, runner = run_plan(write_plan(tmp_path, models=[chat("m", server.url)], datasets=[dataset(tmp_path, rows, epochs=2)]))
+    with SimThread(SimConfig(answer_key=key, record_bodies=True, default=ModelProfile(latency=0.02))) as server:
+        code, events, runner = run_plan(write_plan(tmp_path, models=[chat("m", server.url, max_workers=2)], datasets=[dataset(tmp_path, rows, epochs=2)]))
         bodies = sent(server)
-    assert code == 0
+        most = server.server.stats.max_in_flight
+    assert code == 0 and 1 <= most <= 2
     assert len(bodies) == 3 * 2 * TURNS
     for i in range(3):
         # each epoch asks turn 1 after its own turn 0, and turn 2 after both: twice each, whole
