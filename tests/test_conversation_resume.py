@@ -191,3 +191,19 @@ def test_a_record_without_a_log_line_shows_the_turns_its_checkpoint_kept(tmp_pat
     assert code == 0
     (record,) = WorkDirView(runner.workdir.root).records("m", "mt")
     assert [m["content"] for m in record["messages"]] == ["q0-0?", "a0-0", "q0-1?", "a0-1", "q0-2?", "a0-2"]
+
+
+def test_the_inspect_export_has_each_message_of_a_conversation(tmp_path: Path) -> None:
+    log_api = pytest.importorskip("inspect_ai.log", reason="the inspect export needs inspect_ai (pip install 'evaltui[inspect]')")
+    key, rows = talk(2)
+    with SimThread(SimConfig(answer_key=key)) as server:
+        code, _, runner = run_plan(write_plan(tmp_path, models=[chat("m", server.url)], datasets=[dataset(tmp_path, rows)]))
+    assert code == 0
+    out = tmp_path / "logs"
+    assert main(["show", str(runner.workdir.root), "--export", "inspect", "-o", str(out)]) == 0
+    (info,) = log_api.list_eval_logs(str(out))
+    samples = {s.id: s for s in log_api.read_eval_log(info).samples or []}
+    said = [(m.role, m.text) for m in samples[1].messages]
+    assert said == [("system", "Be brief."), ("user", "q1-0?"), ("assistant", "a1-0"), ("user", "q1-1?"), ("assistant", "a1-1"), ("user", "q1-2?"), ("assistant", "a1-2")]
+    assert [(m.role, m.text) for m in samples[1].input] == said[:2]  # what it opened with
+    assert samples[1].output.completion == "a1-2"

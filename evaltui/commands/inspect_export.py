@@ -3,7 +3,7 @@
 Written through inspect_ai's own log API (`EvalLog` … `write_eval_log`, the optional extra
 `evaltui[inspect]`), so `inspect view --log-dir DIR` opens an evaltui run and `read_eval_log`
 reads it: one `.eval` file a pair (Inspect's log is one task × one model), each sample an
-`EvalSample` — its prompt as the user's message (and the system's), the answer as the
+`EvalSample` — its prompt as the user's message (and the system's; a conversation: its every message), the answer as the
 assistant's and as the output, the gold as the target, the verdict as a score (`C` / `I`, the
 extracted answer, a judge's reasoning or code_exec's result as the explanation), its tokens,
 time, attempts and error. Metrics are fractions, as Inspect's are (71.23 % → 0.7123); epochs
@@ -98,18 +98,15 @@ def _stats(model: str, found: list[dict[str, Any]], samples: list[EvalSample], c
 
 def _sample(r: dict[str, Any], model: str, scorer: str) -> EvalSample:
     from inspect_ai.log import EvalError, EvalSample
-    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, ModelOutput, ModelUsage
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
 
-    messages: list[Any] = [ChatMessageSystem(content=r["system"])] if r.get("system") else []
-    messages.append(ChatMessageUser(content=str(r.get("prompt", ""))))
     answer = str(r.get("answer", ""))
     usage = r.get("usage") or {}
     tokens = ModelUsage(input_tokens=int(usage.get("prompt_tokens", 0)), output_tokens=int(usage.get("completion_tokens", 0)))
     tokens.total_tokens = tokens.input_tokens + tokens.output_tokens
     error = r.get("error")
-    if error is None:
-        messages.append(ChatMessageAssistant(content=answer, model=model))
+    messages, opening = _messages(r, model)
     choices = [ChatCompletionChoice(message=ChatMessageAssistant(content=answer, model=model), stop_reason="stop")] if error is None else []
     said = None if error is None else str(error.get("message", ""))
     output = ModelOutput(model=model, choices=choices, usage=tokens if tokens.total_tokens else None, error=said)
@@ -121,7 +118,29 @@ def _sample(r: dict[str, Any], model: str, scorer: str) -> EvalSample:
     metadata = {k: r[k] for k in ("attempts", "tries", "ttft", "itl", "ppl", "scores") if r.get(k)}
     failed = EvalError(message=f"{error.get('type')}: {error.get('message', '')}", traceback="", traceback_ansi="") if error is not None else None
     return EvalSample(
-        id=int(r["index"]), epoch=int(r.get("epoch", 0)) + 1, input=messages[:-1] if error is None else messages,
+        id=int(r["index"]), epoch=int(r.get("epoch", 0)) + 1, input=opening,
         target="" if r.get("gold") is None else str(r["gold"]), messages=messages, output=output, scores=scores or None, metadata=metadata,
         model_usage={model: tokens} if tokens.total_tokens else {}, total_time=r.get("took"), started_at=_iso(r.get("time")) or None, error=failed,
     )
+
+
+def _messages(r: dict[str, Any], model: str) -> tuple[list[Any], list[Any]]:
+    """The sample's messages and its input (what it opened with, before the model's first
+    answer): a conversation's every message (the per-sample log's `messages`), else the
+    system, the prompt and the answer (none when it failed)."""
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
+
+    talk = r.get("messages")
+    if isinstance(talk, list):
+        said = [m for m in talk if isinstance(m, dict)]
+        make = {"system": ChatMessageSystem, "user": ChatMessageUser}
+        messages = [make[m["role"]](content=str(m.get("content", ""))) if m.get("role") in make
+                    else ChatMessageAssistant(content=str(m.get("content", "")), model=model) for m in said]
+        answered = [k for k, m in enumerate(said) if m.get("role") == "assistant" and ("took" in m or "earlier" in m)]
+        first = answered[0] if answered else next((k for k, m in enumerate(said) if m.get("role") == "assistant"), len(said))
+        return messages, messages[:first]
+    sent: list[Any] = [ChatMessageSystem(content=r["system"])] if r.get("system") else []
+    sent.append(ChatMessageUser(content=str(r.get("prompt", ""))))
+    if r.get("error") is not None:
+        return sent, list(sent)
+    return [*sent, ChatMessageAssistant(content=str(r.get("answer", "")), model=model)], sent
