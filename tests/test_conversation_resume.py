@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from planmaker import chat, of_type, run_plan, write_jsonl, write_plan
 
@@ -207,3 +208,33 @@ def test_the_inspect_export_has_each_message_of_a_conversation(tmp_path: Path) -
     assert said == [("system", "Be brief."), ("user", "q1-0?"), ("assistant", "a1-0"), ("user", "q1-1?"), ("assistant", "a1-1"), ("user", "q1-2?"), ("assistant", "a1-2")]
     assert [(m.role, m.text) for m in samples[1].input] == said[:2]  # what it opened with
     assert samples[1].output.completion == "a1-2"
+
+
+def test_the_details_screen_shows_each_message_with_its_time_and_tokens(tmp_path: Path) -> None:
+    from textual.app import App
+    from textual.widgets import DataTable
+
+    from evaltui.engine.disk.details import read_pair_details
+    from evaltui.engine.stream.events import PairStatus
+    from evaltui.ui.screens.details import DetailsScreen
+
+    key, rows = talk(1)
+    with SimThread(SimConfig(answer_key=key)) as server:
+        code, _, runner = run_plan(write_plan(tmp_path, models=[chat("m", server.url)], datasets=[dataset(tmp_path, rows)]))
+    assert code == 0
+    screen = DetailsScreen("m", "mt", lambda: read_pair_details(runner.workdir, runner.plan, "m", "mt", PairStatus.SCORED))
+
+    async def shown() -> list[list[str]]:
+        async with App().run_test(size=(160, 50)) as pilot:
+            await pilot.app.push_screen(screen)
+            for _ in range(200):  # the details are read in a thread: at most 10 s
+                if screen.query_one("#details-body").display:
+                    break
+                await pilot.pause(0.05)
+            table = screen.query_one("#details-messages", DataTable)
+            return [[str(c) for c in table.get_row_at(k)] for k in range(table.row_count)]
+
+    cells = anyio.run(shown)
+    assert [(c[1], c[4]) for c in cells] == [("system", "Be brief."), ("user", "q0-0?"), ("assistant", "a0-0"), ("user", "q0-1?"), ("assistant", "a0-1"),
+                                             ("user", "q0-2?"), ("assistant", "a0-2")]
+    assert all(c[2].endswith("s") and "+" in c[3] for c in cells if c[1] == "assistant")  # each request's time and tokens
