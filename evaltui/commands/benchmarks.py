@@ -129,11 +129,11 @@ def _show(args: Any) -> int:
         if not payloads:
             print(f"evaltui benchmarks: {entry.name} ranks choices by their log-likelihood, which type {args.type} does not give: "
                   "--type openai-completions or lightllm", file=sys.stderr)
-            return 2
+            return ExitCode.USAGE
         out.write(f"\n# The first record's requests (record 0 of {len(records)}, {w.where()}), one a choice"
                   f"{' after the context alone' if len(payloads) > len(sample.choices) else ''}, to a model of type {args.type}:\n")
         out.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in payloads)
-        return 0
+        return ExitCode.OK
     settings = ds.generation_overrides() or None
     if sample.script is not None:  # a conversation (the examples as turns): its first request
         payload = backend.conversation_payload(sample.script.request(0, ()).conversation, settings=settings, join=ds.system_join)
