@@ -60,7 +60,7 @@ def _log(view: WorkDirView, pair: PairView, found: list[dict[str, Any]], created
     from inspect_ai.log import EvalError, EvalLog, EvalMetric, EvalPlan, EvalResults, EvalScore
 
     ds = view.plan.dataset(pair.dataset)
-    scorer = ds.evaluator.type if ds.evaluator is not None else "ppl"
+    scorer = ds.evaluator.type
     samples = [_sample(r, pair.model, scorer) for r in found]
     metrics = {k: EvalMetric(name=k, value=v / 100) for k, v in (pair.metrics or {}).items()}
     scores = [EvalScore(name=scorer, scorer=scorer, scored_samples=len(samples), metrics=metrics)] if pair.metrics else []

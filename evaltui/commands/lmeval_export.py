@@ -72,7 +72,7 @@ def _results(view: WorkDirView, model: str, pairs: list[PairView]) -> dict[str, 
         out["group_subtasks"][pair.dataset] = []
         out["configs"][pair.dataset] = {
             "task": pair.dataset, "dataset_path": str(plan.dataset_path(ds)), "output_type": "multiple_choice" if ds.mode == "ppl" else "generate_until",
-            "doc_to_text": ds.prompt, "doc_to_target": ds.target, "evaluator": ds.evaluator.type if ds.evaluator else "ppl",
+            "doc_to_text": ds.prompt, "doc_to_target": ds.target, "evaluator": ds.evaluator.type,
             "evaltui_status": pair.status, "evaltui_version": pair.version,
         }
         out["versions"][pair.dataset] = pair.dataset_version or None
