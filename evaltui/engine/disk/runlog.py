@@ -15,7 +15,7 @@ from typing import Any
 
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream import events as ev
-from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.events import Pair, PairStatus
 from evaltui.fsutil import json_bytes
 
 
@@ -156,7 +156,7 @@ class EventLines:
     so a run whose samples fail says why as it happens (logs/failures.jsonl has all of them)."""
 
     def __init__(self, epochs: Mapping[str, int] | None = None) -> None:
-        self._said: set[tuple[str, str]] = set()
+        self._said: set[Pair] = set()
         self._epochs = epochs or {}  # each dataset's epochs, when known: its failures say which epoch
 
     def with_epoch(self, e: ev.SampleFailed) -> bool:

@@ -17,7 +17,7 @@ from evaltui.engine.disk.runlog import ends_a_run
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.follow.tail import AppendedLines
 from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
-from evaltui.engine.stream.events import PairStatus, SampleError
+from evaltui.engine.stream.events import Pair, PairStatus, SampleError
 from evaltui.plan import ModelConfig, Plan, PlanError, RunConfig, read_snapshot, select
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class EvaltuiView:
         self.plan: Plan | None = None
         self.problem = ""  # why plan.toml could not be read, if it could not
         self._plan_key: StatKey | None = None
-        self._taken: dict[tuple[str, str], PairSpec] = {}  # the plan's pairs a run took up
+        self._taken: dict[Pair, PairSpec] = {}  # the plan's pairs a run took up
         self._summary: RunSummary | None = None
         self._log_key: StatKey | None = None
         self._log_ended = False
@@ -271,7 +271,7 @@ class EvaltuiView:
 
     def leaderboard(
         self,
-        scores: Mapping[tuple[str, str], float | None],
+        scores: Mapping[Pair, float | None],
         extra: Mapping[tuple[str, str, str], float | None] | None = None,
         intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:

@@ -40,7 +40,7 @@ from evaltui.engine.follow.evaltui_view import newest_summary
 from evaltui.engine.follow.opencompass_samples import part_files, read_entries
 from evaltui.engine.follow.opencompass_tally import PredictionCount
 from evaltui.engine.follow.view import PairSpec, Score, ShardStatus, stat_key
-from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.events import Pair, PairStatus
 from evaltui.fsutil import read_json
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class OpenCompassView:
         self._specs: list[PairSpec] = []
         self._unread: set[tuple[str, str]] = set()  # (model, stem) known only from a status file not readable yet
         self._summary_key: object = None
-        self._summary: tuple[list[tuple[str, str, str, str]], list[str], dict[tuple[str, str], float | None]] | None = None
+        self._summary: tuple[list[tuple[str, str, str, str]], list[str], dict[Pair, float | None]] | None = None
         self._newest = 0.0  # the newest mtime seen among the files looked at
 
     # -- what defines the pairs: the folders' listings
@@ -290,7 +290,7 @@ class OpenCompassView:
         return newest_summary(self.root / "summary")
 
     @staticmethod
-    def _read_summary(path: str | None) -> tuple[list[tuple[str, str, str, str]], list[str], dict[tuple[str, str], float | None]] | None:
+    def _read_summary(path: str | None) -> tuple[list[tuple[str, str, str, str]], list[str], dict[Pair, float | None]] | None:
         """(rows, models, scores) of a summary CSV (`dataset,version,metric,mode,<models…>`);
         section lines (`----- Exam -----`) are left out."""
         if path is None:
@@ -304,7 +304,7 @@ class OpenCompassView:
             return None
         models = [c.strip() for c in lines[0][4:]]
         rows: list[tuple[str, str, str, str]] = []
-        scores: dict[tuple[str, str], float | None] = {}
+        scores: dict[Pair, float | None] = {}
         for line in lines[1:]:
             if len(line) < 4 or not line[0].strip() or line[0].startswith("-"):
                 continue
@@ -319,7 +319,7 @@ class OpenCompassView:
 
     def leaderboard(
         self,
-        scores: Mapping[tuple[str, str], float | None],
+        scores: Mapping[Pair, float | None],
         extra: Mapping[tuple[str, str, str], float | None] | None = None,
         intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:

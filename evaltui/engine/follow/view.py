@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from evaltui.engine.stream.events import Intervals, Metrics, PairStatus, SampleError
+from evaltui.engine.stream.events import Intervals, Metrics, Pair, PairStatus, SampleError
 
 if TYPE_CHECKING:
     from evaltui.engine.disk.details import PairDetails
@@ -161,7 +161,7 @@ class View(Protocol):
 
     def leaderboard(
         self,
-        scores: Mapping[tuple[str, str], float | None],
+        scores: Mapping[Pair, float | None],
         extra: Mapping[tuple[str, str, str], float | None] | None = None,
         intervals: Mapping[tuple[str, str, str], Interval] | None = None,
     ) -> Leaderboard:

@@ -36,7 +36,7 @@ class RunState:
     def __init__(self, *, clock: Clock = time.monotonic, wall_clock: Clock = time.time, max_failures: int = 1000):
         self.clock = clock
         self.wall_clock = wall_clock
-        self.pairs: dict[tuple[str, str], PairState] = {}
+        self.pairs: dict[Pair, PairState] = {}
         self.models: list[str] = []
         self.datasets: list[str] = []
         self.work_dir = ""
@@ -270,7 +270,7 @@ class RunState:
             out.append(ev.RunStarted(self.work_dir, tuple(self.models), tuple(self.datasets), self.title, self.began_at))
         if self.sim_url:
             out.append(ev.SimulatorStarted(self.sim_url))
-        kept: dict[tuple[str, str], int] = {}
+        kept: dict[Pair, int] = {}
         for f in self.failures:
             kept[(f.model, f.dataset)] = kept.get((f.model, f.dataset), 0) + 1
         for key, p in self.pairs.items():
