@@ -18,6 +18,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.follow.tail import AppendedLines
 from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.stream.events import Pair, PairStatus, SampleError
+from evaltui.failure import ErrorKind
 from evaltui.plan import ModelConfig, Plan, PlanError, RunConfig, read_snapshot, select
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def _error_of(line: bytes) -> SampleError:
         entry = fastjson.loads(line)
         return SampleError.from_dict(entry.get("error") or {})
     except (ValueError, AttributeError):
-        return SampleError("internal", None, "unreadable checkpoint line", 0)
+        return SampleError(ErrorKind.INTERNAL.value, None, "unreadable checkpoint line", 0)
 
 
 class EvaltuiView:
