@@ -30,7 +30,9 @@ ratios this/base follow: load drift on a shared machine hits both alike.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -38,11 +40,9 @@ import workload as w
 
 
 def median_measure(runs: list[w.Measure]) -> w.Measure:
-    """The run with the median wall time; CPU and RSS medians over all runs."""
+    """The run with the median wall time; CPU and RSS medians over all runs (the runs left as measured)."""
     mid = sorted(runs, key=lambda m: m.wall)[len(runs) // 2]
-    mid.cpu = statistics.median(m.cpu for m in runs)
-    mid.maxrss_mb = max(m.maxrss_mb for m in runs)
-    return mid
+    return dataclasses.replace(mid, cpu=statistics.median(m.cpu for m in runs), maxrss_mb=max(m.maxrss_mb for m in runs))
 
 
 def measure(n: int, c: int, args: argparse.Namespace) -> dict[str, tuple[w.Measure, list[w.Measure]]]:
@@ -57,7 +57,7 @@ def measure(n: int, c: int, args: argparse.Namespace) -> dict[str, tuple[w.Measu
             mean_latency = args.latency + args.jitter / 2
             for i in range(args.repeat):
                 for name in (trees if i % 2 == 0 else trees[::-1]):
-                    env = {**w.ENV, "PYTHONPATH": str(args.base.resolve())} if name == "base" else None
+                    env = base_env(args) if name == "base" else None
                     seen[name].append(w.run_evaltui(folder, data, sim, n, c, mean_latency, env=env))
         finally:
             sim.stop()
@@ -68,16 +68,29 @@ def measure(n: int, c: int, args: argparse.Namespace) -> dict[str, tuple[w.Measu
     return {name: (median_measure(runs), runs) for name, runs in seen.items()}
 
 
+def base_env(args: argparse.Namespace) -> dict[str, str]:
+    return {**w.ENV, "PYTHONPATH": str(args.base.resolve())}
+
+
+def imported_from(env: dict[str, str]) -> str:
+    """Where a run with this environment imports evaltui from (run from an empty folder, as the runs are)."""
+    with tempfile.TemporaryDirectory(prefix="evaltui-bench-") as tmp:
+        code = "import evaltui, os; print(os.path.dirname(evaltui.__file__))"
+        return subprocess.run([*w.EVALTUI[:1], "-c", code], cwd=tmp, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def startup(args: argparse.Namespace) -> list[w.Measure]:
     """Runs of a 1-sample plan: their whole CPU bounds the CPU spent before the first request.
 
-    Also the warm-up of everything after it (bytecode and page caches)."""
+    Also the warm-up of everything after it (bytecode and page caches), the base's too."""
     with tempfile.TemporaryDirectory(prefix="evaltui-bench-") as tmp:
         folder = Path(tmp)
         data, key = w.write_data(folder, 1)
         sim = w.start_sim(key, 0.0, 0.0, args.seed, args.accuracy)
         try:
             w.run_evaltui(folder, data, sim, 1, 1, 0.0)
+            if args.base:
+                w.run_evaltui(folder, data, sim, 1, 1, 0.0, env=base_env(args))
             return [w.run_evaltui(folder, data, sim, 1, 1, 0.0) for _ in range(max(args.repeat, 5))]
         finally:
             sim.stop()
@@ -99,6 +112,11 @@ def main() -> int:
     cells = [(n, c) for n in (2000, 20000) for c in (16, 64, 256)] if args.sweep else [(args.n, args.c)]
     print(f"L={args.latency * 1000:.0f} ms + jitter [0, {args.jitter * 1000:.0f}] ms, seed {args.seed}, "
           f"accuracy {args.accuracy}; median of {args.repeat} runs per row (wall-median run; CPU median; RSS max)")
+    if args.base:
+        here, there = imported_from(w.ENV), imported_from(base_env(args))
+        if here == there:
+            raise SystemExit(f"--base {args.base}: its runs would import evaltui from {there}, as this tree's do")
+        print(f"this: {here}; base: {there}")
     starts = startup(args)
     first = statistics.median(m.first_request for m in starts)
     cpu = statistics.median(m.cpu for m in starts)
@@ -111,7 +129,8 @@ def main() -> int:
         for name, (m, runs) in measured.items():
             label = f"{name:<5}" if args.base else ""
             print(label + w.row(m) + "   walls: " + ", ".join(f"{r.wall:.2f}" for r in runs)
-                  + "   1st req: " + ", ".join(f"{r.first_request:.2f}" for r in runs), flush=True)
+                  + "   1st req: " + ", ".join(f"{r.first_request:.2f}" for r in runs)
+                  + "   CPU s/1k: " + ", ".join(f"{r.cpu_ms_per_request:.3f}" for r in runs), flush=True)
         if args.base:
             (this, _), (base, _) = measured["this"], measured["base"]
             first = [statistics.median(r.first_request for r in measured[t][1]) for t in ("this", "base")]

@@ -233,9 +233,12 @@ def evaltui_accuracy(work_dir: Path) -> float:
 
 def run_evaltui(folder: Path, data: Path, sim: Sim, n: int, c: int, mean_latency: float,
                 evaltui: list[str] | None = None, env: dict[str, str] | None = None) -> Measure:
-    """`env`: the run's environment (e.g. a PYTHONPATH of another checkout); ENV by default."""
+    """`env`: the run's environment (e.g. a PYTHONPATH of another checkout); ENV by default.
+
+    Run from `folder`: `python -m` puts its working directory first on sys.path, so a bench
+    started from a checkout's root would import that checkout's evaltui before PYTHONPATH's."""
     plan = evaltui_plan(folder, data, sim.url, c)
     argv = (evaltui or EVALTUI) + [str(plan), "--no-ui", "--fresh"]
-    m, _ = run_client("evaltui", argv, sim, n, c, mean_latency, env=env)
+    m, _ = run_client("evaltui", argv, sim, n, c, mean_latency, cwd=folder, env=env)
     m.accuracy = evaltui_accuracy(folder / "out")
     return m
