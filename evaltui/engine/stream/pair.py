@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import Delta
-from evaltui.engine.stream.events import PairStatus
+from evaltui.engine.stream.events import Pair, PairStatus
 
 if TYPE_CHECKING:
     from evaltui.scoring.stats import Interval
@@ -117,12 +117,12 @@ class PairState:
 class BoardValues(NamedTuple):
     """What the leaderboard shows of the pairs scored so far."""
 
-    scores: dict[tuple[str, str], float | None]  # the main metric's, by (model, dataset)
+    scores: dict[Pair, float | None]  # the main metric's, by (model, dataset)
     extra: dict[tuple[str, str, str], float | None]  # the other metrics', by (model, dataset, metric)
     intervals: dict[tuple[str, str, str], Interval]  # every metric's uncertainty, by (model, dataset, metric)
 
 
-def board_values(pairs: Iterable[PairState], only: Container[tuple[str, str]] | None = None) -> BoardValues:
+def board_values(pairs: Iterable[PairState], only: Container[Pair] | None = None) -> BoardValues:
     """The leaderboard's values of the scored pairs among `pairs` (`only`: of these (model, dataset))."""
     scored = [((p.model, p.dataset), p) for p in pairs if p.score is not None and (only is None or (p.model, p.dataset) in only)]
     return BoardValues(
