@@ -247,7 +247,7 @@ class Backend(ABC):
                 try:
                     replica = await self.router.acquire(avoid)
                 except ReplicasDown as e:
-                    noted.end(None, "down")
+                    noted.end(None, ErrorKind.DOWN)
                     raise BackendError(ErrorKind.DOWN, str(e), attempts=attempt) from None
                 if trace is not None and len(self.urls) > 1:
                     trace.replica = replica.url
@@ -283,11 +283,11 @@ class Backend(ABC):
         except ReplyTooLarge as e:
             status = e.reply.status
             if 200 <= status < 300:  # the same prompt gets as long a reply again: no retry
-                noted.end(status, "reply-too-large")
+                noted.end(status, ErrorKind.REPLY_TOO_LARGE)
                 self.router.release(replica, epoch, sent, status, load=load, tag=tag)
                 raise BackendError(ErrorKind.REPLY_TOO_LARGE, e.message, status=status, attempts=attempt) from None
             # an error reply too large to read: its status decides, as any other error's
-            noted.end(status, "http")
+            noted.end(status, ErrorKind.HTTP)
             free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {e.message}", tag=tag)
             raise self._failed(e.reply, e.message, replica, attempt, free) from None
         except RequestFailed as e:
@@ -309,7 +309,7 @@ class Backend(ABC):
             if self.tokens is None:
                 return answer, None
             return answer, cost if usage is None else usage[0] + usage[1]
-        noted.end(status, "http")
+        noted.end(status, ErrorKind.HTTP)
         message = server_message(reply)
         free = self.router.release(replica, epoch, sent, status, f"HTTP {status}: {message}", tag=tag)
         raise self._failed(reply, message, replica, attempt, free)
@@ -321,7 +321,7 @@ class Backend(ABC):
         try:
             answer, usage = answer_of(reply, parse, stream, self.usage)
         except BadReply as e:
-            noted.end(status, "bad-reply")
+            noted.end(status, ErrorKind.BAD_REPLY)
             error = BackendError(ErrorKind.BAD_REPLY, e.message, status=status, attempts=attempt, retryable=e.again)
             raise (_Retry(error) if e.again else error) from None
         except BackendError as e:
