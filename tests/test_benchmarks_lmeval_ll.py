@@ -21,7 +21,7 @@ from evaltui.datasets import load_records, render_sample
 from evaltui.plan import load_plan
 from evaltui.scoring import score
 
-LL_ENTRIES = ["mmlu", "arc_challenge", "hellaswag", "truthfulqa_mc1", "truthfulqa_mc2"]
+LL_ENTRIES = ["mmlu", "arc_challenge", "hellaswag", "truthfulqa_mc1", "truthfulqa_mc2", "gpqa_diamond"]
 # lm-eval's local-completions body for one (context, continuation), but for the seed it adds (1234)
 LL_BODY = {"temperature": 0, "max_tokens": 1, "logprobs": 1, "echo": True}
 
@@ -74,25 +74,18 @@ def test_evaltui_computes_the_references_metrics_from_the_same_logprobs(tmp_path
     assert checked >= 4
 
 
-def test_gpqa_renders_the_references_prompt_from_its_shuffled_answers(tmp_path: Path) -> None:
-    """lm-eval's answer order cannot be reproduced (README): given the order its run used (the
-    processed documents the fixture keeps), evaltui's prompt, continuations and metrics are its."""
+def test_gpqa_shuffles_the_answers_as_a_fresh_lm_eval_run_does(tmp_path: Path) -> None:
+    """lm-eval's process_docs shuffles with Python's random as simple_evaluate seeds it: evaltui's
+    records hold each question's answers in the order lm-eval's own (fresh) run used, every time."""
     fixture = reference("lm_eval", "gpqa_diamond")
     (task,) = tasks_of(fixture)
     plan = load_plan(write_plan(tmp_path, models=[{"abbr": "m", "type": "openai-completions", "url": "sim://"}],
                                 datasets=[dataset_table(fixture, task)]))
     ds = plan.datasets[0]
-    for item in task.items:
-        s = render_sample(ds, item["doc_id"], item["doc"])
-        assert (s.prompt, list(s.choices), s.target) == (item["context"], item["continuations"], item["target"])
-    entries = [{"index": v["doc_id"], "prediction": "", "gold": task.items[v["doc_id"]]["target"], "ll": v["logprobs"],
-                "choices": task.items[v["doc_id"]]["continuations"]} for v in task.verdicts]
-    for v, d in zip(task.verdicts, score(ds.evaluator, entries)["details"], strict=True):
-        assert d["scores"] == {k: v["filters"]["none"]["metrics"][k] for k in ("acc", "acc_norm")}, v["note"]
-    # evaltui's own order: seeded, the same on every run, each row's right answer where its label says
+    fields = ("Question", "choice1", "choice2", "choice3", "choice4", "answer")
     records = load_records(plan, ds)
-    assert records == load_records(plan, ds) and len(records) == len(task.items)
-    for doc, rec in zip((i["doc"] for i in task.items), records, strict=True):
-        options = [rec[f"choice{k}"] for k in range(1, 5)]
-        assert sorted(options) == sorted(doc[f"choice{k}"] for k in range(1, 5))
-        assert options["ABCD".index(rec["answer"][1])] == next(o for o in options if o == doc[f"choice{'ABCD'.index(doc['answer'][1]) + 1}"])
+    assert [{k: r[k] for k in fields} for r in records] == [{k: i["doc"][k] for k in fields} for i in task.items]
+    assert [[r[f"choice{k}"] for k in range(1, 5)] for r in records] == fixture["choice_shuffle"]["replay"]["orders"]
+    assert load_records(plan, ds) == records
+    for item, s in zip(task.items, (render_sample(ds, i, r) for i, r in enumerate(records)), strict=True):
+        assert (s.prompt, list(s.choices), s.target) == (item["context"], item["continuations"], item["target"])

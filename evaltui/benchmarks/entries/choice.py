@@ -119,7 +119,7 @@ TRUTHFULQA_MC2 = Entry(
 
 # ---------------------------------------------------------------- GPQA diamond (Idavidrein/gpqa, gated)
 
-GPQA_SEED = 0  # the seed simple_evaluate gives Python's random module
+GPQA_SEED = 0  # the seed simple_evaluate gives Python's random module before GPQA's process_docs shuffles
 
 
 def gpqa_text(text: str | None) -> str:
@@ -131,10 +131,10 @@ def gpqa_text(text: str | None) -> str:
 
 
 def _prepare_gpqa(docs: Docs, n: int, parts: Sequence[str]) -> Iterator[Doc]:
-    """lm-eval shuffles each question's four answers with Python's global `random`, whose state is
-    not a function of the data (other code draws from it first, and HF datasets caches the first
-    run's order): no rule reproduces its order. Here one generator seeded with 0 shuffles the
-    questions' answers in order — the same order on every run and machine."""
+    """lm-eval's `process_docs`: each question's answers, `[wrong 1, wrong 2, wrong 3, right]`,
+    shuffled in row order by Python's `random` as `simple_evaluate` seeds it (0) — the order a
+    fresh lm-eval run gives (HF datasets then caches it: a later lm-eval run on the same machine
+    reuses its first run's order). One generator here, so the order is the same on every run."""
     rnd = random.Random(GPQA_SEED)
     for doc in docs.eval:
         right = gpqa_text(doc["Correct Answer"])
@@ -154,7 +154,7 @@ GPQA_DIAMOND = Entry(
     hub=HubData("Idavidrein/gpqa", {"train": "gpqa_diamond/train/*.parquet"}, revision="refs/convert/parquet", gated=True),
     local=None,
     prepare=_prepare_gpqa, reply="{answer}",
-    notes="Gated on the Hub (accept its terms, set HF_TOKEN). The answers' order is evaltui's own (seeded), as lm-eval's cannot be reproduced.",
+    notes="Gated on the Hub (accept its terms, set HF_TOKEN). The answers shuffled as a fresh lm-eval run shuffles them (random seeded 0).",
 )
 
 ENTRIES = (ARC_CHALLENGE, HELLASWAG, TRUTHFULQA_MC1, TRUTHFULQA_MC2, GPQA_DIAMOND)
