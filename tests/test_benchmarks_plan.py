@@ -170,3 +170,29 @@ def test_benchmarks_show_prints_a_loglikelihood_entrys_requests_one_a_choice() -
     assert {(b["echo"], b["logprobs"], b["max_tokens"], b["temperature"]) for b in bodies} == {(True, 1, 1, 0)}
     chat = _cli("benchmarks", "show", "mmlu", "--path", str(shared("mmlu")), "--split", "validation", "--type", "openai-chat")
     assert chat.returncode == 2 and chat.stderr.strip().endswith("--type openai-completions or lightllm")
+
+
+def test_the_sample_benchmarks_plan_loads_and_its_path_lines_read_local_copies(tmp_path: Path) -> None:
+    """sample_configs/benchmarks.toml as shipped (its files from the Hub: nothing asked of it when the
+    plan loads), then with its commented `path` (and `split`) lines switched on, read from the copies
+    in ../shared/datasets they point at."""
+    sample = Path(__file__).resolve().parents[1] / "sample_configs" / "benchmarks.toml"
+    script = (
+        "import sys; from evaltui.plan import load_plan; from evaltui.datasets import load_records\n"
+        "p = load_plan(sys.argv[1])\n"
+        "print([(d.benchmark, d.path, d.split) for d in p.datasets], p.models[0].type)\n"
+        "print([len(load_records(p, d)) for d in p.datasets] if sys.argv[2:] else '')\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "VLLM_API_KEY": "not-a-real-key", "HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": "http://127.0.0.1:9"}
+    shipped = subprocess.run([sys.executable, "-c", script, str(sample)], env=env, capture_output=True, text=True, timeout=120)
+    assert shipped.returncode == 0, shipped.stderr
+    assert shipped.stdout.splitlines()[0] == (
+        "[('gsm8k_cot', '', None), ('mmlu', '', None), ('humaneval', '', None), ('ifeval', '', None)] openai-completions"
+    )
+    gsm8k = shared("gsm8k", "test.jsonl")  # skips without the shared copies
+    local = sample.read_text(encoding="utf-8").replace("# path = ", "path = ").replace("# split = ", "split = ")
+    local = local.replace('"../../shared/datasets/', f'"{gsm8k.parents[1]}/')
+    (tmp_path / "local.toml").write_text(local, encoding="utf-8")
+    r = subprocess.run([sys.executable, "-c", script, str(tmp_path / "local.toml"), "count"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1] == "[1319, 1542, 164, 541]"  # GSM8K test, MMLU's 57 val CSVs, HumanEval, IFEval
