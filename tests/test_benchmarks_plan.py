@@ -196,3 +196,19 @@ def test_the_sample_benchmarks_plan_loads_and_its_path_lines_read_local_copies(t
     r = subprocess.run([sys.executable, "-c", script, str(tmp_path / "local.toml"), "count"], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1] == "[1319, 1542, 164, 541]"  # GSM8K test, MMLU's 57 val CSVs, HumanEval, IFEval
+
+
+def test_a_plan_without_a_benchmark_imports_none_of_the_benchmarks_machinery() -> None:
+    """Start-up of the other plans is unchanged: the catalog, huggingface_hub, pyarrow and IFEval's
+    NLTK/langdetect are imported only for a benchmark's (or a .parquet dataset's) files."""
+    demo = Path(__file__).resolve().parents[1] / "sample_configs" / "demo.toml"
+    script = (
+        "import sys; import evaltui.cli, evaltui.headless, evaltui.engine.run.runner\n"
+        "from evaltui.plan import load_plan; from evaltui.datasets import load_records\n"
+        "p = load_plan(sys.argv[1]); [load_records(p, d) for d in p.datasets]\n"
+        "heavy = ('huggingface_hub', 'pyarrow', 'nltk', 'langdetect', 'evaltui.benchmarks', 'evaltui.scoring.ifeval')\n"
+        "print(sorted({m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.')}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script, str(demo)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
