@@ -50,6 +50,27 @@ def test_the_requests_evaltui_sends_are_the_references(tmp_path: Path, entry: st
         assert (chat["stop"], chat["max_tokens"], chat["temperature"]) == (single["stop"], single["max_tokens"], single["temperature"]), where
 
 
+@pytest.mark.parametrize("entry", [*GEN_ENTRIES, "minerva_math500", "mbpp"])
+def test_fewshot_as_multiturn_sends_the_references_turns_to_a_chat_model(tmp_path: Path, entry: str) -> None:
+    """lm-eval's flag (its default with --apply_chat_template): the description a system message,
+    each example a user and an assistant turn, then the question — the fixture's `chat` bodies."""
+    tables = _tables(entry)
+    with recorder() as srv:
+        datasets = [{**t, "fewshot_as_multiturn": True} for _, t in tables]
+        code, _, _ = run_plan(write_plan(tmp_path, models=models_at(srv, "openai-chat"), datasets=datasets))
+        assert code == 0
+        chats = srv.sent("/chat/completions")
+    items = [(task.name, item) for task, _ in tables for item in task.items]
+    assert len(chats) == len(items) >= 20
+    turns = 0
+    for (name, item), chat in zip(items, chats, strict=True):
+        want = item["chat"]
+        assert chat["messages"] == want["messages"], f"{name} doc {item['doc_id']}"
+        assert (chat["stop"], chat["max_tokens"], chat["temperature"]) == (want["stop"], want["max_tokens"], want["temperature"])
+        turns += sum(m["role"] == "assistant" for m in chat["messages"])
+    assert turns >= 3 * len(items) or entry == "mmlu_generative"  # (lm-eval's mmlu_generative is 0-shot: one user message)
+
+
 @pytest.mark.parametrize("entry", GEN_ENTRIES)
 def test_evaltui_scores_the_references_replies_as_the_reference_does(tmp_path: Path, entry: str) -> None:
     checked = 0

@@ -51,8 +51,12 @@ def test_the_benchmark_keys_are_checked_one_line_each(tmp_path: Path) -> None:
     assert _problems(tmp_path, benchmark="gsm8k_cot", path=gsm, num_fewshot=9) == [
         "plan.toml: datasets[0].num_fewshot: gsm8k_cot has only 8 fixed examples (got 9)"
     ]
-    (line,) = _problems(tmp_path, benchmark="gsm8k_cot", path=gsm, fewshot_as_multiturn=True)
-    assert line.startswith("plan.toml: datasets[0].fewshot_as_multiturn: needs chat conversations")
+    assert _problems(tmp_path, benchmark="gsm8k_cot", path=gsm, fewshot_as_multiturn=True, prompt="{fewshot}Q: {question}") == [
+        "plan.toml: datasets[0].fewshot_as_multiturn: the turns are made from the entry's prompt and system: leave out the plan's prompt, system and messages"
+    ]
+    assert _problems(tmp_path, benchmark="gsm8k_gen", path=gsm, fewshot_as_multiturn=True) == [
+        "plan.toml: datasets[0].fewshot_as_multiturn: lm-eval's flag; gsm8k_gen sends what OpenCompass 0.5.4 sends (leave it out)"
+    ]
     assert _problems(tmp_path, benchmark="gsm8k", path=str(tmp_path / "nowhere")) == [
         f"plan.toml: datasets[0].path: gsm8k: path {tmp_path / 'nowhere'} does not exist"
     ]
@@ -142,6 +146,11 @@ def test_evaltui_benchmarks_show_prints_the_table_and_the_exact_first_request(tm
     assert body["prompt"].startswith("Q: There are 15 trees in the grove.") and body["prompt"].endswith("farmers' market?\nA:")
     chat = _cli("benchmarks", "show", "gsm8k_cot", "--path", str(shared("gsm8k", "test.jsonl")), "--type", "openai-chat")
     assert json.loads(chat.stdout[chat.stdout.index("{", chat.stdout.index("# The first request")):])["messages"][0]["content"] == body["prompt"]
+    turns = _cli("benchmarks", "show", "gsm8k_cot", "--path", str(shared("gsm8k", "test.jsonl")), "--type", "openai-chat", "--num-fewshot", "1",
+                 "--fewshot-as-multiturn")
+    assert "fewshot_as_multiturn = true" in turns.stdout and 'content = "{fewshot_a0}"' in turns.stdout
+    messages = json.loads(turns.stdout[turns.stdout.index("{", turns.stdout.index("# The first request")):])["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"] and messages[1]["content"].endswith("The answer is 6.")
     unknown = _cli("benchmarks", "show", "mmlu_pro")
     assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 1 and "unknown benchmark 'mmlu_pro'" in unknown.stderr
     offline = subprocess.run([sys.executable, "-m", "evaltui", "benchmarks", "show", "gsm8k"], capture_output=True, text=True, timeout=60,
@@ -212,3 +221,21 @@ def test_a_plan_without_a_benchmark_imports_none_of_the_benchmarks_machinery() -
     r = subprocess.run([sys.executable, "-c", script, str(demo)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_fewshot_as_multiturn_is_for_chat_models_and_the_version_says_it(tmp_path: Path) -> None:
+    gsm = str(shared("gsm8k", "test.jsonl"))
+    base = {"abbr": "g", "benchmark": "gsm8k_cot", "path": gsm, "limit": 2}
+    completions = {"abbr": "c", "type": "openai-completions", "url": "sim://?latency=0"}
+    with pytest.raises(PlanError) as e:
+        load_plan(write_plan(tmp_path, models=[SIM, completions], datasets=[{**base, "fewshot_as_multiturn": True}]))
+    assert e.value.problems == [
+        "plan.toml: datasets[0].fewshot_as_multiturn: the examples go as turns to chat models only (lm-eval's flag with a chat template); "
+        "models c (openai-completions) take one text: give them a dataset without it"
+    ]
+    plan = load_plan(write_plan(tmp_path, models=[SIM], datasets=[base, {**base, "abbr": "t", "fewshot_as_multiturn": True, "num_fewshot": 2}]))
+    plain, turns = plan.datasets
+    assert version_label(plain) == "lm-eval gsm8k_cot v3" and version_label(turns).startswith("lm-eval gsm8k_cot v3+")
+    assert turns.prompt == "" and [(m.role, m.content) for m in turns.messages or ()] == [
+        ("user", "{fewshot_q0}"), ("assistant", "{fewshot_a0}"), ("user", "{fewshot_q1}"), ("assistant", "{fewshot_a1}"), ("user", "Q: {question}\nA:"),
+    ]

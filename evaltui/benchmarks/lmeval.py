@@ -12,6 +12,8 @@ split itself it draws n + 1 and drops the document being asked.
 Here the context is split in two record fields the templates read: `description` (a chat model's
 system message, as lm-eval's `multiturn_to_singleturn` sends it) and `fewshot` (the examples,
 each with its delimiters), so the entry's prompt template is `{fewshot}` + its `doc_to_text`.
+Each example is also kept in two fields, `fewshot_q<i>` and `fewshot_a<i>` (its question and
+answer, no delimiters): the user and assistant turns of `fewshot_as_multiturn` (fill.py).
 """
 
 from __future__ import annotations
@@ -78,4 +80,6 @@ def with_fewshot(
         if extra is not None:
             record.update(extra(doc))
         record["fewshot"] = text
+        for i, shot in enumerate(shots):
+            record[f"fewshot_q{i}"], record[f"fewshot_a{i}"] = render(shot)
         yield record

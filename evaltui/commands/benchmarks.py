@@ -38,6 +38,7 @@ def build_parser() -> OneLineParser:
     p.add_argument("--split", metavar="SPLIT", help="show: another split than the reference's")
     p.add_argument("--subsets", metavar="A,B", help="show: some parts of a grouped benchmark")
     p.add_argument("--num-fewshot", type=int, metavar="N", help="show: another number of examples than the reference's")
+    p.add_argument("--fewshot-as-multiturn", action="store_true", help="show: the examples as user/assistant turns (chat types; lm-eval's flag)")
     p.add_argument("--type", choices=sorted(BACKENDS), default="openai-completions", help="show: the model type whose request is printed")
     return p
 
@@ -94,6 +95,8 @@ def _dataset(args: Any) -> DatasetConfig:
             table[key] = value
     if args.subsets:
         table["subsets"] = [s.strip() for s in args.subsets.split(",") if s.strip()]
+    if args.fewshot_as_multiturn:
+        table["fewshot_as_multiturn"] = True
     return DatasetConfig.model_validate(table)
 
 
@@ -113,8 +116,7 @@ def _show(args: Any) -> int:
         out.write(f"# {entry.notes}\n")
     if entry.parts:
         out.write(f"# parts ({len(entry.parts)}, `subsets` chooses): {', '.join(entry.parts)}\n")
-    table = {"abbr": entry.name, "benchmark": entry.name, **{k: v for k, v in entry_fields(entry.name).items() if v not in ("", [])}}
-    out.write("\n" + tomli_w.dumps({"datasets": [table]}))
+    out.write("\n" + tomli_w.dumps({"datasets": [_table(entry, ds)]}))
     try:
         records = dataset_records(ds, Path.cwd(), _progress(entry))
     except DataUnavailable as e:
@@ -143,6 +145,15 @@ def _show(args: Any) -> int:
               f"(model's generation_kwargs at their defaults; --type for another):\n")
     out.write(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     return ExitCode.OK
+
+
+def _table(entry: Entry, ds: DatasetConfig) -> dict[str, Any]:
+    """The [[datasets]] table the entry resolves to (with `fewshot_as_multiturn`, its messages)."""
+    table = {"abbr": entry.name, "benchmark": entry.name, **{k: v for k, v in entry_fields(entry.name).items() if v not in ("", [])}}
+    if ds.fewshot_as_multiturn and ds.messages is not None:  # the entry's system and prompt, as turns
+        table = {k: v for k, v in table.items() if k not in ("prompt", "system")}
+        table.update(fewshot_as_multiturn=True, messages=[m.model_dump() for m in ds.messages])
+    return table
 
 
 def _url(model_type: str) -> str:

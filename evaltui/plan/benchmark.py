@@ -10,17 +10,20 @@ import difflib
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from evaltui.backends import BACKENDS
+from evaltui.backends.openai import OpenAIChatBackend
 from evaltui.plan.evaluator import EvaluatorConfig
-from evaltui.plan.schema import DatasetConfig
+from evaltui.plan.schema import DatasetConfig, ModelConfig
 
 #: The plan's keys an entry fills, compared with the entry's to tell a changed entry.
 FILLED_KEYS = ("prompt", "system", "system_join", "target", "mode", "choices", "stop", "max_tokens", "temperature")
 
 
-def check_benchmark(ds: DatasetConfig) -> list[str]:
-    """split, subsets, num_fewshot and fewshot_as_multiturn against what the entry has."""
+def check_benchmark(ds: DatasetConfig, models: Sequence[ModelConfig] = ()) -> list[str]:
+    """split, subsets, num_fewshot and fewshot_as_multiturn against what the entry has (and the models)."""
     from evaltui.benchmarks.catalog import lookup
 
     assert ds.benchmark is not None
@@ -35,11 +38,21 @@ def check_benchmark(ds: DatasetConfig) -> list[str]:
         have = f"only {entry.fixed_examples} fixed examples" if entry.fixed_examples else "no few-shot examples"
         problems.append(f"num_fewshot: {entry.name} has {have} (got {ds.num_fewshot})")
     if ds.fewshot_as_multiturn:
-        problems.append(
-            "fewshot_as_multiturn: needs chat conversations (a message list per sample), which evaltui does not send yet; "
-            "leave it false: the examples go in one user message, as lm-eval sends them without the flag"
-        )
+        problems += _check_multiturn(entry.name, entry.reference, ds, models)
     return problems
+
+
+def _check_multiturn(name: str, reference: str, ds: DatasetConfig, models: Sequence[ModelConfig]) -> list[str]:
+    """lm-eval's flag, for chat models, on the turns made from the entry's own prompt."""
+    if not reference.startswith("lm-eval"):
+        return [f"fewshot_as_multiturn: lm-eval's flag; {name} sends what {reference} sends (leave it out)"]
+    if ds.messages is None or ds.prompt:
+        return ["fewshot_as_multiturn: the turns are made from the entry's prompt and system: leave out the plan's prompt, system and messages"]
+    text = [f"{m.abbr} ({m.type})" for m in models if not issubclass(BACKENDS[m.type], OpenAIChatBackend)]
+    if text:
+        return [f"fewshot_as_multiturn: the examples go as turns to chat models only (lm-eval's flag with a chat template); "
+                f"models {', '.join(text)} take one text: give them a dataset without it"]
+    return []
 
 
 def benchmark_keys_unused(ds: DatasetConfig) -> list[str]:
@@ -119,7 +132,8 @@ def changes(ds: DatasetConfig) -> dict[str, Any]:
     assert ds.benchmark is not None
     entry, fields = lookup(ds.benchmark), entry_fields(ds.benchmark)
     mine = ds.model_dump(mode="json")
-    out = {k: mine[k] for k in FILLED_KEYS if mine[k] != fields.get(k, _plain(k))}
+    turned = ("prompt", "system") if ds.fewshot_as_multiturn else ()  # made into messages: the flag below says so
+    out = {k: mine[k] for k in FILLED_KEYS if k not in turned and mine[k] != fields.get(k, _plain(k))}
     if ds.evaluator.model_dump(mode="json") != EvaluatorConfig.model_validate(fields["evaluator"]).model_dump(mode="json"):
         out["evaluator"] = ds.evaluator.versioned_dump()
     if ds.split not in (None, entry.split):

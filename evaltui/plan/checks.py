@@ -269,7 +269,7 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
         path = plan.dataset_path(ds)
     except ValueError as e:
         return [f"path: {e}"]
-    data = check_benchmark(ds) if ds.benchmark else _check_data_file(path, ds.columns) + benchmark_keys_unused(ds)
+    data = check_benchmark(ds, plan.models) if ds.benchmark else _check_data_file(path, ds.columns) + benchmark_keys_unused(ds)
     checks = data + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator) + check_filters(ds.evaluator) + _check_installed(ds.evaluator)
     return checks + _check_epochs(plan, ds) + _check_error_policy(ds) + check_conversation(plan, ds)
 
