@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from planmaker import lightllm, run_plan, write_plan
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.run.simproc import write_answer_key
 from evaltui.plan import load_plan, select
-from evaltui.sim import AnswerKey, Faults, SimConfig
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 
 
 def _key(plan_path: Path) -> AnswerKey:
@@ -159,3 +161,39 @@ def test_the_details_screen_lists_a_grouped_benchmarks_parts(tmp_path: Path) -> 
         asyncio.run(scenario())
     finally:
         runner.close()
+
+
+def test_a_benchmark_by_name_from_the_command_line_killed_mid_run_resumes_with_nothing_lost_or_sent_twice(tmp_path: Path, sim_factory: Any) -> None:
+    """`evaltui PLAN --no-ui` as a user runs it — gsm8k_cot by name, limit 10, 2 epochs, against
+    the simulator on loopback — SIGKILLed once answers are checkpointed, then run again: the
+    re-run sends only what was not answered and scores all 10 samples' 20 answers."""
+    dataset = _dataset(limit=10, epochs=2, temperature=0.7)
+    plan_path = write_plan(tmp_path, models=[{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:9/generate"}], datasets=[dataset])
+    sim = sim_factory(SimConfig(answer_key=_key(plan_path), default=ModelProfile(latency=0.2)))
+    plan_path = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=2)], datasets=[dataset])
+    wd = tmp_path / "work"
+    cmd = [sys.executable, "-m", "evaltui", str(plan_path), "--no-ui", "--work-dir", str(wd)]
+    run = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lines = 0
+        for _ in range(1200):  # at most 60 s
+            lines = sum(len(p.read_text().splitlines()) for p in (wd / "predictions" / "m").glob("tmp_*.jsonl"))
+            if lines >= 4 or run.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before it could be killed"
+        assert lines >= 4
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    assert run.returncode == -signal.SIGKILL
+    sent_before = sim.stats.requests_total
+    assert sent_before < 20
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sim.stats.requests_total <= 20 + 2  # the answers checkpointed are not asked again (at most the 2 in flight were lost)
+    predictions = json.loads((wd / "predictions" / "m" / "gsm.json").read_text())
+    assert len(predictions) == 10
+    result = json.loads((wd / "results" / "m" / "gsm.json").read_text())
+    assert result["exact_match,strict-match"] == 100.0 and result["epochs"] == 2
+    assert "lm-eval gsm8k_cot v3+" in again.stdout  # its temperature and epochs are not the entry's
