@@ -35,6 +35,9 @@ class ErrorKind(str, Enum):
     WORKER = "worker"  # the Ray actor answering it died, or could not make the model's client
     INTERNAL = "internal"  # a bug: it cost this sample, not the run
     MISSING = "missing"  # an epoch with no line when the predictions were merged (a hand-edited checkpoint)
+    # scoring
+    JUDGE = "judge"  # the judge model gave no grade for the answer (down, timed out, or no grade in its reply)
+    EVALUATOR = "evaluator"  # a python evaluator raised, or returned what it may not
 
     def __str__(self) -> str:  # f-strings print the value, as for a plain str (3.11 changed this)
         return self.value

@@ -44,7 +44,7 @@ def read_work_dir(args: WorkDirArgs) -> WorkDirView | None:
     except NotAWorkDir as e:
         print(f"evaltui: {e}", file=sys.stderr)
         return None
-    named = (("--model", args.models, [m.abbr for m in view.plan.models]), ("--dataset", args.datasets, [d.abbr for d in view.plan.datasets]))
+    named = (("--model", args.models, [m.abbr for m in view.plan.tested]), ("--dataset", args.datasets, [d.abbr for d in view.plan.datasets]))
     for flag, wanted, known in named:
         unknown = [w for w in wanted or [] if w not in known]
         if unknown:

@@ -24,6 +24,7 @@ from evaltui.fsutil import nul_byte
 from evaltui.plan.benchmark import benchmark_keys_unused, check_benchmark, check_filters
 from evaltui.plan.conversation import check_conversation
 from evaltui.plan.evaluator import EvaluatorConfig
+from evaltui.plan.judges import check_judges
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig, expand_home
 from evaltui.sim.url import sim_options
 
@@ -38,7 +39,7 @@ def check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
         problems += [f"models[{i}].{p}" for p in _check_model(m, env) + _check_fleet(m, generates)]
     for i, ds in enumerate(plan.datasets):
         problems += [f"datasets[{i}].{p}" for p in _check_dataset_config(plan, ds)]
-    return problems
+    return problems + check_judges(plan)
 
 
 def _check_abbrs(plan: Plan) -> list[str]:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from evaltui.plan.strict import DAY, Strict, without_later
 
 #: Every evaluator `type` a dataset may name: the one list (scoring judges each; tests/test_epochs.py checks it does).
 EVALUATORS = (
     "exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood", "opencompass", "ifeval", "tool_call_match",
+    "model_graded_qa", "model_graded_fact", "python",
 )
 #: How a sample's epochs become one score (scoring/reducers.py reduces by each).
 REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
@@ -44,7 +47,7 @@ class Epochs:
 LATER_EVALUATOR_KEYS: dict[str, Any] = {
     "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
     "metrics": None, "target_delimiter": " ", "aggregate": "samples", "program": None, "completion": "cleaned", "extract": "answer",
-    "postprocess": None,
+    "postprocess": None, "judge": None, "template": None, "instructions": None, "grade_pattern": None, "partial_credit": False, "function": None,
 }
 
 
@@ -107,6 +110,37 @@ class EvaluatorConfig(Strict):
     extract: Literal["answer", "whole"] = "answer"
     # opencompass: OpenCompass's post-processing and evaluator (gsm8k's; match_answer_pattern's with `pattern`)
     postprocess: Literal["gsm8k", "answer_pattern"] | None = None
+    # model_graded_qa / model_graded_fact: the judge model (its abbr; a model of role = "judge"), and
+    # Inspect AI's grading keys: a template file of your own, its instructions, the grade's pattern, P as 0.5
+    judge: str | None = None
+    template: str | None = None
+    instructions: str | None = None
+    grade_pattern: str | None = None
+    partial_credit: bool = False
+    # python: 'package.module:function', or a name registered under the entry points `evaltui.evaluators`
+    function: str | None = None
+
+    @field_validator("template")
+    @classmethod
+    def _template_from_plan_dir(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """A relative template is relative to the plan's folder (as dataset paths are)."""
+        base = (info.context or {}).get("base_dir")
+        if v is None or base is None:
+            return v
+        p = Path(v).expanduser()
+        return str(p if p.is_absolute() else Path(base) / p)
+
+    @field_validator("grade_pattern")
+    @classmethod
+    def _one_group(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                groups = re.compile(v).groups
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {e}") from None
+            if groups < 1:
+                raise ValueError("has no group: its first group is the grade (e.g. 'GRADE: ([CPI])')")
+        return v
 
     @field_validator("k", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from evaltui.datasets import check_dataset, count_records
 from evaltui.fsutil import Unreadable, read_regular
 from evaltui.plan.checks import check_semantics
 from evaltui.plan.errors import PlanError, pydantic_problems, toml_error
-from evaltui.plan.schema import DatasetConfig, Plan
+from evaltui.plan.schema import DatasetConfig, ModelConfig, Plan
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -177,7 +177,7 @@ def select(plan: Plan, models: list[str] | None, datasets: list[str] | None, sam
     """The plan restricted to `--models` / `--datasets` / `--samples` (the same indices of every
     dataset, in place of its sample_ids); PlanError naming unknown abbrs or indices."""
     problems: list[str] = []
-    for flag, wanted, items in (("--models", models, plan.models), ("--datasets", datasets, plan.datasets)):
+    for flag, wanted, items in (("--models", models, plan.tested), ("--datasets", datasets, plan.datasets)):
         if wanted is None:
             continue
         known = [x.abbr for x in items]
@@ -188,7 +188,7 @@ def select(plan: Plan, models: list[str] | None, datasets: list[str] | None, sam
         raise PlanError(problems)
     update: dict[str, Any] = {}
     if models is not None:
-        update["models"] = [m for m in plan.models if m.abbr in models]
+        update["models"] = _with_judges(plan, models)
     chosen = [d for d in plan.datasets if datasets is None or d.abbr in datasets]
     if samples is not None:
         problems = [f"{plan.source.name}: --samples: {d.abbr}: {p.split(': ', 1)[1]}" for d in chosen for p in _beyond(plan, d, samples, "--samples")]
@@ -198,3 +198,8 @@ def select(plan: Plan, models: list[str] | None, datasets: list[str] | None, sam
     if datasets is not None or samples is not None:
         update["datasets"] = chosen
     return plan.model_copy(update=update)
+
+
+def _with_judges(plan: Plan, models: list[str]) -> list[ModelConfig]:
+    """The models named, and every judge: they grade whichever models are run."""
+    return [m for m in plan.models if m.abbr in models or m.role == "judge"]

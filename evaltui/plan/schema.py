@@ -92,6 +92,8 @@ class ModelConfig(Strict):
     ca_file: str | None = None
     verify: bool = True
     stream: bool = False  # ask for streamed replies (SSE): each answer's time to first token and between tokens
+    role: Literal["tested", "judge"] = "tested"  # a judge is sent no dataset: evaluators name it (judge = "<abbr>")
+    reasoning_tags: list[str] = Field(default_factory=lambda: ["<think>", "</think>"])  # thinking cut out before scoring; [] keeps replies whole
     price: Price | None = None  # per million tokens: {input = 2.5, output = 10.0}; the run's cost is shown and cost_limit applies
 
     @field_validator("url", mode="before")
@@ -115,6 +117,13 @@ class ModelConfig(Strict):
             return v
         p = expand_home(v)
         return str(p if p.is_absolute() else Path(base) / p)
+
+    @field_validator("reasoning_tags")
+    @classmethod
+    def _two_tags(cls, v: list[str]) -> list[str]:
+        if v and (len(v) != 2 or not all(v) or v[0] == v[1]):
+            raise ValueError(f'expected an opening and a closing tag, e.g. ["<think>", "</think>"], or [] for none (got {v!r})')
+        return v
 
     def secret_header_values(self) -> tuple[str, ...]:
         return tuple(v for k, v in self.headers.items() if SECRET_HEADER_RE.search(k) and v.strip())
@@ -317,6 +326,11 @@ class Plan(Strict):
             p = expand_home(self.run.work_dir)
             return p if p.is_absolute() else self.base_dir / p
         return self.base_dir / "outputs" / self.source.stem
+
+    @property
+    def tested(self) -> list[ModelConfig]:
+        """The models the datasets are sent to (not the judges)."""
+        return [m for m in self.models if m.role == "tested"]
 
     def model(self, abbr: str) -> ModelConfig:
         return next(m for m in self.models if m.abbr == abbr)

@@ -25,6 +25,7 @@ class Verdict(NamedTuple):
     extracted: str | None
     correct: bool
     scores: dict[str, Any]
+    extra: dict[str, Any] | None = None  # what the details keep beside: a judge's `explanation`, an evaluator's `error` and `why`
 
 
 #: (prediction, gold, the sample's predictions entry) → Verdict: the entry holds what some need

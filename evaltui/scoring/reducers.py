@@ -23,7 +23,7 @@ from evaltui.plan.evaluator import EVALUATORS, Epochs
 from .stats import Interval, MeanSpread
 
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
-SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval")
+SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval", "model_graded_qa", "model_graded_fact", "python")
 #: IFEval's metrics (lm-eval's names), the main one first; the inst_level ones are ratios over every instruction.
 IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 

@@ -181,7 +181,7 @@ def _scored_judge(name: str, evaluator: Any) -> ScoredJudge:
         from .ifeval import make_ifeval
 
         return make_ifeval(evaluator)
-    raise ValueError(f"no scored judge for evaluator type {name!r}")
+    raise ValueError(f"evaluator type {name!r} is judged by what the engine gives (scoring/judges/)")
 
 
 def _judge_scored(judge: ScoredJudge, predictions: Iterable[dict[str, Any]], reduction: Reduction) -> Iterator[dict[str, Any]]:
@@ -196,18 +196,23 @@ def _judge_scored(judge: ScoredJudge, predictions: Iterable[dict[str, Any]], red
                 zero = {k: [0.0, v[1]] if isinstance(v, (list, tuple)) else 0.0 for k, v in judge("", gold, sample).scores.items()}
                 epochs.append(_epoch_verdict(None, False, error, scores=zero))
             else:
-                extracted, correct, scores = judge(prediction, gold, sample)
-                epochs.append(_epoch_verdict(extracted, correct, None, scores=scores))
+                verdict = judge(prediction, gold, sample if not epochs else {**sample, "epoch": len(epochs)})
+                epochs.append({**_epoch_verdict(verdict.extracted, verdict.correct, None, scores=verdict.scores), **(verdict.extra or {})})
         detail = _detail(position, sample, epochs[0]["extracted"], epochs[0]["correct"])
         if len(epochs) > 1:
             detail["epochs"] = epochs
+        elif "error" not in detail:  # one epoch: its detail is its verdict (a judge's explanation, an evaluator's error)
+            detail.update((k, v) for k, v in epochs[0].items() if k not in detail and k != "scores")
         detail["scores"] = reduction.reduce_scores([e["scores"] for e in epochs], [e["correct"] for e in epochs])
         yield detail
 
 
-def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reduction: Reduction | None = None) -> Iterator[dict[str, Any]]:
+def iter_details(
+    evaluator: Any, predictions: Iterable[dict[str, Any]], reduction: Reduction | None = None, judge: ScoredJudge | None = None
+) -> Iterator[dict[str, Any]]:
     """One detail per sample, lazily, for every evaluator but code_exec (`reduction`: how its
-    epochs are reduced; by default one epoch, nothing reduced).
+    epochs are reduced; by default one epoch, nothing reduced; `judge`: what judges a python or
+    judged dataset's answers, which the engine makes: scoring/judges/).
 
     Lets the watch-scorer stream a dataset of millions of predictions from file to result file
     without holding them; code_exec runs its samples in parallel and needs them all at once.
@@ -217,7 +222,7 @@ def iter_details(evaluator: Any, predictions: Iterable[dict[str, Any]], reductio
     if name == "code_exec":
         raise ValueError("code_exec is scored with score(), which runs samples in parallel")
     if name in SCORED_TYPES:
-        return _judge_scored(_scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, ONE_EPOCH))
+        return _judge_scored(judge or _scored_judge(name, evaluator), predictions, reduction or Reduction.of(evaluator, ONE_EPOCH))
     if name == "math":
         judging: contextlib.AbstractContextManager[Judge] = _math_judge(getattr(evaluator, "extract", "answer") == "whole")
     elif name == "gsm8k":

@@ -135,7 +135,7 @@ class RunSummary:
 
     def __init__(self, plan: Plan):
         self.plan = plan
-        self.models = [m.abbr for m in plan.models]
+        self.models = [m.abbr for m in plan.tested]
         self._rows: tuple[DatasetRow, ...] | None = None
 
     def rows(self) -> tuple[DatasetRow, ...]:
@@ -185,7 +185,7 @@ class RunSummary:
         scores: dict[tuple[str, str], float | None] = {}
         extra: dict[tuple[str, str, str], float | None] = {}
         intervals: dict[tuple[str, str, str], Interval] = {}
-        for m in self.plan.models:
+        for m in self.plan.tested:
             for d in self.plan.datasets:
                 try:
                     result = read_result(m.abbr, d.abbr)

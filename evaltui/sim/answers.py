@@ -217,12 +217,32 @@ def asked(key: AnswerKey, questions: list[str]) -> str:
     return next((q for q in reversed(questions) if key.gen_answer(q) is not None), questions[-1])
 
 
+_SUBMISSION_RE = re.compile(r"\[Submission\]: (.*?)\n\*\*\*", re.S)
+_CRITERION_RE = re.compile(r"\[(?:Criterion|Expert)\]: (.*?)\n\*\*\*", re.S)
+
+
+def judge_reply(prompt: str) -> str | None:
+    """A judge's reply to Inspect AI's grading prompts (model_graded_qa, model_graded_fact), by a
+    rule a test predicts: `GRADE: C` when the submission holds the criterion (case and spacing
+    aside), else `GRADE: I`, after a line of reasoning as the instructions ask; None for another prompt."""
+    submission, criterion = _SUBMISSION_RE.search(prompt), _CRITERION_RE.search(prompt)
+    if submission is None or criterion is None:
+        return None
+    wanted = " ".join(criterion.group(1).split()).lower()
+    holds = bool(wanted) and wanted in " ".join(submission.group(1).split()).lower()
+    return f"The criterion is {wanted!r}; the submission {'states' if holds else 'does not state'} it.\n\nGRADE: {'C' if holds else 'I'}"
+
+
 def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int | None = None) -> str:
     """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None);
     a prompt that is a conversation written as one text (evaltui.conversation.text) is answered
-    as its latest user message the key knows."""
+    as its latest user message the key knows; a grading prompt it does not know is graded
+    (`judge_reply`): any simulated model can judge."""
     answer = key.gen_answer(prompt)
     if answer is None:
+        graded = judge_reply(prompt)
+        if graded is not None:
+            return graded
         turns = user_texts(prompt)
         if not turns:
             return DONT_KNOW

@@ -106,7 +106,7 @@ class WorkDirView:
         """The plan's pairs (those named, in plan order) as their files say they stand."""
         return [
             self.pair(m.abbr, d)
-            for m in self.plan.models
+            for m in self.plan.tested
             if models is None or m.abbr in models
             for d in self.plan.datasets
             if datasets is None or d.abbr in datasets
@@ -228,9 +228,11 @@ def _index(detail: dict[str, Any]) -> int:
 def _verdict(detail: dict[str, Any], epoch: int) -> dict[str, Any]:
     found: dict[str, Any] = {"gold": detail.get("gold")}
     own = epoch_verdict(detail, epoch)
-    for key in ("extracted", "correct", "result"):
+    for key in ("extracted", "correct", "result", "explanation"):
         if key in own:
             found[key] = own[key]
+    if "why" in own:  # scoring failed this unit (a judge without a grade, a python evaluator that raised)
+        found["error"] = {"type": own.get("error"), "status": None, "message": own["why"]}
     if isinstance(detail.get("scores"), dict):
         found["scores"] = detail["scores"]
     return found

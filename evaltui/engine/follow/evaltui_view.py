@@ -135,7 +135,7 @@ class EvaltuiView:
         """Read plan.toml again when a run rewrote it: each run writes it as it begins, so True
         says a run began (with these pairs, or others). Then the pairs a run took up so far."""
         began = self._read_plan()
-        if self.plan is not None and len(self._taken) < len(self.plan.models) * len(self.plan.datasets):
+        if self.plan is not None and len(self._taken) < len(self.plan.tested) * len(self.plan.datasets):
             self._look_for_taken(self.plan)
         return began
 
@@ -158,7 +158,7 @@ class EvaltuiView:
         --datasets): a pair counts once a run wrote a status file of it, or its result."""
         wd = self.workdir
         found = False
-        for m in plan.models:
+        for m in plan.tested:
             for d in plan.datasets:
                 key = (m.abbr, d.abbr)
                 if key not in self._taken and (
@@ -168,7 +168,7 @@ class EvaltuiView:
                     found = True
         if found:
             self._summary = None
-            order = {(m.abbr, d.abbr): i for i, (m, d) in enumerate((m, d) for m in plan.models for d in plan.datasets)}
+            order = {(m.abbr, d.abbr): i for i, (m, d) in enumerate((m, d) for m in plan.tested for d in plan.datasets)}
             self._taken = dict(sorted(self._taken.items(), key=lambda kv: order[kv[0]]))
 
     def pairs(self) -> list[PairSpec]:

@@ -95,7 +95,7 @@ class Runner:
         self._live: Session | None = None  # the session running now, which a retry joins
         self._gate = ScoreGate()  # runner-wide: a scoring abandoned by one session never writes in a later one
         self.interrupted = False
-        self.pairs = [(m.abbr, d.abbr) for m in plan.models for d in plan.datasets]
+        self.pairs = [(m.abbr, d.abbr) for m in plan.tested for d in plan.datasets]  # a judge is sent no dataset
 
     # ------------------------------------------------------------------ queries
     @property
@@ -169,7 +169,7 @@ class Runner:
                     why = f"cannot write {wd.plan_file.name}: {e.strerror or e}"
                     self.emit(ev.Notice(f"cannot use the work dir {wd.root}: {why} — fix this and run again", "error"))
                     return ExitCode.USAGE
-                self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.models), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
+                self.emit(ev.RunStarted(str(wd.root), tuple(m.abbr for m in self.plan.tested), tuple(d.abbr for d in self.plan.datasets), self.plan.title))
                 if self.fresh:
                     aside = {wd.set_aside_pair(*pair) for pair in self.pairs} - {None}
                     if aside:

@@ -46,6 +46,7 @@ from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import DatasetConfig, Epochs, Plan, samples_spec
 
 if TYPE_CHECKING:
+    from evaltui.engine.run.judging import Judges
     from evaltui.scoring.code.code_exec import CodeRunner
     from evaltui.scoring.reference.parts import PartSums
 
@@ -111,7 +112,9 @@ def score_pair(
     dataset whole.
     """
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
+    from evaltui.engine.run.judging import scoring_judge
     from evaltui.scoring.reference.parts import as_parts, mean_of_parts
+    from evaltui.scoring.think import stripped_entries
 
     ds = plan.dataset(dataset)
     epochs = plan.epochs(ds)
@@ -123,6 +126,7 @@ def score_pair(
         if predictions is None:
             raise ValueError(f"predictions file missing or unreadable: {path}")
         runner = {} if run_code is None else {"run_code": run_code}
+        predictions = list(stripped_entries(predictions, plan.model(model).reasoning_tags))
         result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs, **runner)
         details = result.pop("details")
         uncertainty = result.pop("uncertainty", {})
@@ -135,7 +139,8 @@ def score_pair(
     parts = _part_sums(plan, ds, reduction)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryFile(dir=out.parent) as details:
-        for detail in scoring.iter_details(ds.evaluator, iter_predictions(path), reduction):
+        answers = stripped_entries(iter_predictions(path), plan.model(model).reasoning_tags)  # a reasoning model's thinking cut out
+        for detail in scoring.iter_details(ds.evaluator, answers, reduction, scoring_judge(plan, workdir, model, ds)):
             details.write(b"%s\n    %s" % (b"," if sums.count else b"", json_bytes(detail)))
             sums.add(detail)
             if parts is not None:
@@ -205,6 +210,7 @@ class Scorer:
         gate: ScoreGate | None = None,
         run_code: CodeRunner | None = None,
         inferring: Callable[[], bool] | None = None,
+        judges: Judges | None = None,
     ):
         """`run_code`: what runs code_exec's programs (by default a thread pool of `code_workers`).
         `inferring`: whether the inference it scores is under way, when the scorer can know (it
@@ -219,6 +225,7 @@ class Scorer:
         self.run_code = run_code
         self.gate = gate or ScoreGate()
         self.inferring = inferring
+        self.judges = judges  # a judged pair's answers are sent to its judge before it is scored
         self.running = False  # run() is watching (a pair added now is seen)
         self._scoring: dict[Pair, anyio.CancelScope] = {}
         self._wake = anyio.Event()
@@ -350,6 +357,8 @@ class Scorer:
                     return
                 self.emit(ev.DatasetScoring(model, dataset))
                 try:
+                    if self.judges is not None:
+                        await self.judges.judge_pair(self.workdir, model, dataset)
                     # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
                     scored = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)

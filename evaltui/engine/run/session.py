@@ -19,6 +19,7 @@ from anyio.abc import TaskGroup
 from evaltui.engine.disk.heartbeat import HeartbeatThread
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.executor import Executor, LocalExecutor
+from evaltui.engine.run.judging import Judges
 from evaltui.engine.run.pool import WorkerPool
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun
@@ -51,8 +52,9 @@ class Session:
         self.cost = CostMeter(plan)  # the session's spend, over every model; cost_limit
         self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
+        self.judges = Judges(plan, lambda: self.urls, emit)  # the judge models, their clients made at their first verdict
         self.scorer = Scorer(
-            plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code,
+            plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code, judges=self.judges,
             inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
         )
         self.exit_code: int = ExitCode.FAILED
@@ -70,7 +72,7 @@ class Session:
         """Infer and score `pairs` (a retry: only their failed samples), and whatever joins."""
         try:
             async with AsyncExitStack() as stack:
-                self._stack = stack
+                self._stack = self.judges.stack = stack
                 self._check_open_files({m for m, _ in pairs})
                 with HeartbeatThread(self.workdir, self.plan.run.heartbeat_interval):
                     async with anyio.create_task_group() as outer:

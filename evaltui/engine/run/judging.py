@@ -1,0 +1,163 @@
+"""Judge models at work: each answered (sample, epoch) of a judged dataset graded by its judge.
+
+A judge is a model of the plan (`role = "judge"`) behind the same backend as any other: its own
+`max_workers` (one limiter for every dataset it grades), pacing, retries and replicas. Before a
+judged pair is scored, the units without a verdict of this judging are sent to the judge, at
+most `max_workers` at once, and each verdict is appended to the pair's verdicts file as it comes
+back (engine/disk/verdicts.py): a kill -9 loses only those in flight, a re-run asks only for the
+rest. A judge that fails a unit (down, timed out, no grade after its retries) fails that unit —
+a sample error of class `judge` in the result — never the pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from evaltui.backends import Backend, BackendError, make_backend, make_client
+from evaltui.datasets import load_records
+from evaltui.engine.disk.checkpoint import iter_predictions
+from evaltui.engine.disk.verdicts import VerdictWriter, judged, read_verdicts
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.stream import events as ev
+from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan.judges import JUDGED, answer_hash
+
+if TYPE_CHECKING:  # scoring is imported in the scorer's threads, off the start-up path
+    from evaltui.scoring.judgement import ScoredJudge
+    from evaltui.scoring.judges import Grading
+
+REPLY_KEPT = 4000  # characters of a judge's reply kept with its verdict (the reasoning the details show)
+
+
+def judging_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
+    """What a verdict depends on besides the answer: the judge model and its settings, and the
+    grading (template, instructions, pattern). A change re-judges."""
+    from evaltui.scoring.judges import grading_of
+
+    judge = plan.model(ds.evaluator.judge or "")
+    grading = grading_of(ds)
+    data = {
+        "type": ds.evaluator.type, "judge": [judge.type, judge.model, judge.generation_kwargs],
+        "template": grading.template, "instructions": grading.instructions, "pattern": grading.pattern.pattern, "offered": grading.offered,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def scoring_judge(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> ScoredJudge | None:
+    """In the scorer's thread: what judges a python or judged dataset's answers (None for the others)."""
+    from evaltui.scoring.judges import graded_judge, load_function, python_judge
+
+    if ds.evaluator.type == "python":
+        return python_judge(load_function(ds.evaluator.function or ""), load_records(plan, ds))
+    if ds.evaluator.type in JUDGED:
+        return graded_judge(read_verdicts(workdir.verdicts_file(model, ds.abbr), judging_fingerprint(plan, ds)))
+    return None
+
+
+class Unit:
+    __slots__ = ("index", "epoch", "answer", "prompt")
+
+    def __init__(self, index: int, epoch: int, answer: str, prompt: str) -> None:
+        self.index, self.epoch, self.answer, self.prompt = index, epoch, answer, prompt
+
+
+def units_to_judge(plan: Plan, model: str, ds: DatasetConfig, predictions: Path, verdicts: Path) -> list[Unit]:
+    """The answered units of the pair without a verdict of this judging, each with its grader's prompt."""
+    from evaltui.scoring.judges import grading_of
+    from evaltui.scoring.score import epoch_answers
+    from evaltui.scoring.think import stripped_entries
+
+    done = read_verdicts(verdicts, judging_fingerprint(plan, ds))
+    grading = grading_of(ds)
+    records = load_records(plan, ds) if ds.evaluator.template is not None else None  # a template of your own may name the record's fields
+    todo = []
+    for entry in stripped_entries(iter_predictions(predictions), plan.model(model).reasoning_tags):
+        index = entry.get("index")
+        if not isinstance(index, int):
+            continue
+        for epoch, (answer, error) in enumerate(epoch_answers(entry)):
+            if error is None and not judged(done.get((index, epoch, 0)), answer):
+                record = records[index] if records is not None and 0 <= index < len(records) else None
+                prompt = grading.prompt(str(entry.get("origin_prompt") or ""), answer, str(entry.get("gold") or ""), record)
+                todo.append(Unit(index, epoch, answer, prompt))
+    return todo
+
+
+class Judges:
+    """One session's judge models: each one's backend (made when it first has work) and the
+    limiter every dataset it grades shares."""
+
+    def __init__(self, plan: Plan, urls: Callable[[], Mapping[str, list[str]]], emit: ev.Sink) -> None:
+        self.plan = plan
+        self._urls = urls
+        self.emit = emit
+        self._made: dict[str, tuple[Backend, anyio.CapacityLimiter]] = {}
+        self._lock = anyio.Lock()
+        self.stack: AsyncExitStack | None = None  # the session's, while it runs
+
+    async def _of(self, cfg: ModelConfig) -> tuple[Backend, anyio.CapacityLimiter]:
+        async with self._lock:
+            found = self._made.get(cfg.abbr)
+            if found is None:
+                assert self.stack is not None, "judges work inside a running session"
+                urls = list(self._urls().get(cfg.abbr) or cfg.urls)
+                client = await self.stack.enter_async_context(make_client(cfg, urls))
+                found = self._made[cfg.abbr] = (make_backend(cfg, client, urls=urls), anyio.CapacityLimiter(cfg.max_workers))
+            return found
+
+    async def judge_pair(self, workdir: WorkDir, model: str, dataset: str) -> None:
+        """Grade every answered unit of the pair that has no verdict of this judging yet."""
+        ds = self.plan.dataset(dataset)
+        if ds.evaluator.type not in JUDGED:
+            return
+        path = workdir.verdicts_file(model, dataset)
+        todo = await anyio.to_thread.run_sync(units_to_judge, self.plan, model, ds, workdir.predictions_file(model, dataset), path)
+        if not todo:
+            return
+        from evaltui.scoring.judges import grading_of
+
+        cfg = self.plan.model(ds.evaluator.judge or "")
+        backend, limiter = await self._of(cfg)
+        grading, fingerprint = grading_of(ds), judging_fingerprint(self.plan, ds)
+        self.emit(ev.Notice(f"{model}/{dataset}: {len(todo)} answers sent to the judge {cfg.abbr}"))
+        writer = await anyio.to_thread.run_sync(VerdictWriter, path)
+        work, failed = iter(todo), [0]
+
+        async def worker() -> None:
+            for unit in work:
+                async with limiter:
+                    line = await _judge_one(backend, cfg, grading, unit)
+                failed[0] += "grade" not in line
+                writer.write({"index": unit.index, "epoch": unit.epoch, "turn": 0, "fingerprint": fingerprint, "answer": answer_hash(unit.answer), **line})
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(min(cfg.max_workers, len(todo))):
+                    tg.start_soon(worker)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(writer.close)
+        if failed[0]:
+            said = f"{model}/{dataset}: the judge {cfg.abbr} gave no grade for {failed[0]} of {len(todo)} answers (errors of class judge)"
+            self.emit(ev.Notice(said, "warning"))
+
+
+async def _judge_one(backend: Backend, cfg: ModelConfig, grading: Grading, unit: Unit) -> dict[str, Any]:
+    """One verdict: the grade, its value and the judge's reply; or why there is none."""
+    reply = ""
+    for attempt in range(cfg.retry + 1):  # a reply without a grade is asked again, as a failed request is
+        try:
+            reply = await backend.generate(unit.prompt, epoch=attempt)
+        except BackendError as e:
+            return {"error": f"{e.kind}: {e}"[:500]}
+        grade = grading.grade(reply)
+        if grade is not None:
+            return {"grade": grade, "value": grading.value(grade), "reply": reply[:REPLY_KEPT]}
+    return {"error": "no grade in the judge's reply", "reply": reply[:REPLY_KEPT]}
