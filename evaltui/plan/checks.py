@@ -328,7 +328,7 @@ def _check_mode(plan: Plan, ds: DatasetConfig) -> list[str]:
         problems.append("choices: ppl mode needs at least two candidate continuations")
     if ds.mode == "loglikelihood" and not ds.choices:
         problems.append("choices: loglikelihood mode needs the continuations (e.g. [\" A\", \" B\"], or [\" {endings[*]}\"] for a list field)")
-    bad = [m.abbr for m in plan.models if not BACKENDS[m.type].computes_ppl]
+    bad = [m.abbr for m in plan.tested if not BACKENDS[m.type].computes_ppl]
     if bad:
         able = [name for name, backend in BACKENDS.items() if backend.computes_ppl]
         problems.append(

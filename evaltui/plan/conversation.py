@@ -75,11 +75,11 @@ def _check_tools(plan: Plan, ds: DatasetConfig) -> list[str]:
         return []
     if ds.mode != "gen":
         return [f"tools: only for mode = 'gen' (got {ds.mode!r})"]
-    text = [f"{m.abbr} ({m.type})" for m in plan.models if not issubclass(BACKENDS[m.type], OpenAIChatBackend)]
+    text = [f"{m.abbr} ({m.type})" for m in plan.tested if not issubclass(BACKENDS[m.type], OpenAIChatBackend)]
     if text:
         chat = ", ".join(name for name, backend in BACKENDS.items() if issubclass(backend, OpenAIChatBackend))
         return [f"tools: only the chat types ({chat}) send tools; models {', '.join(text)} take one text"]
-    streamed = [m.abbr for m in plan.models if m.stream]
+    streamed = [m.abbr for m in plan.tested if m.stream]
     if streamed:
         return [f"tools: a streamed reply's tool calls are not read; models {', '.join(streamed)} stream (set stream = false on them for this plan)"]
     return []

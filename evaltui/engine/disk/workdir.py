@@ -118,7 +118,7 @@ class WorkDir:
         return self.root / "results" / model / f"{dataset}.json"
 
     def verdicts_file(self, model: str, dataset: str) -> Path:
-        """A judged pair's verdicts, one line each as the judge gave it (engine/disk/verdicts.py)."""
+        """A judged pair's verdicts, one line each as the judge gave it (engine/judge/verdicts.py)."""
         return self.root / "judgments" / model / f"{dataset}.jsonl"
 
     def sample_log_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:

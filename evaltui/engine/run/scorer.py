@@ -46,7 +46,7 @@ from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
 from evaltui.plan import DatasetConfig, Epochs, Plan, samples_spec
 
 if TYPE_CHECKING:
-    from evaltui.engine.run.judging import Judges
+    from evaltui.engine.judge.judging import Judges
     from evaltui.scoring.code.code_exec import CodeRunner
     from evaltui.scoring.reference.parts import PartSums
 
@@ -112,7 +112,7 @@ def score_pair(
     dataset whole.
     """
     from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
-    from evaltui.engine.run.judging import scoring_judge
+    from evaltui.engine.judge.judging import scoring_judge
     from evaltui.scoring.reference.parts import as_parts, mean_of_parts
     from evaltui.scoring.think import stripped_entries
 

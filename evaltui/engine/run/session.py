@@ -18,8 +18,8 @@ from anyio.abc import TaskGroup
 
 from evaltui.engine.disk.heartbeat import HeartbeatThread
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.judge.judging import Judges
 from evaltui.engine.run.executor import Executor, LocalExecutor
-from evaltui.engine.run.judging import Judges
 from evaltui.engine.run.pool import WorkerPool
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun

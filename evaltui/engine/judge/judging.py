@@ -4,7 +4,7 @@ A judge is a model of the plan (`role = "judge"`) behind the same backend as any
 `max_workers` (one limiter for every dataset it grades), pacing, retries and replicas. Before a
 judged pair is scored, the units without a verdict of this judging are sent to the judge, at
 most `max_workers` at once, and each verdict is appended to the pair's verdicts file as it comes
-back (engine/disk/verdicts.py): a kill -9 loses only those in flight, a re-run asks only for the
+back (engine/judge/verdicts.py): a kill -9 loses only those in flight, a re-run asks only for the
 rest. A judge that fails a unit (down, timed out, no grade after its retries) fails that unit —
 a sample error of class `judge` in the result — never the pair.
 """
@@ -22,9 +22,9 @@ import anyio
 
 from evaltui.backends import Backend, BackendError, make_backend, make_client
 from evaltui.datasets import load_records
-from evaltui.engine.disk.checkpoint import iter_predictions
-from evaltui.engine.disk.verdicts import VerdictWriter, judged, read_verdicts
+from evaltui.engine.disk.predictions import iter_predictions
 from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.judge.verdicts import VerdictWriter, judged, read_verdicts
 from evaltui.engine.stream import events as ev
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
 from evaltui.plan.judges import JUDGED, answer_hash
