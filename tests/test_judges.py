@@ -178,6 +178,8 @@ BAD_JUDGES = [
     ("a bad role", {"role": "referee"}, "models[0].role"),
     ("a template without answer", {"template": "Grade {question}: GRADE?"}, "names no {answer}"),
     ("a template of bad placeholders", {"template": "Grade {answer.upper}"}, "placeholders are plain names"),
+    ("mt_bench without turns", {"evaluator": {"type": "mt_bench"}}, "datasets[0].evaluator.type: mt_bench grades two-turn conversations"),
+    ("references for another", {"evaluator": {"references": "refs.jsonl"}}, "datasets[0].evaluator.references: only type = \"mt_bench\" reads it"),
     ("no such python function", {"evaluator": {"type": "python", "judge": None, "function": "surely_absent_pkg.mod:fn"}}, "datasets[0].evaluator.function: no module named 'surely_absent_pkg.mod'"),
 ]
 

@@ -17,7 +17,9 @@ from importlib.metadata import entry_points
 from evaltui.plan.schema import DatasetConfig, Plan
 
 #: The evaluators graded by a judge model.
-JUDGED = ("model_graded_qa", "model_graded_fact")
+JUDGED = ("model_graded_qa", "model_graded_fact", "mt_bench")
+#: The keys of Inspect AI's graders (model_graded_qa, model_graded_fact).
+INSPECT_KEYS = ("template", "instructions", "grade_pattern")
 #: What a grading template may name besides the record's own fields.
 PLACEHOLDERS = ("question", "answer", "criterion", "instructions")
 #: The entry-point group under which installed packages register evaluators by name.
@@ -53,13 +55,31 @@ def _check_evaluator(plan: Plan, ds: DatasetConfig) -> list[str]:
         problems = _check_judge(plan, ev.type, ev.judge)
         if ds.mode != "gen":
             problems.append(f"type: {ev.type} grades generated answers; this dataset's mode is {ds.mode!r}")
-        if ev.template is not None:
+        if ev.template is not None and ev.type != "mt_bench":
             problems += [f"template: {p}" for p in _check_template(ev.template)]
+    problems += _check_mt_bench(ds)
     if ev.type == "python":
         why = "names no function: 'package.module:function', or an entry point of group 'evaltui.evaluators'" if ev.function is None else where_is(ev.function)
         problems += [] if why is None else [f"function: {why}"]
     elif ev.function is not None:
         problems.append(f'function: only type = "python" reads it, not {ev.type}')
+    return problems
+
+
+def _check_mt_bench(ds: DatasetConfig) -> list[str]:
+    ev = ds.evaluator
+    if ev.type != "mt_bench":
+        return [] if ev.references is None else [f"references: only type = \"mt_bench\" reads it, not {ev.type}"]
+    said = "mt_bench asks with FastChat's prompts; it is for model_graded_qa and model_graded_fact"
+    problems = [f"{key}: {said}" for key in INSPECT_KEYS if getattr(ev, key) is not None]
+    if ds.turns is None:
+        problems.append("type: mt_bench grades two-turn conversations: set the dataset's `turns` (a record field of two user turns)")
+    if ev.references is not None:
+        try:
+            with open(ev.references, encoding="utf-8") as f:
+                f.read(1)
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(f"references: cannot read {ev.references}: {getattr(e, 'strerror', None) or e}")
     return problems
 
 

@@ -23,7 +23,7 @@ from evaltui.plan.evaluator import EVALUATORS, Epochs
 from .stats import Interval, MeanSpread
 
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
-SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval", "model_graded_qa", "model_graded_fact", "python")
+SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval", "model_graded_qa", "model_graded_fact", "python", "mt_bench")
 #: IFEval's metrics (lm-eval's names), the main one first; the inst_level ones are ratios over every instruction.
 IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
@@ -38,7 +38,8 @@ def main_metric(evaluator_type: Any) -> str:
     name = type_name(evaluator_type)
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATORS)}")
-    return {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc", "ifeval": IFEVAL_METRICS[0]}.get(name, "accuracy")
+    own = {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc", "ifeval": IFEVAL_METRICS[0], "mt_bench": "score"}
+    return own.get(name, "accuracy")
 
 
 def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
@@ -52,6 +53,8 @@ def evaluator_metrics(evaluator: Any) -> tuple[str, ...]:
         return IFEVAL_METRICS
     if name == "math" and getattr(evaluator, "extract", "answer") == "whole":
         return ("math_verify",)  # lm-eval's minerva_math metric
+    if name == "mt_bench":  # the mean rating (1–10) of both turns, and each turn's
+        return ("score", "turn_1", "turn_2")
     if name == "loglikelihood":  # lm-eval reports truthfulqa_mc2's value as acc
         return tuple(dict.fromkeys("acc" if m == "mc2" else m for m in getattr(evaluator, "metrics", None) or ["acc"]))
     return (main_metric(name),)

@@ -233,6 +233,25 @@ def judge_reply(prompt: str) -> str | None:
     return f"The criterion is {wanted!r}; the submission {'states' if holds else 'does not state'} it.\n\nGRADE: {'C' if holds else 'I'}"
 
 
+_ANSWER_START, _ANSWER_END = "[The Start of Assistant's Answer]\n", "\n[The End of Assistant's Answer]"
+_LAST_ANSWER, _CONVERSATION_END = "### Assistant A:\n", "\n\n<|The End of Assistant A's Conversation with User|>"
+
+
+def rating_reply(prompt: str) -> str | None:
+    """A judge's reply to FastChat's single-answer prompts (MT-Bench), by a rule a test predicts:
+    the rating is 1 + the last number of the answer judged (the turn's own; the conversation's
+    last) modulo 10, 1 without a number; None for another prompt."""
+    if _ANSWER_START in prompt and _ANSWER_END in prompt:
+        judged = prompt.split(_ANSWER_START, 1)[1].split(_ANSWER_END, 1)[0]
+    elif _CONVERSATION_END in prompt and _LAST_ANSWER in prompt:
+        judged = prompt.rsplit(_LAST_ANSWER, 1)[1].split(_CONVERSATION_END, 1)[0]
+    else:
+        return None
+    numbers = re.findall(r"\d+", judged)
+    rating = 1 + int(numbers[-1]) % 10 if numbers else 1
+    return f"The answer ends on {numbers[-1] if numbers else 'no number'}.\n\nRating: [[{rating}]]"
+
+
 def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int | None = None) -> str:
     """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None);
     a prompt that is a conversation written as one text (evaltui.conversation.text) is answered
@@ -240,7 +259,7 @@ def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int
     (`judge_reply`): any simulated model can judge."""
     answer = key.gen_answer(prompt)
     if answer is None:
-        graded = judge_reply(prompt)
+        graded = judge_reply(prompt) or rating_reply(prompt)
         if graded is not None:
             return graded
         turns = user_texts(prompt)

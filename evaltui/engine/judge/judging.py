@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
 
@@ -31,62 +31,69 @@ from evaltui.plan.judges import JUDGED, answer_hash
 
 if TYPE_CHECKING:  # scoring is imported in the scorer's threads, off the start-up path
     from evaltui.scoring.judgement import ScoredJudge
-    from evaltui.scoring.judges import Grading
+    from evaltui.scoring.judges import Grader
 
 REPLY_KEPT = 4000  # characters of a judge's reply kept with its verdict (the reasoning the details show)
 
 
-def judging_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
+def judging_fingerprint(plan: Plan, ds: DatasetConfig, grader: Grader) -> str:
     """What a verdict depends on besides the answer: the judge model and its settings, and the
-    grading (template, instructions, pattern). A change re-judges."""
-    from evaltui.scoring.judges import grading_of
+    grading (template, instructions, pattern; mt_bench's prompts and references). A change re-judges."""
+    from evaltui.scoring.judges import grading_fingerprint
 
     judge = plan.model(ds.evaluator.judge or "")
-    grading = grading_of(ds)
-    data = {
-        "type": ds.evaluator.type, "judge": [judge.type, judge.model, judge.generation_kwargs],
-        "template": grading.template, "instructions": grading.instructions, "pattern": grading.pattern.pattern, "offered": grading.offered,
-    }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    data = {"type": ds.evaluator.type, "judge": [judge.type, judge.model, judge.generation_kwargs], **grading_fingerprint(grader)}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def scoring_judge(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> ScoredJudge | None:
     """In the scorer's thread: what judges a python or judged dataset's answers (None for the others)."""
-    from evaltui.scoring.judges import graded_judge, load_function, python_judge
+    from evaltui.scoring.judges import grader_of, load_function, python_judge, verdicts_judge
 
     if ds.evaluator.type == "python":
         return python_judge(load_function(ds.evaluator.function or ""), load_records(plan, ds))
     if ds.evaluator.type in JUDGED:
-        return graded_judge(read_verdicts(workdir.verdicts_file(model, ds.abbr), judging_fingerprint(plan, ds)))
+        grader = grader_of(ds)
+        verdicts = read_verdicts(workdir.verdicts_file(model, ds.abbr), judging_fingerprint(plan, ds, grader))
+        return verdicts_judge(grader, verdicts, plan.model(model).reasoning_tags)
     return None
 
 
-class Unit:
-    __slots__ = ("index", "epoch", "answer", "prompt")
+class Unit(NamedTuple):
+    """One request to the judge: its unit and turn, what it is of (the hash kept), what it asks."""
 
-    def __init__(self, index: int, epoch: int, answer: str, prompt: str) -> None:
-        self.index, self.epoch, self.answer, self.prompt = index, epoch, answer, prompt
+    sample: int
+    epoch: int
+    turn: int
+    answer: str  # the hash of what the verdict is of
+    system: str
+    prompt: str
+    error: str = ""  # why it cannot be asked (no request is sent)
 
 
-def units_to_judge(plan: Plan, model: str, ds: DatasetConfig, predictions: Path, verdicts: Path) -> list[Unit]:
-    """The answered units of the pair without a verdict of this judging, each with its grader's prompt."""
-    from evaltui.scoring.judges import grading_of
+def units_to_judge(plan: Plan, model: str, ds: DatasetConfig, grader: Grader, predictions: Path, verdicts: Path) -> list[Unit]:
+    """The requests of the pair's answered units that have no verdict of this judging yet."""
+    from evaltui.scoring.judges import judged_text, requests
     from evaltui.scoring.score import epoch_answers
     from evaltui.scoring.think import stripped_entries
 
-    done = read_verdicts(verdicts, judging_fingerprint(plan, ds))
-    grading = grading_of(ds)
-    records = load_records(plan, ds) if ds.evaluator.template is not None else None  # a template of your own may name the record's fields
+    done = read_verdicts(verdicts, judging_fingerprint(plan, ds, grader))
+    tags = plan.model(model).reasoning_tags
+    # a template of your own may name the record's fields; mt_bench reads its category and question_id
+    records = load_records(plan, ds) if ds.evaluator.template is not None or ds.evaluator.type == "mt_bench" else None
     todo = []
-    for entry in stripped_entries(iter_predictions(predictions), plan.model(model).reasoning_tags):
+    for entry in stripped_entries(iter_predictions(predictions), tags):
         index = entry.get("index")
         if not isinstance(index, int):
             continue
+        record = records[index] if records is not None and 0 <= index < len(records) else None
         for epoch, (answer, error) in enumerate(epoch_answers(entry)):
-            if error is None and not judged(done.get((index, epoch, 0)), answer):
-                record = records[index] if records is not None and 0 <= index < len(records) else None
-                prompt = grading.prompt(str(entry.get("origin_prompt") or ""), answer, str(entry.get("gold") or ""), record)
-                todo.append(Unit(index, epoch, answer, prompt))
+            if error is not None:
+                continue
+            of = answer_hash(judged_text(grader, entry, epoch, answer, tags))
+            for r in requests(grader, entry, epoch, answer, record, tags):
+                if not judged(done.get((index, epoch, r.turn)), of):
+                    todo.append(Unit(index, epoch, r.turn, of, r.system, r.prompt, r.error))
     return todo
 
 
@@ -117,25 +124,29 @@ class Judges:
         ds = self.plan.dataset(dataset)
         if ds.evaluator.type not in JUDGED:
             return
+        from evaltui.scoring.judges import grader_of
+
+        grader = await anyio.to_thread.run_sync(grader_of, ds)
         path = workdir.verdicts_file(model, dataset)
-        todo = await anyio.to_thread.run_sync(units_to_judge, self.plan, model, ds, workdir.predictions_file(model, dataset), path)
+        todo = await anyio.to_thread.run_sync(units_to_judge, self.plan, model, ds, grader, workdir.predictions_file(model, dataset), path)
         if not todo:
             return
-        from evaltui.scoring.judges import grading_of
-
         cfg = self.plan.model(ds.evaluator.judge or "")
         backend, limiter = await self._of(cfg)
-        grading, fingerprint = grading_of(ds), judging_fingerprint(self.plan, ds)
+        fingerprint = judging_fingerprint(self.plan, ds, grader)
         self.emit(ev.Notice(f"{model}/{dataset}: {len(todo)} answers sent to the judge {cfg.abbr}"))
         writer = await anyio.to_thread.run_sync(VerdictWriter, path)
         work, failed = iter(todo), [0]
 
         async def worker() -> None:
             for unit in work:
-                async with limiter:
-                    line = await _judge_one(backend, cfg, grading, unit)
+                if unit.error:
+                    line: dict[str, Any] = {"error": unit.error}
+                else:
+                    async with limiter:
+                        line = await _judge_one(backend, cfg, grader, unit)
                 failed[0] += "grade" not in line
-                writer.write({"index": unit.index, "epoch": unit.epoch, "turn": 0, "fingerprint": fingerprint, "answer": answer_hash(unit.answer), **line})
+                writer.write({"index": unit.sample, "epoch": unit.epoch, "turn": unit.turn, "fingerprint": fingerprint, "answer": unit.answer, **line})
 
         try:
             async with anyio.create_task_group() as tg:
@@ -149,15 +160,15 @@ class Judges:
             self.emit(ev.Notice(said, "warning"))
 
 
-async def _judge_one(backend: Backend, cfg: ModelConfig, grading: Grading, unit: Unit) -> dict[str, Any]:
+async def _judge_one(backend: Backend, cfg: ModelConfig, grader: Grader, unit: Unit) -> dict[str, Any]:
     """One verdict: the grade, its value and the judge's reply; or why there is none."""
     reply = ""
     for attempt in range(cfg.retry + 1):  # a reply without a grade is asked again, as a failed request is
         try:
-            reply = await backend.generate(unit.prompt, epoch=attempt)
+            reply = await backend.generate(unit.prompt, unit.system, epoch=attempt)
         except BackendError as e:
             return {"error": f"{e.kind}: {e}"[:500]}
-        grade = grading.grade(reply)
+        grade = grader.grade(reply)
         if grade is not None:
-            return {"grade": grade, "value": grading.value(grade), "reply": reply[:REPLY_KEPT]}
+            return {"grade": grade, "value": grader.value(grade), "reply": reply[:REPLY_KEPT]}
     return {"error": "no grade in the judge's reply", "reply": reply[:REPLY_KEPT]}

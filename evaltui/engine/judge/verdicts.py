@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from evaltui.plan.judges import Key, answer_hash
+from evaltui.plan.judges import Key
 
 
 def read_verdicts(path: Path, fingerprint: str) -> dict[Key, dict[str, Any]]:
@@ -43,9 +43,9 @@ def read_verdicts(path: Path, fingerprint: str) -> dict[Key, dict[str, Any]]:
     return found
 
 
-def judged(verdict: dict[str, Any] | None, answer: str) -> bool:
-    """Whether `verdict` stands for this answer: given (not an error) on the same text."""
-    return verdict is not None and "grade" in verdict and verdict.get("answer") == answer_hash(answer)
+def judged(verdict: dict[str, Any] | None, of: str) -> bool:
+    """Whether `verdict` stands: given (not an error) on the text whose hash is `of`."""
+    return verdict is not None and "grade" in verdict and verdict.get("answer") == of
 
 
 class VerdictWriter:

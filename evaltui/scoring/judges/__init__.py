@@ -1,27 +1,50 @@
 """Evaluators that need more than a reply and its gold: a judge model's grade, or your own function.
 
 What they share with every other evaluator is the `ScoredJudge` the scorer calls per answer;
-what they need besides is made by the engine (the judge's verdicts, already on disk; the
-user's function, loaded) and handed in.
+what they need besides is made by the engine (the judge's verdicts, already on disk; the user's
+function, loaded) and handed in. For a judged dataset this module also says what the judge is
+asked (`requests`) and what a verdict is of (`judged_text`), so the engine that asks and the
+scorer that reads the verdicts agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
+from evaltui.conversation import turns_of
 from evaltui.plan import DatasetConfig
 from evaltui.plan.judges import JUDGED, Key, answer_hash
 from evaltui.scoring.judgement import ScoredJudge, Verdict
 from evaltui.scoring.judges.graded import Grading
+from evaltui.scoring.judges.mtbench import SCALE, MtBench, judge_prompts, read_references
 from evaltui.scoring.judges.python import load_function, python_judge
+from evaltui.scoring.think import strip_reasoning
 
-__all__ = ["JUDGED", "Grading", "Key", "answer_hash", "graded_judge", "grading_of", "load_function", "python_judge"]
+__all__ = [
+    "JUDGED", "Grader", "Grading", "Key", "MtBench", "Request", "answer_hash", "grader_of", "grading_fingerprint", "judged_text", "load_function",
+    "python_judge", "requests", "verdicts_judge",
+]
+
+Grader = Grading | MtBench
 
 
-def grading_of(ds: DatasetConfig) -> Grading:
-    """The dataset's grading: its template (a file's text, else Inspect's), instructions, pattern."""
+class Request(NamedTuple):
+    """One request to the judge: its turn, system prompt and prompt; or why it cannot be asked."""
+
+    turn: int
+    system: str = ""
+    prompt: str = ""
+    error: str = ""
+
+
+def grader_of(ds: DatasetConfig) -> Grader:
+    """The dataset's grading: FastChat's for mt_bench; else Inspect's (or the template file's text)."""
     ev = ds.evaluator
+    if ev.type == "mt_bench":
+        return MtBench(read_references(ev.references))
     template = None
     if ev.template is not None:
         with open(ev.template, encoding="utf-8") as f:
@@ -29,20 +52,57 @@ def grading_of(ds: DatasetConfig) -> Grading:
     return Grading(ev.type, template, ev.instructions, ev.grade_pattern, ev.partial_credit)
 
 
-def graded_judge(verdicts: Mapping[Key, Mapping[str, Any]]) -> ScoredJudge:
-    """The scorer's judge for a judged dataset: each (sample, epoch)'s verdict as the judge gave
-    it; a unit the judge failed (or never got to) fails, with class `judge`."""
+def grading_fingerprint(grader: Grader) -> dict[str, Any]:
+    """What of the grading a verdict depends on (the engine adds the judge model's settings)."""
+    if isinstance(grader, MtBench):
+        refs = hashlib.sha256(json.dumps(grader.references, sort_keys=True, default=str).encode()).hexdigest()
+        return {"prompts": judge_prompts(), "references": refs}
+    return {"template": grader.template, "instructions": grader.instructions, "pattern": grader.pattern.pattern, "offered": grader.offered}
+
+
+def _turn_answers(entry: Mapping[str, Any], epoch: int, tags: Sequence[str]) -> tuple[list[str], list[str]]:
+    turns = [t for t in turns_of(dict(entry), epoch) if t.kind == "turn"]
+    return [t.prompt for t in turns], [strip_reasoning(t.answer, tags) for t in turns]
+
+
+def judged_text(grader: Grader, entry: Mapping[str, Any], epoch: int, answer: str, tags: Sequence[str]) -> str:
+    """What a verdict on this unit is of (its hash is kept with it): the answer, or every answer of the conversation."""
+    if isinstance(grader, MtBench):
+        return "\0".join(_turn_answers(entry, epoch, tags)[1])
+    return answer
+
+
+def requests(grader: Grader, entry: Mapping[str, Any], epoch: int, answer: str, record: Mapping[str, Any] | None, tags: Sequence[str]) -> list[Request]:
+    """What the judge is asked about one (sample, epoch)."""
+    if isinstance(grader, MtBench):
+        questions, answers = _turn_answers(entry, epoch, tags)
+        return [Request(turn, *rest) if len(rest) == 2 else Request(turn, error=rest[0]) for turn, *rest in grader.requests(record or {}, questions, answers)]
+    return [Request(0, "", grader.prompt(str(entry.get("origin_prompt") or ""), answer, str(entry.get("gold") or ""), record))]
+
+
+def verdicts_judge(grader: Grader, verdicts: Mapping[Key, Mapping[str, Any]], tags: Sequence[str]) -> ScoredJudge:
+    """The scorer's judge for a judged dataset: each unit's verdicts as the judge gave them, on
+    this very answer; a unit the judge failed (or never got to) fails, with class `judge`."""
 
     def judge(prediction: str, gold: str, sample: dict[str, Any]) -> Verdict:
-        key = (sample.get("index", -1), sample.get("epoch", 0), 0)
-        found = verdicts.get(key)
-        if found is not None and found.get("answer") != answer_hash(prediction):
-            found = None  # a verdict on an earlier answer
-        if found is None or "grade" not in found:
-            why = str(found.get("error", "")) if found is not None else "not judged (the judge was not reached)"
-            extra = {"error": "judge", "why": why, **({"explanation": found["reply"]} if found and found.get("reply") else {})}
-            return Verdict(None, False, {"accuracy": 0.0}, extra)
-        value = float(found.get("value", 0.0))
-        return Verdict(str(found["grade"]), value >= 1.0, {"accuracy": value}, {"explanation": str(found.get("reply", ""))})
+        index, epoch = sample.get("index", -1), sample.get("epoch", 0)
+        text = answer_hash(judged_text(grader, sample, epoch, prediction, tags))
+        turns = (0, 1) if isinstance(grader, MtBench) else (0,)
+        found = [verdicts.get((index, epoch, t)) for t in turns]
+        given = [v for v in found if v is not None and v.get("answer") == text and "grade" in v]
+        if len(given) < len(turns):
+            failed = next((v for v in found if v is not None and v.get("answer") == text and "error" in v), None)
+            why = str(failed["error"]) if failed is not None else "not judged (the judge was not reached)"
+            extra = {"error": "judge", "why": why, **({"explanation": failed["reply"]} if failed and failed.get("reply") else {})}
+            zero = {"score": 0.0, "turn_1": 0.0, "turn_2": 0.0} if isinstance(grader, MtBench) else {"accuracy": 0.0}
+            return Verdict(None, False, zero, extra)
+        if isinstance(grader, MtBench):
+            r1, r2 = (float(v["value"]) for v in given)
+            mean = (r1 + r2) / 2
+            reasoning = f"turn 1: {given[0].get('reply', '')}\n\nturn 2: {given[1].get('reply', '')}"
+            scores = {"score": mean / SCALE, "turn_1": r1 / SCALE, "turn_2": r2 / SCALE}
+            return Verdict(f"{r1:g}, {r2:g}", mean >= 5, scores, {"ratings": [r1, r2], "explanation": reasoning})
+        value = float(given[0].get("value", 0.0))
+        return Verdict(str(given[0]["grade"]), value >= 1.0, {"accuracy": value}, {"explanation": str(given[0].get("reply", ""))})
 
     return judge
