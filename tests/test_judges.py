@@ -180,6 +180,8 @@ BAD_JUDGES = [
     ("a template of bad placeholders", {"template": "Grade {answer.upper}"}, "placeholders are plain names"),
     ("mt_bench without turns", {"evaluator": {"type": "mt_bench"}}, "datasets[0].evaluator.type: mt_bench grades two-turn conversations"),
     ("references for another", {"evaluator": {"references": "refs.jsonl"}}, "datasets[0].evaluator.references: only type = \"mt_bench\" reads it"),
+    ("pairwise without a baseline", {"evaluator": {"type": "pairwise"}}, "datasets[0].evaluator.baseline: pairwise judges each answer against a baseline model's: name one (m)"),
+    ("a judge as the baseline", {"evaluator": {"type": "pairwise", "baseline": "grader"}}, "datasets[0].evaluator.baseline: 'grader' is not a tested model of the plan (m)"),
     ("no such python function", {"evaluator": {"type": "python", "judge": None, "function": "surely_absent_pkg.mod:fn"}}, "datasets[0].evaluator.function: no module named 'surely_absent_pkg.mod'"),
 ]
 

@@ -14,7 +14,7 @@ from evaltui.plan.strict import DAY, Strict, without_later
 #: Every evaluator `type` a dataset may name: the one list (scoring judges each; tests/test_epochs.py checks it does).
 EVALUATORS = (
     "exact", "includes", "regex", "gsm8k", "math", "choice", "ppl", "code_exec", "exact_match", "loglikelihood", "opencompass", "ifeval", "tool_call_match",
-    "model_graded_qa", "model_graded_fact", "python", "mt_bench",
+    "model_graded_qa", "model_graded_fact", "python", "mt_bench", "pairwise",
 )
 #: How a sample's epochs become one score (scoring/reducers.py reduces by each).
 REDUCERS = ("mean", "max", "median", "mode", "at_least_k", "pass_at_k")
@@ -48,7 +48,7 @@ LATER_EVALUATOR_KEYS: dict[str, Any] = {
     "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
     "metrics": None, "target_delimiter": " ", "aggregate": "samples", "program": None, "completion": "cleaned", "extract": "answer",
     "postprocess": None, "judge": None, "template": None, "instructions": None, "grade_pattern": None, "partial_credit": False, "function": None,
-    "references": None,
+    "references": None, "baseline": None,
 }
 
 
@@ -122,6 +122,8 @@ class EvaluatorConfig(Strict):
     function: str | None = None
     # mt_bench: FastChat's reference answers (reference_answer/gpt-4.jsonl) for math, reasoning and coding
     references: str | None = None
+    # pairwise: the tested model whose answers each answer is judged against (FastChat's pair-v2, both orders)
+    baseline: str | None = None
 
     @field_validator("template", "references")
     @classmethod

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 from evaltui.plan.schema import DatasetConfig, Plan
 
 #: The evaluators graded by a judge model.
-JUDGED = ("model_graded_qa", "model_graded_fact", "mt_bench")
+JUDGED = ("model_graded_qa", "model_graded_fact", "mt_bench", "pairwise")
 #: The keys of Inspect AI's graders (model_graded_qa, model_graded_fact).
 INSPECT_KEYS = ("template", "instructions", "grade_pattern")
 #: What a grading template may name besides the record's own fields.
@@ -57,13 +57,25 @@ def _check_evaluator(plan: Plan, ds: DatasetConfig) -> list[str]:
             problems.append(f"type: {ev.type} grades generated answers; this dataset's mode is {ds.mode!r}")
         if ev.template is not None and ev.type != "mt_bench":
             problems += [f"template: {p}" for p in _check_template(ev.template)]
-    problems += _check_mt_bench(ds)
+    problems += _check_mt_bench(ds) + _check_baseline(plan, ds)
     if ev.type == "python":
         why = "names no function: 'package.module:function', or an entry point of group 'evaltui.evaluators'" if ev.function is None else where_is(ev.function)
         problems += [] if why is None else [f"function: {why}"]
     elif ev.function is not None:
         problems.append(f'function: only type = "python" reads it, not {ev.type}')
     return problems
+
+
+def _check_baseline(plan: Plan, ds: DatasetConfig) -> list[str]:
+    ev = ds.evaluator
+    if ev.type != "pairwise":
+        return [] if ev.baseline is None else [f"baseline: only type = \"pairwise\" reads it, not {ev.type}"]
+    tested = [m.abbr for m in plan.tested]
+    if ev.baseline is None:
+        return [f"baseline: pairwise judges each answer against a baseline model's: name one ({', '.join(tested)})"]
+    if ev.baseline not in tested:
+        return [f"baseline: {ev.baseline!r} is not a tested model of the plan ({', '.join(tested)})"]
+    return []
 
 
 def _check_mt_bench(ds: DatasetConfig) -> list[str]:

@@ -23,7 +23,7 @@ from evaltui.plan.evaluator import EVALUATORS, Epochs
 from .stats import Interval, MeanSpread
 
 #: Evaluators whose judges score each sample by several metrics (`scores` in every detail).
-SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval", "model_graded_qa", "model_graded_fact", "python", "mt_bench")
+SCORED_TYPES = ("exact_match", "loglikelihood", "ifeval", "model_graded_qa", "model_graded_fact", "python", "mt_bench", "pairwise")
 #: IFEval's metrics (lm-eval's names), the main one first; the inst_level ones are ratios over every instruction.
 IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
@@ -38,7 +38,10 @@ def main_metric(evaluator_type: Any) -> str:
     name = type_name(evaluator_type)
     if name not in EVALUATORS:
         raise ValueError(f"unknown evaluator type {name!r}; expected one of {', '.join(EVALUATORS)}")
-    own = {"code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc", "ifeval": IFEVAL_METRICS[0], "mt_bench": "score"}
+    own = {
+        "code_exec": "pass@1", "exact_match": "exact_match,none", "loglikelihood": "acc", "ifeval": IFEVAL_METRICS[0],
+        "mt_bench": "score", "pairwise": "win_rate",
+    }
     return own.get(name, "accuracy")
 
 

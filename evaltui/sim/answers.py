@@ -252,6 +252,21 @@ def rating_reply(prompt: str) -> str | None:
     return f"The answer ends on {numbers[-1] if numbers else 'no number'}.\n\nRating: [[{rating}]]"
 
 
+_A = ("[The Start of Assistant A's Answer]\n", "\n[The End of Assistant A's Answer]")
+_B = ("[The Start of Assistant B's Answer]\n", "\n[The End of Assistant B's Answer]")
+
+
+def pair_reply(prompt: str) -> str | None:
+    """A judge's reply to FastChat's pair-v2 prompt, by a rule a test predicts: the answer whose
+    last number is larger wins; equal ones go to A (a position bias, which asking in both orders
+    cancels); None for another prompt."""
+    if _A[0] not in prompt or _B[0] not in prompt:
+        return None
+    a, b = (prompt.split(start, 1)[1].split(end, 1)[0] for start, end in (_A, _B))
+    na, nb = (int(found[-1]) if (found := re.findall(r"\d+", text)) else -1 for text in (a, b))
+    return f"A ends on {na}, B on {nb}.\n\n[[{'A' if na >= nb else 'B'}]]"
+
+
 def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int | None = None) -> str:
     """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None);
     a prompt that is a conversation written as one text (evaltui.conversation.text) is answered
@@ -259,7 +274,7 @@ def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int
     (`judge_reply`): any simulated model can judge."""
     answer = key.gen_answer(prompt)
     if answer is None:
-        graded = judge_reply(prompt) or rating_reply(prompt)
+        graded = judge_reply(prompt) or rating_reply(prompt) or pair_reply(prompt)
         if graded is not None:
             return graded
         turns = user_texts(prompt)

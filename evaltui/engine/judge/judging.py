@@ -46,14 +46,30 @@ def judging_fingerprint(plan: Plan, ds: DatasetConfig, grader: Grader) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def grader_for(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> Grader:
+    """The dataset's grader; for pairwise, with the baseline model's answers read from its predictions."""
+    from evaltui.scoring.judges import grader_of
+    from evaltui.scoring.score import epoch_answers
+    from evaltui.scoring.think import stripped_entries
+
+    baseline = ds.evaluator.baseline
+    if ds.evaluator.type != "pairwise" or baseline is None or baseline == model:
+        return grader_of(ds, itself=baseline == model)
+    answers: dict[int, list[str | None]] = {}
+    for entry in stripped_entries(iter_predictions(workdir.predictions_file(baseline, ds.abbr)), plan.model(baseline).reasoning_tags):
+        if isinstance(entry.get("index"), int):
+            answers[entry["index"]] = [None if error is not None else answer for answer, error in epoch_answers(entry)]
+    return grader_of(ds, answers)
+
+
 def scoring_judge(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> ScoredJudge | None:
     """In the scorer's thread: what judges a python or judged dataset's answers (None for the others)."""
-    from evaltui.scoring.judges import grader_of, load_function, python_judge, verdicts_judge
+    from evaltui.scoring.judges import load_function, python_judge, verdicts_judge
 
     if ds.evaluator.type == "python":
         return python_judge(load_function(ds.evaluator.function or ""), load_records(plan, ds))
     if ds.evaluator.type in JUDGED:
-        grader = grader_of(ds)
+        grader = grader_for(plan, workdir, model, ds)
         verdicts = read_verdicts(workdir.verdicts_file(model, ds.abbr), judging_fingerprint(plan, ds, grader))
         return verdicts_judge(grader, verdicts, plan.model(model).reasoning_tags)
     return None
@@ -124,9 +140,7 @@ class Judges:
         ds = self.plan.dataset(dataset)
         if ds.evaluator.type not in JUDGED:
             return
-        from evaltui.scoring.judges import grader_of
-
-        grader = await anyio.to_thread.run_sync(grader_of, ds)
+        grader = await anyio.to_thread.run_sync(grader_for, self.plan, workdir, model, ds)
         path = workdir.verdicts_file(model, dataset)
         todo = await anyio.to_thread.run_sync(units_to_judge, self.plan, model, ds, grader, workdir.predictions_file(model, dataset), path)
         if not todo:
@@ -170,5 +184,5 @@ async def _judge_one(backend: Backend, cfg: ModelConfig, grader: Grader, unit: U
             return {"error": f"{e.kind}: {e}"[:500]}
         grade = grader.grade(reply)
         if grade is not None:
-            return {"grade": grade, "value": grader.value(grade), "reply": reply[:REPLY_KEPT]}
+            return {"grade": grade, "value": grader.value(grade, unit.turn), "reply": reply[:REPLY_KEPT]}
     return {"error": "no grade in the judge's reply", "reply": reply[:REPLY_KEPT]}

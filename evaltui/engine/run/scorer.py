@@ -273,6 +273,9 @@ class Scorer:
                 status = self.workdir.read_status(model, dataset, k, n)
                 if not status or status.get("status") != "done":
                     return False
+            baseline = self.plan.dataset(dataset).evaluator.baseline  # pairwise: judged against its answers
+            if baseline is not None and baseline != model and not self._ready((baseline, dataset)):
+                return False
             return self.workdir.predictions_file(model, dataset).exists()
         except OSError:  # cannot look now (e.g. out of file handles): not ready yet
             return False

@@ -106,7 +106,7 @@ class Grading:
         )
 
     @staticmethod
-    def value(grade: str) -> float:
+    def value(grade: str, turn: int = 0) -> float:
         return GRADE_VALUES.get(grade, 0.0)
 
     def grade(self, reply: str) -> str | None:

@@ -80,5 +80,5 @@ class MtBench:
         return rating(reply)
 
     @staticmethod
-    def value(grade: str) -> float:
+    def value(grade: str, turn: int = 0) -> float:
         return float(grade)
