@@ -26,7 +26,7 @@ from evaltui.engine.disk.records import WorkDirView
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.state import RunState
 from evaltui.headless import summary_json
-from evaltui.sim import AnswerKey, ModelProfile, SimConfig
+from evaltui.sim import AnswerKey, Faults, ModelProfile, SimConfig
 from evaltui.sim.thread import SimThread
 
 TURNS = 3
@@ -238,3 +238,22 @@ def test_the_details_screen_shows_each_message_with_its_time_and_tokens(tmp_path
     assert [(c[1], c[4]) for c in cells] == [("system", "Be brief."), ("user", "q0-0?"), ("assistant", "a0-0"), ("user", "q0-1?"), ("assistant", "a0-1"),
                                              ("user", "q0-2?"), ("assistant", "a0-2")]
     assert all(c[2].endswith("s") and "+" in c[3] for c in cells if c[1] == "assistant")  # each request's time and tokens
+
+
+def test_a_failed_conversation_goes_on_from_its_failed_request_when_run_again(tmp_path: Path) -> None:
+    """The server refuses each conversation's third request (a 400: the conversation has grown
+    past its prompt limit), so every sample fails there with two answers on disk; the server
+    fixed, a re-run sends the third requests alone, with the first two answers in them."""
+    key, rows = talk(2)
+    with SimThread(SimConfig(answer_key=key, record_bodies=True, faults=Faults(max_prompt_chars=30))) as server:
+        plan = write_plan(tmp_path, models=[chat("m", server.url)], datasets=[dataset(tmp_path, rows, fail_on_error=1.0)])
+        code, events, _ = run_plan(plan)
+        assert [f.error.status for f in of_type(events, ev.SampleFailed)] == [400, 400]
+        assert sorted(asked(m) for m in sent(server)) == sorted(f"q{i}-{k}?" for i in range(2) for k in range(TURNS))
+        before = len(sent(server))
+        server.call(lambda s: setattr(s.config, "faults", Faults()))
+        code, events, _ = run_plan(plan)
+        again = sent(server)[before:]
+    assert code == 0 and float(of_type(events, ev.DatasetScored)[0].score) == 100.0
+    assert sorted(asked(m) for m in again) == ["q0-2?", "q1-2?"]
+    assert all(m == [{"role": "system", "content": "Be brief."}, *conversation(int(asked(m)[1]), 2)] for m in again)
