@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from browser import dump_dom, needs_chromium
 from planmaker import chat, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.cli import main
@@ -257,3 +258,17 @@ def test_a_failed_conversation_goes_on_from_its_failed_request_when_run_again(tm
     assert code == 0 and float(of_type(events, ev.DatasetScored)[0].score) == 100.0
     assert sorted(asked(m) for m in again) == ["q0-2?", "q1-2?"]
     assert all(m == [{"role": "system", "content": "Be brief."}, *conversation(int(asked(m)[1]), 2)] for m in again)
+
+
+@needs_chromium
+def test_the_reports_sample_browser_shows_the_conversation(tmp_path: Path) -> None:
+    key, rows = talk(2)
+    with SimThread(SimConfig(answer_key=key)) as server:
+        code, _, runner = run_plan(write_plan(tmp_path, models=[chat("m", server.url)], datasets=[dataset(tmp_path, rows)]))
+    assert code == 0
+    page = tmp_path / "report.html"
+    assert main(["report", str(runner.workdir.root), "-o", str(page)]) == 0
+    cards = dump_dom(page).one(id="sample-list").all("details", class_="sample")
+    card = next(c for c in cards if c.attrs["data-index"] == "1")
+    turns = [t.text for t in card.all("div", class_="turn")]
+    assert turns == ["systemBe brief.", "userq1-0?", "assistanta1-0", "userq1-1?", "assistanta1-1", "userq1-2?", "assistanta1-2"]
