@@ -19,6 +19,7 @@ import anyio
 import pytest
 from browser import dump_dom, needs_chromium
 from planmaker import chat, of_type, run_plan, write_jsonl, write_plan
+from watchkit import follow_to_end, start_writer
 
 from evaltui.cli import main
 from evaltui.commands.report.rows import row
@@ -272,3 +273,27 @@ def test_the_reports_sample_browser_shows_the_conversation(tmp_path: Path) -> No
     card = next(c for c in cards if c.attrs["data-index"] == "1")
     turns = [t.text for t in card.all("div", class_="turn")]
     assert turns == ["systemBe brief.", "userq1-0?", "assistanta1-0", "userq1-1?", "assistanta1-1", "userq1-2?", "assistanta1-2"]
+
+
+def test_evaltui_watch_counts_a_conversations_requests_as_the_run_sends_them(tmp_path: Path) -> None:
+    """A run in another process, followed from before it begins: each request answered is
+    counted as its turn line comes, the conversations' last ones with their units."""
+    key, rows = talk(4)
+    with SimThread(SimConfig(answer_key=key, default=ModelProfile(latency=0.05))) as server:
+        plan = write_plan(tmp_path, models=[chat("m", server.url, max_workers=2)], datasets=[dataset(tmp_path, rows, epochs=2)])
+        (tmp_path / "out").mkdir()
+        writer: list[subprocess.Popen[bytes]] = []
+
+        def start(_: Any) -> None:
+            if not writer:
+                writer.append(start_writer(plan, tmp_path / "writer.log"))  # once the follower is waiting
+
+        followed, events, follower = follow_to_end(tmp_path / "out", during=start)
+        assert writer[0].wait(timeout=60) == 0, (tmp_path / "writer.log").read_text()
+    watched = follower.state.pairs[("m", "mt")]
+    assert followed == 0 and watched.completed == 8
+    # the requests shown beside the conversations: those seen answered since the follower's first
+    # look (all of them, unless the writer got some written before it), each once
+    turns = [(e.sample_index, e.epoch, e.turn) for e in of_type(events, ev.TurnAnswered)]
+    assert turns and len(set(turns)) == len(turns) and all(t < TURNS - 1 for _, _, t in turns)
+    assert watched.conversation and watched.completed < watched.requests <= 8 * TURNS

@@ -280,6 +280,12 @@ class LineIndex:
 _TURN_FIELDS = re.compile(rb'\{"turn":(\d+),"index":(\d+),(?:"epoch":(\d+),)?')
 
 
+def turn_of(line: bytes) -> tuple[int, int, int] | None:
+    """(index, epoch, the request's number) of a turn line; None for any other line."""
+    m = _TURN_FIELDS.match(line) if line.startswith(TURN_HEAD) else None
+    return None if m is None else (int(m.group(2)), int(m.group(3) or 0), int(m.group(1)))
+
+
 def turn_line(index: int, epoch: int, number: int, turn: dict[str, Any]) -> dict[str, Any]:
     """The checkpoint line of a conversation's `number`-th request (from 0), answered."""
     head: dict[str, Any] = {"turn": number, "index": index, "epoch": epoch} if epoch else {"turn": number, "index": index}
@@ -299,10 +305,9 @@ class TurnNotes:
         """Note `raw` (at `offset`) if it is a turn line; whether it is one."""
         if not raw.startswith(TURN_HEAD):
             return False
-        m = _TURN_FIELDS.match(raw)
-        if m is not None:
-            key = unit_key(int(m.group(2)), int(m.group(3) or 0), self.epochs)
-            self._where.setdefault(key, []).append(offset)
+        turn = turn_of(raw)
+        if turn is not None:
+            self._where.setdefault(unit_key(turn[0], turn[1], self.epochs), []).append(offset)
         return True
 
     def settled(self, index: int, epoch: int) -> None:

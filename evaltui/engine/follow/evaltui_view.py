@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evaltui import fastjson
-from evaltui.engine.disk.checkpoint import line_outcome
+from evaltui.engine.disk.checkpoint import line_outcome, turn_of
 from evaltui.engine.disk.details import PairDetails, read_pair_details
 from evaltui.engine.disk.heartbeat import last_beat
 from evaltui.engine.disk.lockstate import local_filesystem, run_holder
@@ -74,6 +74,8 @@ class CheckpointTally:
                 outcome = line_outcome(line)
                 if outcome is not None:
                     out.append(Outcome(outcome.sample, None if outcome.ok else _error_of(line), outcome.epoch))
+                elif (turn := turn_of(line)) is not None:  # a conversation's request answered: its unit goes on
+                    out.append(Outcome(turn[0], None, turn[1], turn[2]))
         return out
 
 

@@ -50,11 +50,13 @@ class Score(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """One sample ended: answered (error None) or failed for good."""
+    """One sample ended: answered (error None) or failed for good — or, with `turn`, one request
+    of a conversation answered before its last (the unit goes on)."""
 
     sample: int  # its index
     error: SampleError | None = None
     epoch: int = 0  # of a dataset run for several epochs
+    turn: int = -1  # a conversation's request answered (its number from 0); -1: the unit ended
 
 
 class Tally(Protocol):

@@ -69,6 +69,10 @@ class ShardWatch:
             unit = (o.sample, o.epoch)
             if unit in self.ok:
                 continue
+            if o.turn >= 0:  # a conversation's request answered, the unit not ended: counted as a request
+                if say:
+                    out.append(ev.TurnAnswered(m, d, self.shard, o.sample, o.turn, o.epoch))
+                continue
             if o.error is None:
                 self.ok.add(unit)
                 self.standing.pop(unit, None)
