@@ -297,3 +297,40 @@ def test_evaltui_watch_counts_a_conversations_requests_as_the_run_sends_them(tmp
     turns = [(e.sample_index, e.epoch, e.turn) for e in of_type(events, ev.TurnAnswered)]
     assert turns and len(set(turns)) == len(turns) and all(t < TURNS - 1 for _, _, t in turns)
     assert watched.conversation and watched.completed < watched.requests <= 8 * TURNS
+
+
+def test_the_request_rate_holds_across_a_conversations_turns() -> None:
+    """Every request of a conversation takes its token of the model's rate: three conversations
+    of two turns at 4 requests a second are six tokens, 1.25 s of the bucket's (fake) time."""
+    from test_backends import FakeClock
+
+    from evaltui.backends import TokenBucket, make_backend, make_client
+    from evaltui.conversation import Script, user
+    from evaltui.engine.unit.conversing import TurnLog, converse
+    from evaltui.plan import DatasetConfig, ModelConfig
+
+    key = AnswerKey()
+    for i in range(3):
+        key.add_gen(f"q{i}-0?", f"a{i}-0")
+        key.add_gen(f"q{i}-1?", f"a{i}-1")
+    clock = FakeClock()
+    ds = DatasetConfig.model_validate({"abbr": "mt", "path": "d.jsonl", "turns": "turns", "target": ""})
+    with SimThread(SimConfig(answer_key=key, record_bodies=True)) as server:
+        cfg = ModelConfig.model_validate({"abbr": "m", "type": "openai-chat", "url": f"{server.url}/m/v1", "model": "m", "rate_per_worker": 4.0})
+
+        async def three() -> list[str]:
+            answers = [""] * 3
+            async with make_client(cfg) as client:
+                backend = make_backend(cfg, client, bucket=TokenBucket(cfg.rate_per_worker, clock=clock, sleep=clock.sleep))
+
+                async def one(i: int) -> None:
+                    answers[i] = await converse(backend, ds, Script((user(f"q{i}-0?"),), (f"q{i}-1?",)), 0, TurnLog(), None)
+
+                async with anyio.create_task_group() as tg:
+                    for i in range(3):
+                        tg.start_soon(one, i)
+            return answers
+
+        assert anyio.run(three) == ["a0-1", "a1-1", "a2-1"]
+        assert len(sent(server)) == 6
+    assert clock.now - 1000.0 == pytest.approx(5 * 0.25)
