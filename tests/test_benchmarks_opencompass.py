@@ -48,6 +48,27 @@ def test_a_lightllm_model_is_sent_what_opencompass_sends(tmp_path: Path, entry: 
         assert body == {"inputs": item["origin_prompt"], **item["lightllm_payload"]}, item["index"]
 
 
+@pytest.mark.parametrize("entry", ["gsm8k_gen", "mmlu_gen", "humaneval_gen"])
+def test_a_chat_model_is_sent_what_opencompass_openai_model_sends(tmp_path: Path, entry: str) -> None:
+    """OpenCompass's OpenAI model: each HUMAN round a user message, each BOT round an assistant
+    one (gsm8k_gen's four examples; fewshot_as_multiturn), its max_tokens and temperature (0.7,
+    its default) as the dataset sets them, no stop sequences."""
+    tables = _tables(entry)
+    first = tables[0][0]["items"][0]["openai_payload"]
+    settings = {"fewshot_as_multiturn": True, "max_tokens": first["max_tokens"], "temperature": first["temperature"]}
+    with recorder() as srv:
+        code, _, _ = run_plan(write_plan(tmp_path, models=models_at(srv, "openai-chat"), datasets=[{**t, **settings} for _, t in tables]))
+        assert code == 0
+        sent = srv.sent("/chat/completions")
+    items = [item for data, _ in tables for item in data["items"]]
+    assert len(sent) == len(items) > 0
+    for item, body in zip(items, sent, strict=True):
+        want = item["openai_payload"]
+        assert body["messages"] == want["messages"], item["index"]
+        assert (body["max_tokens"], body["temperature"], body.get("stop")) == (want["max_tokens"], want["temperature"], want["stop"]), item["index"]
+    assert len(sent[0]["messages"]) == (9 if entry == "gsm8k_gen" else 1)
+
+
 @pytest.mark.parametrize("entry", ["gsm8k_gen", "mmlu_gen"])
 def test_opencompass_verdicts_are_evaltuis(tmp_path: Path, entry: str) -> None:
     checked = 0

@@ -54,9 +54,6 @@ def test_the_benchmark_keys_are_checked_one_line_each(tmp_path: Path) -> None:
     assert _problems(tmp_path, benchmark="gsm8k_cot", path=gsm, fewshot_as_multiturn=True, prompt="{fewshot}Q: {question}") == [
         "plan.toml: datasets[0].fewshot_as_multiturn: the turns are made from the entry's prompt and system: leave out the plan's prompt, system and messages"
     ]
-    assert _problems(tmp_path, benchmark="gsm8k_gen", path=gsm, fewshot_as_multiturn=True) == [
-        "plan.toml: datasets[0].fewshot_as_multiturn: lm-eval's flag; gsm8k_gen sends what OpenCompass 0.5.4 sends (leave it out)"
-    ]
     assert _problems(tmp_path, benchmark="gsm8k", path=str(tmp_path / "nowhere")) == [
         f"plan.toml: datasets[0].path: gsm8k: path {tmp_path / 'nowhere'} does not exist"
     ]

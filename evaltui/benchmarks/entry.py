@@ -72,6 +72,9 @@ class Entry:
     aggregate: str = "weighted"  # a grouped one's score: "weighted" by part size (the mean over samples), or "mean" of parts
     reply: str = "{target}"  # the simulator's right answer, a template over the record (evaltui/sim)
     notes: str = ""  # what a user should know (shown by `benchmarks show`)
+    #: fewshot_as_multiturn's messages where the examples are written into the prompt rather than
+    #: drawn into `{fewshot}` (OpenCompass's rounds, as its API models send them); () otherwise
+    turns: tuple[Mapping[str, str], ...] = ()
 
     @property
     def label(self) -> str:

@@ -60,8 +60,11 @@ def entry_fields(name: str) -> dict[str, Any]:
 def multiturn_messages(name: str, num_fewshot: Any) -> list[dict[str, str]]:
     """lm-eval's `fewshot_as_multiturn`: the description as the system message, each example a
     user turn (its question) and an assistant turn (its answer), then the question — templates
-    over the record's `fewshot_q<i>`, `fewshot_a<i>` (lmeval.with_fewshot)."""
+    over the record's `fewshot_q<i>`, `fewshot_a<i>` (lmeval.with_fewshot); an entry whose
+    examples are part of its prompt gives its own (`Entry.turns`)."""
     entry = lookup(name)
+    if entry.turns:  # examples written into the prompt: the reference's own turns
+        return [dict(m) for m in entry.turns]
     prompt, system = str(entry.fields["prompt"]), str(entry.fields.get("system", ""))
     n = num_fewshot if isinstance(num_fewshot, int) and 0 <= num_fewshot <= 100 else entry.num_fewshot
     messages = [{"role": "system", "content": system}] if system else []

@@ -38,14 +38,12 @@ def check_benchmark(ds: DatasetConfig, models: Sequence[ModelConfig] = ()) -> li
         have = f"only {entry.fixed_examples} fixed examples" if entry.fixed_examples else "no few-shot examples"
         problems.append(f"num_fewshot: {entry.name} has {have} (got {ds.num_fewshot})")
     if ds.fewshot_as_multiturn:
-        problems += _check_multiturn(entry.name, entry.reference, ds, models)
+        problems += _check_multiturn(ds, models)
     return problems
 
 
-def _check_multiturn(name: str, reference: str, ds: DatasetConfig, models: Sequence[ModelConfig]) -> list[str]:
+def _check_multiturn(ds: DatasetConfig, models: Sequence[ModelConfig]) -> list[str]:
     """lm-eval's flag, for chat models, on the turns made from the entry's own prompt."""
-    if not reference.startswith("lm-eval"):
-        return [f"fewshot_as_multiturn: lm-eval's flag; {name} sends what {reference} sends (leave it out)"]
     if ds.messages is None or ds.prompt:
         return ["fewshot_as_multiturn: the turns are made from the entry's prompt and system: leave out the plan's prompt, system and messages"]
     text = [f"{m.abbr} ({m.type})" for m in models if not issubclass(BACKENDS[m.type], OpenAIChatBackend)]

@@ -101,6 +101,9 @@ GSM8K_SHOTS: tuple[tuple[str, str], ...] = (
 )
 GSM8K_QUESTION = "Question: {question}\nLet's think step by step\nAnswer:"
 GSM8K_PROMPT = "\n".join(text for shot in GSM8K_SHOTS for text in shot) + "\n" + GSM8K_QUESTION
+# the same rounds as OpenCompass's OpenAI model sends them: HUMAN a user message, BOT an assistant one
+GSM8K_TURNS = (*({"role": role, "content": text} for shot in GSM8K_SHOTS for role, text in zip(("user", "assistant"), shot, strict=True)),
+               {"role": "user", "content": GSM8K_QUESTION})
 
 
 def _prepare_gsm8k(docs: Docs, n: int, parts: Sequence[str]) -> Iterator[Doc]:
@@ -112,8 +115,9 @@ GSM8K_GEN = Entry(
     fields={"prompt": GSM8K_PROMPT, "target": "{answer}", "evaluator": {"type": "opencompass", "postprocess": "gsm8k"}},
     hub=HubData("openai/gsm8k", {"test": "main/test-*.parquet", "train": "main/train-*.parquet"}),
     local=LocalData({"test": "test.jsonl", "train": "train.jsonl"}, "OpenCompass's gsm8k folder, the release's test.jsonl and train.jsonl"),
-    prepare=_prepare_gsm8k, reply="{answer}",
-    notes="The four examples are part of the prompt (the config's rounds), not drawn: num_fewshot does not apply.",
+    prepare=_prepare_gsm8k, reply="{answer}", turns=GSM8K_TURNS,
+    notes="The four examples are part of the prompt (the config's rounds), not drawn: num_fewshot does not apply; "
+          "fewshot_as_multiturn sends them as turns, as OpenCompass's OpenAI model does.",
 )
 
 MMLU_QUESTION = (
