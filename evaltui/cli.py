@@ -207,7 +207,16 @@ def watch_main(argv: list[str]) -> int:
         return ExitCode.USAGE
     if not headless:
         return _run_interactive(follower, args.theme)
-    return follow_headless(follower, follower.log_interval, epochs=follower.epochs)
+    try:
+        return follow_headless(follower, follower.log_interval, epochs=follower.epochs)
+    except BaseException as e:
+        from evaltui.fsutil import unreadable_in
+
+        bad = unreadable_in(e)  # a file of the work dir that is no file of its kind: one line, as a bad work dir
+        if bad is None:
+            raise
+        print(f"evaltui watch: {bad}", file=sys.stderr)
+        return ExitCode.USAGE
 
 
 def _run_interactive(runner: RunSource, theme: str | None) -> int:

@@ -111,11 +111,11 @@ def _dumps(obj: Any) -> str:
     return json_bytes(obj).decode("utf-8")
 
 
-def read_json(path: str | os.PathLike[str]) -> Any | None:
-    """The parsed file, or None when it is missing or not valid JSON (never half-written by us)."""
+def read_json(path: str | os.PathLike[str], limit: int) -> Any | None:
+    """The parsed file, or None when it is missing or not valid JSON (never half-written by us);
+    Unreadable when it is no regular file, or larger than `limit` bytes."""
     try:
-        with open(path, "rb") as f:
-            return fastjson.loads(f.read())
+        return fastjson.loads(read_regular(path, limit))
     except (FileNotFoundError, ValueError):
         return None
 
@@ -142,6 +142,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def not_regular(path: str | os.PathLike[str], mode: int) -> Unreadable:
+    """What to raise for `path`, whose `st_mode` is `mode`: it is no regular file."""
+    return Unreadable(path, f"is {_kind(mode)}, not a regular file")
+
+
 def open_regular(path: str | os.PathLike[str], limit: int) -> BinaryIO:
     """`path` open for reading, once it is known to be a regular file of at most `limit` bytes
     (symlinks followed, checked on the open file, so nothing can swap it in between); Unreadable
@@ -151,7 +156,7 @@ def open_regular(path: str | os.PathLike[str], limit: int) -> BinaryIO:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Unreadable(path, f"is {_kind(st.st_mode)}, not a regular file")
+            raise not_regular(path, st.st_mode)
         if st.st_size > limit:
             raise Unreadable(path, too_large(st.st_size, limit))
         os.set_blocking(fd, True)
@@ -173,3 +178,14 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
 
 def too_large(size: int, limit: int) -> str:
     return f"is {size:,} bytes, larger than the {limit:,} such a file may be"
+
+
+def unreadable_in(exc: BaseException) -> Unreadable | None:
+    """The Unreadable behind `exc`, itself or in its exception group (a task group's), if any."""
+    if isinstance(exc, Unreadable):
+        return exc
+    for part in getattr(exc, "exceptions", ()):
+        found = unreadable_in(part)
+        if found is not None:
+            return found
+    return None

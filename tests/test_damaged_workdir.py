@@ -6,6 +6,10 @@ their samples sent again."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +150,89 @@ def test_a_finished_pair_whose_predictions_a_damaged_line_broke_is_rebuilt_not_f
     assert code == 0, printed
     assert "set aside" in printed and "FAILED" not in printed and "m/d1: scored, accuracy = 100.00" in printed
     assert sorted(map(int, json.loads((folder / "d1.json").read_text()))) == list(range(40))
+
+
+# ------------------------------------------------- files that are no files of their kind (E5)
+
+
+def _evaltui(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real command in a process of its own, bounded: 60 s and 4 GiB of address space (on the
+    main before the fix a FIFO hung the reader and /dev/zero was read until memory ran out)."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    return subprocess.run([sys.executable, "-m", "evaltui", *argv], capture_output=True, text=True, timeout=60, cwd=cwd, env=env,
+                          stdin=subprocess.DEVNULL, preexec_fn=limit)
+
+
+def _replace(path: Path, kind: str) -> None:
+    """Put a FIFO, a symlink to /dev/zero, a folder or a 1 GiB sparse file where `path` was."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        with open(path, "wb") as f:
+            f.truncate(1 << 30)
+
+
+SAID = {"fifo": "is a FIFO (named pipe), not a regular file", "dev-zero": "is a device, not a regular file",
+        "folder": "is a folder, not a regular file", "huge": "larger than the"}
+
+
+@pytest.mark.parametrize(
+    ("target", "kind"),
+    [("infer_status/m/d1.json", "fifo"), ("infer_status/m/d1.json", "dev-zero"), ("infer_status/m/d1.json", "huge"),
+     ("predictions/m/tmp_d1.jsonl", "fifo"), ("predictions/m/tmp_d1.jsonl", "dev-zero"), ("results/m/d1.json", "dev-zero"),
+     ("logs/samples/m/d1.jsonl", "fifo")],
+    ids=lambda x: str(x).replace("/", "-"),
+)
+def test_a_run_over_a_work_dir_file_that_is_no_file_of_its_kind_is_one_line_and_exit_2(tmp_path: Path, target: str, kind: str) -> None:
+    """A FIFO hung the run, /dev/zero grew it to 3–4 GB (a MemoryError traceback), a folder was an
+    IsADirectoryError traceback: each is now one line naming the file, exit 2, at once."""
+    plan = sim_plan(tmp_path)
+    first = _evaltui(str(plan), "--no-ui", "--samples", "0-19", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    path = tmp_path / "out" / target
+    _replace(path, kind)
+    proc = _evaltui(str(plan), "--no-ui", cwd=tmp_path)
+    printed = proc.stdout + proc.stderr
+    assert proc.returncode == 2, printed
+    assert "Traceback" not in printed
+    said = [line for line in printed.splitlines() if str(path) in line]
+    assert len(said) == 1 and SAID[kind] in said[0], printed
+
+
+@pytest.mark.parametrize(("target", "kind"), [("infer_status/m/d1.json", "fifo"), ("results/m/d1.json", "dev-zero"), ("plan.toml", "fifo")],
+                         ids=lambda x: str(x).replace("/", "-"))
+def test_show_over_such_a_file_is_one_line_and_exit_2(tmp_path: Path, target: str, kind: str) -> None:
+    plan = sim_plan(tmp_path)
+    assert _evaltui(str(plan), "--no-ui", cwd=tmp_path).returncode == 0
+    _replace(tmp_path / "out" / target, kind)
+    proc = _evaltui("show", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert str(tmp_path / "out" / target) in proc.stderr and SAID[kind] in proc.stderr
+
+
+@pytest.mark.parametrize(("target", "kind"), [("infer_status/m/d1.json", "fifo"), ("infer_heartbeat", "fifo"), ("results/m/d1.json", "dev-zero")],
+                         ids=lambda x: str(x).replace("/", "-"))
+def test_watch_over_such_a_file_is_one_line_and_exit_2(tmp_path: Path, target: str, kind: str) -> None:
+    plan = sim_plan(tmp_path)
+    assert _evaltui(str(plan), "--no-ui", cwd=tmp_path).returncode == 0
+    _replace(tmp_path / "out" / target, kind)
+    proc = _evaltui("watch", str(tmp_path / "out"), "--no-ui", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    said = [line for line in proc.stderr.splitlines() if str(tmp_path / "out" / target) in line]
+    assert len(said) == 1 and SAID[kind] in said[0], proc.stderr

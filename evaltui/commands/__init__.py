@@ -23,8 +23,13 @@ def run_command(name: str, argv: list[str]) -> int:
         from evaltui.commands.report.command import main
     else:
         from evaltui.commands.compare import main
+    from evaltui.fsutil import Unreadable
+
     try:
         return main(argv)
+    except Unreadable as e:  # a file of the work dir that is no file of its kind (a FIFO, /dev/zero, a folder, huge)
+        print(f"evaltui {name}: {e}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # What is still buffered would raise again as Python flushes standard output on the
         # way out ("Exception ignored … BrokenPipeError"): it goes to /dev/null instead.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import stat
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,13 @@ from typing import Any, BinaryIO, NamedTuple
 
 from evaltui import fastjson
 from evaltui.engine.disk.units import unit_key
-from evaltui.fsutil import json_bytes
+from evaltui.fsutil import Unreadable, json_bytes, not_regular, open_regular
+
+#: The longest checkpoint (or sample log) line read: a prompt of 16 Mi characters and a reply of
+#: max_reply_bytes fit; a longer one is damage (a file of NULs has no line end at all).
+LINE_BYTES = 256 << 20
+#: Checkpoints of millions of samples are gigabytes; what is bounded is each line.
+ANY_SIZE = 1 << 50
 
 
 class Checkpoint:
@@ -47,7 +54,11 @@ class Checkpoint:
     def open(self, defer: Callable[[Callable[[], None]], object] | None = None) -> None:
         """Open for appending, first cutting off a torn last line so the next line starts clean."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # a FIFO, a device, a folder in its place
+            os.close(fd)
+            raise not_regular(self.path, mode)
         size = os.fstat(fd).st_size
         if size:
             tail_start = max(0, size - 65536)
@@ -131,8 +142,10 @@ class Checkpoint:
 def checkpoint_version(path: Path) -> str:
     """The version a checkpoint was started under ("" if it has none or cannot be read)."""
     try:
-        with open(path, "rb") as f:
-            first = f.readline()
+        with open_regular(path, ANY_SIZE) as f:
+            first = f.readline(LINE_BYTES)
+    except Unreadable:
+        raise
     except OSError:
         return ""
     if first.startswith(b'{"version"'):
@@ -189,12 +202,12 @@ def _parsed_outcome(line: bytes, offset: int) -> Line | None:
 def scan_checkpoint(path: Path) -> Iterator[Line]:
     """Every complete line of a sample; torn or foreign lines are skipped."""
     try:
-        f = open(path, "rb")
+        f = open_regular(path, ANY_SIZE)
     except FileNotFoundError:
         return
     with f:
         offset = 0
-        for line in f:
+        while line := f.readline(LINE_BYTES):  # (a longer line: no line end, read as torn)
             start = offset
             offset += len(line)
             if not line.endswith(b"\n"):
@@ -243,7 +256,7 @@ class LineIndex:
         self._files: list[BinaryIO] = []
 
     def __enter__(self) -> LineIndex:
-        self._files = [open(p, "rb") for p in self.paths]
+        self._files = [open_regular(p, ANY_SIZE) for p in self.paths]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -319,14 +332,14 @@ class TurnNotes:
         """Add to `into` the answered requests of each unit noted and not `done` (a byte per
         unit key), by their number, read from `path` (before it is rewritten): a later line of
         a request (a later run's) wins over an earlier one."""
-        with open(path, "rb") as f:
+        with open_regular(path, ANY_SIZE) as f:
             for key, offsets in self._where.items():
                 if key < len(done) and done[key]:
                     continue
                 for offset in offsets:
                     f.seek(offset)
                     try:
-                        line = fastjson.loads(f.readline())
+                        line = fastjson.loads(f.readline(LINE_BYTES))
                     except ValueError:
                         continue
                     if isinstance(line, dict) and isinstance(line.get("turn"), int):

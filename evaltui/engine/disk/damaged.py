@@ -23,14 +23,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evaltui import fastjson
-from evaltui.engine.disk.checkpoint import TURN_HEAD, Line, TurnNotes
+from evaltui.engine.disk.checkpoint import ANY_SIZE, LINE_BYTES, TURN_HEAD, Line, TurnNotes
 from evaltui.fsutil import atomic_writer, open_regular
 
-#: The longest checkpoint line read: a prompt of 16 Mi characters and a reply of max_reply_bytes
-#: fit; a longer one is damage (a file of NULs has no line end at all).
-LINE_BYTES = 256 << 20
-#: A checkpoint of millions of samples is gigabytes; what is bounded is each line.
-CHECKPOINT_BYTES = 1 << 40
 DAMAGED = ".damaged"
 
 
@@ -93,7 +88,7 @@ class Sorter:
     def __iter__(self) -> Iterator[Line]:
         self.damaged = []
         foreign = False  # after a header of another version
-        with open_regular(self.path, CHECKPOINT_BYTES) as f:
+        with open_regular(self.path, ANY_SIZE) as f:
             for offset, raw in _lines(f):
                 header = _version_of(raw)
                 if header is not None:
@@ -120,13 +115,13 @@ class Sorter:
         if not self.damaged:
             return 0
         bad = set(self.damaged)
-        with open_regular(self.path, CHECKPOINT_BYTES) as f, open(self.aside, "ab") as out:
+        with open_regular(self.path, ANY_SIZE) as f, open(self.aside, "ab") as out:
             for offset, raw in _lines(f):
                 if offset in bad:
                     out.write(raw or b"(a line longer than %d bytes, not kept)\n" % LINE_BYTES)
             out.flush()
             os.fsync(out.fileno())
-        with open_regular(self.path, CHECKPOINT_BYTES) as f, atomic_writer(self.path) as w:
+        with open_regular(self.path, ANY_SIZE) as f, atomic_writer(self.path) as w:
             for offset, raw in _lines(f):
                 if offset not in bad:
                     w.write(raw)

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from evaltui.fsutil import Unreadable
+
 if TYPE_CHECKING:
     from evaltui.engine.disk.workdir import WorkDir
 
@@ -38,6 +40,8 @@ def last_beat(workdir: WorkDir) -> float | None:
     now = time.time()
     try:
         age = workdir.heartbeat_age(now)
+    except Unreadable:
+        raise  # a heartbeat that is no file: said, not taken for a run that stopped
     except OSError:
         return None
     return None if age is None else now - age

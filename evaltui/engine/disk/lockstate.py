@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from evaltui.engine.disk.heartbeat import missed_beats, stale
+from evaltui.fsutil import open_regular
 
 PROC_LOCKS = Path("/proc/locks")
 PROC_MOUNTINFO = Path("/proc/self/mountinfo")
@@ -107,7 +108,8 @@ def lock_holder(lock_file: Path, proc_locks: Path = PROC_LOCKS) -> int | None:
 def _named_pid(lock_file: Path) -> int | None:
     """The pid the lock file names (its last holder writes it there)."""
     try:
-        text = lock_file.read_bytes()[:32].decode(errors="replace").strip()
+        with open_regular(lock_file, 1 << 20) as f:  # (a FIFO in its place would hang the reader)
+            text = f.read(32).decode(errors="replace").strip()
     except OSError:
         return None
     return int(text) if text.isdigit() else None

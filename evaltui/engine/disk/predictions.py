@@ -12,14 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from evaltui import fastjson
-from evaltui.engine.disk.checkpoint import ENTRY_HEAD, LineIndex
+from evaltui.engine.disk.checkpoint import ANY_SIZE, ENTRY_HEAD, LINE_BYTES, LineIndex
 from evaltui.engine.disk.units import sample_keys
 from evaltui.failure import ErrorKind, error_record
-from evaltui.fsutil import atomic_writer, json_bytes, read_json
+from evaltui.fsutil import atomic_writer, json_bytes, open_regular, read_json
 
 # An epoch with no line when the predictions are merged (it cannot be: a dataset ends `done`
 # only once every (sample, epoch) has one; this keeps a hand-edited checkpoint readable).
 MISSING_EPOCH = error_record(ErrorKind.MISSING, "no answer for this epoch")
+#: The largest predictions file read whole (another tool's layout, a code_exec dataset); larger
+#: ones are streamed, as evaltui writes them.
+WHOLE_BYTES = 1 << 30
 
 
 def merge_checkpoints(paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None) -> int:
@@ -86,7 +89,7 @@ def _with_turns(joined: dict[str, Any], entries: list[Any]) -> dict[str, Any]:
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]] | None:
-    data = read_json(path)
+    data = read_json(path, WHOLE_BYTES)
     if not isinstance(data, dict):
         return None
     return [{"index": int(k), **v} for k, v in sorted(data.items(), key=lambda kv: int(kv[0]))]
@@ -136,11 +139,11 @@ def iter_predictions(path: Path) -> Iterator[dict[str, Any]]:
     another tool) is read whole instead. ValueError/OSError when the file is unusable.
     """
     yielded = False
-    with open(path, "rb") as f:
+    with open_regular(path, ANY_SIZE) as f:
         # Small files parse fastest whole (one C call); only large ones are worth streaming.
-        if os.fstat(f.fileno()).st_size > STREAM_ABOVE and f.readline().rstrip() == b"{":
+        if os.fstat(f.fileno()).st_size > STREAM_ABOVE and f.readline(LINE_BYTES).rstrip() == b"{":
             batch: list[dict[str, Any]] = []
-            for raw in f:
+            while raw := f.readline(LINE_BYTES):
                 line = raw.rstrip(b"\r\n")
                 if line == b"}":
                     yield from batch

@@ -17,11 +17,12 @@ from typing import Any, NamedTuple
 
 from evaltui import fastjson
 from evaltui.datasets import DatasetError, count_records
-from evaltui.engine.disk.checkpoint import scan_checkpoint
+from evaltui.engine.disk.checkpoint import ANY_SIZE, LINE_BYTES, scan_checkpoint
 from evaltui.engine.disk.lockstate import local_filesystem, run_holder
 from evaltui.engine.disk.samplelog import latest_records
 from evaltui.engine.disk.workdir import NotAWorkDir, WorkDir
 from evaltui.plan import DatasetConfig, Plan, PlanError, parse_samples, read_snapshot
+from evaltui.fsutil import Unreadable, open_regular
 from evaltui.scoring.score import epoch_verdict
 
 
@@ -75,8 +76,14 @@ def _uncertainty(result: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
 def iter_result_details(path: Path) -> Iterator[dict[str, Any]]:
     """The details of a result file, in its order (evaltui writes one per line); nothing when
     the pair is not scored (yet) or the file is not evaltui's."""
-    with contextlib.suppress(OSError), open(path, "rb") as f:
-        for raw in f:
+    try:
+        f = open_regular(path, ANY_SIZE)
+    except Unreadable:
+        raise
+    except OSError:
+        return
+    with f:
+        while raw := f.readline(LINE_BYTES):
             line = raw.strip().rstrip(b",")
             if not (line.startswith(b'{"index"') and line.endswith(b"}")):
                 continue

@@ -38,7 +38,8 @@ from typing import Any
 from evaltui import fastjson
 from evaltui.backends import Trace
 from evaltui.conversation import turn_messages, turns_of
-from evaltui.engine.disk.checkpoint import LineIndex, replaces, scan_checkpoint
+from evaltui.engine.disk.checkpoint import ANY_SIZE, LINE_BYTES, LineIndex, replaces, scan_checkpoint
+from evaltui.fsutil import Unreadable, open_regular
 
 
 def record(
@@ -106,9 +107,11 @@ def records_of(logs: list[Path], wanted: set[tuple[int, int]], checkpoints: Sequ
     found: dict[tuple[int, int], dict[str, Any]] = {}
     for key, (path, offset, _) in where.items():
         try:
-            with open(path, "rb") as f:
+            with open_regular(path, ANY_SIZE) as f:
                 f.seek(offset)
-                data = fastjson.loads(f.readline())
+                data = fastjson.loads(f.readline(LINE_BYTES))
+        except Unreadable:
+            raise
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

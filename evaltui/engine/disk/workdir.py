@@ -20,9 +20,16 @@ from typing import Any
 
 from evaltui import fastjson
 from evaltui.engine.disk.lockstate import lock_holder
-from evaltui.fsutil import atomic_write_json, atomic_write_text, read_json
+from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, open_regular, read_json, read_regular
 
 TERMINAL = ("done", "fail")
+# What each kind of work-dir file may weigh when it is read (fsutil.open_regular: a FIFO, a
+# device or a folder in its place is Unreadable, said in one line naming it, never a hang).
+STATUS_BYTES = 64 << 20  # a few hundred bytes; a selection of millions of sample_ids, tens of MB
+HEARTBEAT_BYTES = 4096  # an ISO time
+RESULT_LINE_BYTES = 64 << 20  # a line of a result's head (metrics; a selection's samples)
+RESULT_BYTES = 1 << 30  # a result read whole (another layout, an error); a larger one is scored again
+ANY_SIZE = 1 << 50  # files read in pieces (checkpoints, predictions, results): only their kind is checked
 # The temporary a killed atomic write leaves: `.<name>.<8 random>.tmp` (fsutil's mkstemp), where
 # <name> is a file evaltui writes in that folder — each folder's names, below; nothing else is ours.
 _RANDOM = r"\.[a-z0-9_]{8}\.tmp$"
@@ -201,14 +208,17 @@ class WorkDir:
         shutil.move(str(path), str(target))
 
     def predictions_complete(self, model: str, dataset: str) -> bool:
-        """Whether the final predictions file exists and ends as evaltui ends it (not cut short)."""
+        """Whether the final predictions file exists and ends as evaltui ends it (not cut short);
+        Unreadable when it is no regular file."""
         try:
-            with open(self.predictions_file(model, dataset), "rb") as f:
+            with open_regular(self.predictions_file(model, dataset), ANY_SIZE) as f:
                 if f.read(1) != b"{":
                     return False
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - 2))
                 return f.read() == b"}\n"
+        except Unreadable:
+            raise
         except OSError:
             return False
 
@@ -247,9 +257,10 @@ class WorkDir:
         atomic_write_text(self.heartbeat_file, now_iso() + "\n")
 
     def heartbeat_age(self, now: float | None = None) -> float | None:
-        """Seconds since the last beat, or None when there is no heartbeat file."""
+        """Seconds since the last beat, or None when there is no heartbeat file (Unreadable for
+        one that is no regular file, or far longer than a time)."""
         try:
-            text = self.heartbeat_file.read_bytes().decode("utf-8", errors="replace")  # garbage: dated by mtime below
+            text = read_regular(self.heartbeat_file, HEARTBEAT_BYTES).decode("utf-8", errors="replace")  # garbage: dated by mtime below
         except FileNotFoundError:
             return None
         at = parse_iso(text)
@@ -264,7 +275,7 @@ class WorkDir:
     def read_status(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> dict[str, Any] | None:
         """The status, or None when the file is missing or not one a writer of statuses could have
         made (torn, garbage, counts that are not integers): then the checkpoints decide."""
-        data = read_json(self.status_file(model, dataset, shard, shards))
+        data = read_json(self.status_file(model, dataset, shard, shards), STATUS_BYTES)
         if not isinstance(data, dict) or not isinstance(data.get("status"), str):
             return None
         for key in ("total", "completed", "failed"):
@@ -283,14 +294,15 @@ class WorkDir:
         """
         path = self.result_file(model, dataset)
         try:
-            with open(path, "rb") as f:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - 2))
+            with open_regular(path, ANY_SIZE) as f:
+                size = os.fstat(f.fileno()).st_size
+                f.seek(max(0, size - 2))
                 whole = f.read() == b"}\n"
                 f.seek(0)
-                if whole and f.readline().rstrip() == b"{":
+                if whole and f.readline(RESULT_LINE_BYTES).rstrip() == b"{":
                     head: dict[str, Any] = {}
                     for _ in range(64):
-                        line = f.readline().strip().rstrip(b",")
+                        line = f.readline(RESULT_LINE_BYTES).strip().rstrip(b",")
                         if line.startswith(b'"details": ['):
                             return head
                         try:
@@ -299,7 +311,9 @@ class WorkDir:
                             break
         except FileNotFoundError:
             return None
-        data = read_json(path)  # another layout, or one without details (an error result)
+        if size > RESULT_BYTES:  # too large to read whole, and not as evaltui writes it: scored again
+            return None
+        data = read_json(path, RESULT_BYTES)  # another layout, or one without details (an error result)
         if not isinstance(data, dict):
             return None
         data.pop("details", None)

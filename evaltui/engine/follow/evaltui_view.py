@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evaltui import fastjson
-from evaltui.engine.disk.checkpoint import line_outcome, turn_of
+from evaltui.engine.disk.checkpoint import ANY_SIZE, line_outcome, turn_of
 from evaltui.engine.disk.details import PairDetails, read_pair_details
 from evaltui.engine.disk.heartbeat import last_beat
 from evaltui.engine.disk.lockstate import local_filesystem, run_holder
@@ -19,6 +19,7 @@ from evaltui.engine.follow.tail import AppendedLines
 from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.stream.events import Pair, PairStatus, SampleError
 from evaltui.failure import ErrorKind
+from evaltui.fsutil import Unreadable, open_regular
 from evaltui.plan import ModelConfig, Plan, PlanError, RunConfig, read_snapshot, select
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def newest_summary(folder: Path) -> dict[str, str]:
 def _last_line(path: Path, tail: int = 4096) -> str:
     """The last complete line of a text file ("" when it cannot be read, or is longer than `tail`)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, ANY_SIZE) as f:
             start = max(0, f.seek(0, os.SEEK_END) - tail)
             f.seek(start)
             lines = f.read().split(b"\n")
@@ -204,6 +205,8 @@ class EvaltuiView:
             return None
         try:
             result = self.workdir.read_result(model, dataset)
+        except Unreadable:
+            raise  # said in one line by evaltui watch
         except OSError:
             return None
         if result is None:

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from evaltui.engine.disk.details import PairDetails, PredictionSample
 from evaltui.engine.disk.heartbeat import last_beat
-from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.disk.workdir import RESULT_BYTES, STATUS_BYTES, WorkDir
 from evaltui.engine.follow.evaltui_view import newest_summary
 from evaltui.engine.follow.opencompass_samples import part_files, read_entries
 from evaltui.engine.follow.opencompass_tally import PredictionCount
 from evaltui.engine.follow.view import PairSpec, Score, ShardStatus, stat_key
 from evaltui.engine.stream.events import Pair, PairStatus
-from evaltui.fsutil import read_json
+from evaltui.fsutil import Unreadable, read_json, read_regular
 
 if TYPE_CHECKING:
     from evaltui.plan import ModelConfig
@@ -192,7 +192,9 @@ class OpenCompassView:
     def _status_of(self, model: str, part: str) -> ShardStatus | None:
         """What `infer_status/<model>/<part>.json` says; None when it is missing, torn or no status."""
         try:
-            data = read_json(self.root / "infer_status" / model / f"{part}.json")
+            data = read_json(self.root / "infer_status" / model / f"{part}.json", STATUS_BYTES)
+        except Unreadable:
+            raise
         except OSError:
             return None
         if isinstance(data, dict) and data.get("status") in _STATUSES:
@@ -228,7 +230,9 @@ class OpenCompassView:
     def score(self, model: str, dataset: str) -> Score | None:
         path = self.result_file(model, dataset)
         try:
-            data = read_json(path)
+            data = read_json(path, RESULT_BYTES)
+        except Unreadable:
+            raise
         except OSError:
             return None
         self._saw(stat_key(path))
@@ -296,7 +300,9 @@ class OpenCompassView:
         if path is None:
             return None
         try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
+            text = read_regular(path, RESULT_BYTES).decode("utf-8", "replace")
+        except Unreadable:
+            raise
         except OSError:
             return None
         lines = list(csv.reader(io.StringIO(text)))

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from evaltui.engine.disk.predictions import WHOLE_BYTES
+from evaltui.engine.disk.workdir import RESULT_BYTES
 from evaltui.fsutil import read_json
 
 
@@ -45,7 +47,7 @@ def part_files(folder: Path, dataset: str) -> list[Path]:
 
 def read_entries(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """A predictions file's samples, by index; none when it is missing or torn (being rewritten)."""
-    data = read_json(path)
+    data = read_json(path, WHOLE_BYTES)
     if not isinstance(data, dict):
         return []
     return sorted(((int(k), v) for k, v in data.items() if str(k).isdigit() and isinstance(v, dict)), key=lambda kv: kv[0])
@@ -54,7 +56,7 @@ def read_entries(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def result_verdicts(path: Path) -> dict[int, tuple[str | None, bool | None]]:
     """(extracted, correct) per sample from a result's `details` (a list, or an object keyed by
     index, as OpenCompass's evaluators write them), where it has them."""
-    data = read_json(path)
+    data = read_json(path, RESULT_BYTES)
     details = data.get("details") if isinstance(data, dict) else None
     items = enumerate(details) if isinstance(details, list) else details.items() if isinstance(details, dict) else ()
     out: dict[int, tuple[str | None, bool | None]] = {}

@@ -14,8 +14,10 @@ import time
 from pathlib import Path
 
 from evaltui import fastjson
+from evaltui.engine.disk.predictions import WHOLE_BYTES
 from evaltui.engine.follow.tail import AppendedLines
 from evaltui.engine.follow.view import Outcome, stat_key
+from evaltui.fsutil import Unreadable, read_regular
 
 READ_SHARE = 20  # a whole file is read again at most once every 20 times its last reading took
 _KEY_LINE = re.compile(rb'^    "(\d+)": \{', re.MULTILINE)  # a sample's key as json.dump(..., indent=4) writes it
@@ -51,7 +53,9 @@ class PredictionCount:
             return []
         started = time.monotonic()
         try:
-            data = path.read_bytes()
+            data = read_regular(path, WHOLE_BYTES)
+        except Unreadable:
+            raise  # said in one line by evaltui watch
         except OSError:
             return []
         found = [int(k) for k in _KEY_LINE.findall(data)]

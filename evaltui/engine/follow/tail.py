@@ -12,9 +12,12 @@ was read (a torn last line cut off by the next run) is reported as `None`: the c
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from evaltui.fsutil import not_regular
 
 PIECE = 4 << 20  # bytes read at a time
 
@@ -34,6 +37,8 @@ class AppendedLines:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None if self._inode is not None else iter(())
+        if not stat.S_ISREG(st.st_mode):  # a FIFO, a device, a folder in its place: never waited on
+            raise not_regular(self.path, st.st_mode)
         if self._inode is not None and (st.st_ino != self._inode or st.st_size < self._offset):
             return None
         self._inode = st.st_ino

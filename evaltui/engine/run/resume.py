@@ -17,7 +17,7 @@ from evaltui.engine.disk.damaged import DAMAGED, Sorter
 from evaltui.engine.disk.predictions import predictions_to_checkpoint
 from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.versions import evaluator_version, pair_version
-from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.disk.workdir import STATUS_BYTES, StatusWriter, WorkDir
 from evaltui.engine.run.runs import DatasetRun, ShardRun, UnitFlags, shard_indices
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
@@ -105,7 +105,7 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     data = file_fingerprint(plan, ds)
     version = pair_version(model, ds, data or "")
     current = {wd.status_file(m, ds.abbr, k, ds.shards) for k in range(ds.shards)}
-    statuses = [read_json(p) for p in wd.status_files(m, ds.abbr)]
+    statuses = [read_json(p, STATUS_BYTES) for p in wd.status_files(m, ds.abbr)]
     seen = {s.get("version") for s in statuses if isinstance(s, dict)}
     seen |= {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
     # An unreadable file (a mount gone away) proves nothing changed: keep the work; the

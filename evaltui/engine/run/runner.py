@@ -44,7 +44,7 @@ from evaltui.engine.stream.pair import board_values
 from evaltui.engine.stream.state import RunState
 from evaltui.engine.unit.heap import settle_heap
 from evaltui.exitcode import ExitCode
-from evaltui.fsutil import atomic_write_text
+from evaltui.fsutil import Unreadable, atomic_write_text
 from evaltui.plan import ModelConfig, Plan
 
 if TYPE_CHECKING:
@@ -253,7 +253,7 @@ class Runner:
         )
         started = time.monotonic()
         exit_code: int = ExitCode.FAILED
-        stopped = False  # a fatal stop: whatever the files say, the run did not do its work
+        stopped = 0  # a fatal stop's exit code: whatever the files say, the run did not do its work
         try:
             with anyio.CancelScope() as scope:
                 self._cancel_scope = scope
@@ -269,8 +269,9 @@ class Runner:
                             raise
                         # Disk full, too many open files, permissions: say so, keep what is done.
                         self.emit(ev.Notice(f"stopped: {err} — finished samples are kept; fix this and run again", "error"))
-                        stopped = True
-            exit_code = ExitCode.INTERRUPTED if self.interrupted else ExitCode.FAILED if stopped else self._exit_code(self.pairs)
+                        # a work-dir file that is no file of its kind: as a work dir that cannot be used
+                        stopped = ExitCode.USAGE if isinstance(err, Unreadable) else ExitCode.FAILED
+            exit_code = ExitCode.INTERRUPTED if self.interrupted else stopped or self._exit_code(self.pairs)
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
