@@ -175,3 +175,35 @@ def test_units_are_counted_as_units_and_every_shard_says_the_datasets_count(tmp_
     assert re.match(r"\d+ of the dataset's 36 units \(18 samples × 2 epochs\) failed \(fail_on_error = 3\); stopped early, \d+ not sent", error), error
     errors = {read_strict_json(runner.workdir.status_file("m", "d", k, 3)).get("error") for k in range(3)}
     assert errors - {""} == {error}  # each failed shard says the same
+
+
+def test_a_retried_sample_goes_to_the_back_of_the_queue_so_a_burst_of_failures_is_outlived(tmp_path: Path) -> None:
+    """Issue 23: the first 30 requests answer 500, retry = 0, retry_on_error = 3, 4 workers: each
+    sample tried again at once spent all its tries inside the burst (5 of 200 failed). A sample
+    sent to the back of its dataset's queue comes back after the burst: none fails."""
+    from aiohttp import web
+    from hostile import LoopbackServer
+
+    rows = arithmetic(200)
+
+    async def burst(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if srv.requests["/generate"] <= 30:
+            return web.json_response({"error": {"message": "overloaded"}}, status=500)
+        answer = next(r["answer"] for r in rows if r["question"] == body["inputs"])
+        return web.json_response({"generated_text": [answer]})
+
+    with LoopbackServer({"/generate": burst}) as srv:
+        model = {**lightllm("m", srv.url, retry=0, max_workers=4, backoff=0.0), "url": f"{srv.url}/generate"}
+        data = write_jsonl(tmp_path / "d.jsonl", rows)
+        code, events, runner = run_plan(write_plan(tmp_path, models=[model], datasets=[gsm_dataset("d", data, retry_on_error=3)]))
+    assert code == 0
+    assert not of_type(events, ev.SampleFailed)
+    retried = of_type(events, ev.SampleRetried)
+    assert len(retried) == 30 and {r.attempt for r in retried} == {2}  # each once, after the burst
+    assert of_type(events, ev.DatasetScored)[0].score == 100.0
+    lines = checkpoint_entries(runner.workdir.checkpoint_file("m", "d"))
+    assert len(lines) == 200 and not any("error" in e for e in lines)
+    first_retried = min(r.sample_index for r in retried)
+    order = [e["index"] for e in lines]
+    assert order.index(first_retried) > order.index(199) - 30  # it came back at the end of the queue

@@ -44,6 +44,7 @@ Streamed = Callable[[Callable[[], float]], Stream]  # a new Stream for an attemp
 
 RETRY_STATUSES = frozenset({408, 429})
 HOLD_SAID = 5.0  # s of Retry-After from which the wait is said (shorter ones pass unnoticed anyway)
+LATE = 0.5  # an attempt's timeout firing later than this (× `timeout`, s at least) measured the event loop, not the server
 PROBE_TIMEOUT = 10.0  # s a health check of an ejected replica may take (at most the model's timeout)
 
 
@@ -298,6 +299,8 @@ class Backend(ABC):
                 raise BackendError(ErrorKind.CONNECT, e.message, attempts=attempt) from None
             if no_reply and not free:  # one url: free if its server turns out to be down (replicas.py)
                 free = await self.router.confirm_down(replica, epoch)
+            elif self._clock() - sent > self.cfg.timeout + max(LATE, LATE * self.cfg.timeout):  # the timer fired late: the loop was starved
+                free = True  # (not the server slow): sent again, not charged to it
             raise _Retry(BackendError(e.kind, e.message, attempts=attempt, retryable=True), free=free) from None
         except BaseException:  # cancelled: no outcome to learn from, but the slot is free again
             self.router.release_unused(replica, tag)

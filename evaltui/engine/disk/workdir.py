@@ -12,7 +12,10 @@ import contextlib
 import os
 import re
 import shutil
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -79,6 +82,7 @@ class WorkDir:
     root: Path
     # this run's superseded/<time> folder once made: everything the run sets aside goes there
     _superseded: list[Path] = field(default_factory=list, compare=False, repr=False)
+    _listings: threading.local = field(default_factory=threading.local, compare=False, repr=False)  # see listed()
 
     # -- paths
     @property
@@ -134,14 +138,27 @@ class WorkDir:
     # -- whole-pair housekeeping
     def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
         """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
-        if not folder.is_dir():
-            return []
+        listed: dict[Path, list[str]] | None = getattr(self._listings, "folders", None)
+        if listed is not None and folder not in listed:  # within `listed()`: the folder is read once
+            listed[folder] = _names(folder)  # (10,000 datasets globbed it 10,000 times)
         found = []
-        for p in folder.glob(f"{prefix}{dataset}*{suffix}"):
-            stem = p.name[len(prefix) : len(p.name) - len(suffix)]
-            if stem == dataset or (stem.startswith(dataset + "_") and stem[len(dataset) + 1 :].isdigit()):
-                found.append(p)
-        return sorted(found)
+        for name in _names(folder) if listed is None else listed[folder]:
+            if name.startswith(prefix + dataset) and name.endswith(suffix):
+                stem = name[len(prefix) : len(name) - len(suffix)]
+                if stem == dataset or (stem.startswith(dataset + "_") and stem[len(dataset) + 1 :].isdigit()):
+                    found.append(folder / name)
+        return sorted(p for p in found if listed is None or p.exists())
+
+    @contextmanager
+    def listed(self) -> Iterator[None]:
+        """Within it, this thread lists each folder of pair files once: a pair's files are those
+        there as it began (and still there), not those made meanwhile — what planning wants,
+        which reads each pair's earlier files before it writes any of its own."""
+        self._listings.folders = {}
+        try:
+            yield
+        finally:
+            self._listings.folders = None
 
     def checkpoint_files(self, model: str, dataset: str) -> list[Path]:
         """Every checkpoint of the pair, including those of an earlier shard layout."""
@@ -382,3 +399,10 @@ class StatusWriter:
         else:
             self._final.pop(path, None)
         return True
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(folder)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []

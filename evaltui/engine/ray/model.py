@@ -46,7 +46,7 @@ from evaltui.engine.ray.actor import Key, ModelActor, Unit
 from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.answer import Answered
 from evaltui.engine.unit.conversing import TurnLog
-from evaltui.engine.unit.tries import SampleTokens, failed_entry
+from evaltui.engine.unit.tries import Again, SampleTokens, failed_entry
 from evaltui.failure import ErrorKind, error_record
 from evaltui.latency import LatencyProfile
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
@@ -119,10 +119,11 @@ class RayModel:
     # ------------------------------------------------------------------ the pool's side
     async def answer(
         self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool,
-        turns: TurnLog | None = None,
+        turns: TurnLog | None = None, again: Again | None = None, requeue: bool = False,
     ) -> Answered:
         """`turns` is not sent: on Ray a conversation is answered whole by one actor, from its
-        first request (its turns are not checkpointed one by one)."""
+        first request (its turns are not checkpointed one by one). An actor makes a unit's
+        retry_on_error tries in place: `again` and `requeue` are for a local pool."""
         slot = self._slots[index % min(len(self._slots), cfg.shards)]
         if slot.broken:
             answered: Answered = _worker_failure(index, epoch, slot.broken), None

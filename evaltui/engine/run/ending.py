@@ -132,6 +132,7 @@ class PairEnding:
         out any more; the ones in flight are awaited, their shards end `fail` as they come back."""
         run.todo, run.stopped_early = iter(()), True
         unsent = 0
+        run.again.clear()  # sent back for another try: now not sent (counted below as unsent)
         for s in run.shards:
             if s.outstanding > 0:
                 unsent += s.outstanding - s.in_flight

@@ -16,7 +16,9 @@ What the pool is given comes from resume planning (resume.py); how a shard and i
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from collections import deque
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -34,8 +36,9 @@ from evaltui.engine.run.runs import DatasetRun, ShardRun
 from evaltui.engine.run.todo import first_pass_skip, todo
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus, SampleError
-from evaltui.engine.unit.answer import Answerer
+from evaltui.engine.unit.answer import AGAIN, Answerer
 from evaltui.engine.unit.conversing import TurnLog
+from evaltui.engine.unit.tries import Again
 from evaltui.failure import ErrorKind
 from evaltui.plan import ModelConfig, Plan
 from evaltui.plan.price import CostMeter
@@ -82,6 +85,9 @@ class WorkerPool:
         self._server_seen = False  # a reply (or an error only one sample has) came back in this run
         self._no_server = 0  # samples that found no server, while none has been seen
         self._stopped = ""  # why the model stopped before its samples were done
+        self._backlog: deque[DatasetRun] = deque()  # datasets with units sent back for another try, in that order
+        self._out = 0  # units being answered now (one may be sent back)
+        self._returned = anyio.Event()  # a unit came back (answered, or sent back)
 
     def add_runs(self, runs: list[DatasetRun], *, first: bool = False) -> None:
         """Queue planned datasets; while the pool runs they join it (a retry of a live run).
@@ -176,14 +182,26 @@ class WorkerPool:
 
     def _maybe_start_more(self) -> None:
         while self._next_to_start < len(self.runs):
-            active_left = sum(r.remaining for r in self.runs[: self._next_to_start] if r.started)
-            if self._next_to_start > 0 and active_left >= self._early_start_below:
+            if self._next_to_start > 0 and self._active_left() >= self._early_start_below:
                 return
             run = self.runs[self._next_to_start]
             self._next_to_start += 1
             run.started = True
             assert self._tg is not None
             self._tg.start_soon(self._load, run)
+
+    def _active_left(self) -> int:
+        """The units left of the started datasets that still hand some out (from the cursor on;
+        those before it have at most their requests in flight), counted no further than the
+        threshold: with 10,000 datasets a sum over all started ones, at every sample, was the
+        scheduling cost that grew with their number."""
+        left = 0
+        for r in self.runs[self._cursor : self._next_to_start]:
+            if r.started:
+                left += r.remaining
+                if left >= self._early_start_below:
+                    break
+        return left
 
     async def _load(self, run: DatasetRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
@@ -218,10 +236,19 @@ class WorkerPool:
             self._live_workers -= 1
 
     async def _take_samples(self) -> None:
-        while self._cursor < len(self.runs) and not self._stopped:
+        while not self._stopped:
             if self.cost.reached():
                 self._stop_for_cost()
                 return
+            again = self._again_now()
+            if again is not None:
+                await self._sample(*again)
+                continue
+            if self._cursor >= len(self.runs):
+                if not self._backlog and not self._out:
+                    return  # nothing left to send, nor to come back
+                await self._await_again()
+                continue
             run = self.runs[self._cursor]
             if not run.started:
                 self._maybe_start_more()
@@ -230,20 +257,61 @@ class WorkerPool:
                 continue
             job = next(run.todo, None)
             if job is None:
+                run.exhausted = True  # its units sent back for another try go now (the back of its queue)
                 if self.runs[self._cursor] is run:
                     self._cursor += 1
                 continue
             await self._sample(run, *job)
 
-    async def _sample(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str) -> None:
+    def _again_now(self) -> tuple[DatasetRun, ShardRun, int, int, dict[str, Any] | str, Again] | None:
+        """A unit sent back for another try (retry_on_error) whose turn has come: its dataset's
+        other units all handed out, and its backoff waited."""
+        while self._backlog:
+            run = self._backlog[0]
+            if not run.again:
+                self._backlog.popleft()
+                continue
+            (shard, index, epoch, record, again), not_before = run.again[0]
+            if not run.exhausted or not_before > time.monotonic():
+                return None
+            run.again.popleft()
+            return run, shard, index, epoch, record, again
+        return None
+
+    async def _await_again(self) -> None:
+        """Nothing to send now: wait for a unit to come back (or to end), or the first one sent
+        back to be due."""
+        due = math.inf
+        if self._backlog and self._backlog[0].again:
+            due = max(0.0, self._backlog[0].again[0][1] - time.monotonic())
+        if self._returned.is_set():
+            self._returned = anyio.Event()
+        with anyio.move_on_after(due):
+            await self._returned.wait()
+
+    async def _sample(
+        self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, record: dict[str, Any] | str, again: Again | None = None
+    ) -> None:
         cfg = run.cfg
         shard.in_flight += 1  # until it is counted below: an early stop (stop_early) waits for it
         turns = None
         if run.turns is not None:  # a conversation: its requests answered before, each answered now checkpointed
             turns = TurnLog(run.turns.pop(unit_key(index, epoch, run.epochs), ()), partial(self._turn_answered, run, shard, index, epoch))
-        # a priced model's units are traced whatever sample_log says: their usage is what they cost
-        traced = shard.log is not None or self._priced
-        entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, traced, turns)
+        self._out += 1
+        try:
+            # a priced model's units are traced whatever sample_log says: their usage is what they cost
+            traced = shard.log is not None or self._priced
+            entry, line = await self.answerer.answer(cfg, shard.shard, index, epoch, record, run.tokens, traced, turns, again, True)
+        finally:
+            self._out -= 1
+            self._returned.set()
+        if AGAIN in entry:  # to the back of its dataset's queue, for its next try
+            sent_back: Again = entry[AGAIN]
+            run.again.append(((shard, index, epoch, record, sent_back), time.monotonic() + sent_back.wait))
+            if not run.stopped_early and run not in self._backlog:
+                self._backlog.append(run)
+            shard.in_flight -= 1
+            return
         if line is not None:
             self.cost.add(self.model.abbr, cfg.abbr, line.get("usage"))
             if shard.log is not None:

@@ -40,6 +40,13 @@ def plan_pairs(
     Its events (DatasetPlanned, notices) go to `emit`, which the caller replays on the loop.
     The runs returned are handed to the model's pool (`WorkerPool.add_runs`).
     """
+    with wd.listed():  # each folder of pair files read once, not once a pair
+        return _plan_pairs(plan, model, wd, statuses, totals, datasets, emit)
+
+
+def _plan_pairs(
+    plan: Plan, model: ModelConfig, wd: WorkDir, statuses: StatusWriter, totals: dict[str, int], datasets: list[DatasetConfig], emit: ev.Sink
+) -> list[DatasetRun]:
     m = model.abbr
     runs = []
     moved: list[str] = []  # datasets whose answers came from another url
@@ -119,7 +126,7 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
                else "the data file, the dataset's prompts or the model's settings changed since the last run")
         emit(ev.Notice(f"{m}/{ds.abbr}: {why}; starting it over (the earlier work is in {folder})", "warning"))
     for stale in set(wd.status_files(m, ds.abbr)) - current:
-        stale.unlink()  # another shard layout: its samples are read back from its checkpoints
+        stale.unlink(missing_ok=True)  # another shard layout: its samples are read back from its checkpoints
     result = wd.read_result(m, ds.abbr)
     if result is not None and result.get("scored_with") != evaluator_version(ds):
         wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
@@ -188,8 +195,7 @@ def _number(value: object) -> float | None:
 
 def _read_back(wd: WorkDir, m: str, dataset: str, total: int, epochs: int, chosen: set[int] | None, answered: bytearray, failures: bytearray) -> None:
     """The units of a checkpoint just rebuilt from the final predictions (written here: whole)."""
-    for path in wd.checkpoint_files(m, dataset):
-        _mark(scan_checkpoint(path), total, epochs, chosen, answered, failures)
+    _mark(scan_checkpoint(wd.checkpoint_file(m, dataset, 0, 1)), total, epochs, chosen, answered, failures)
 
 
 def _mark(lines: Iterable[Line], total: int, epochs: int, chosen: set[int] | None, answered: bytearray, failures: bytearray) -> None:

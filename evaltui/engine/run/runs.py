@@ -10,6 +10,7 @@ resume's peak at 200,000 samples × 5 epochs).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ import anyio
 from evaltui.engine.disk.checkpoint import Checkpoint
 from evaltui.engine.disk.units import sample_keys, samples_keys
 from evaltui.engine.stream.events import PairStatus
-from evaltui.engine.unit.tries import SampleTokens
+from evaltui.engine.unit.tries import Again, SampleTokens
 from evaltui.plan import DatasetConfig
 
 
@@ -130,6 +131,9 @@ class DatasetRun:
     remaining: int = 0  # units not finished in this run (queued + in flight)
     unsent: int = 0  # units left unsent by an early stop (too many failures)
     stopped_early: bool = False
+    exhausted: bool = False  # every unit of its queue handed out (those sent back go after them)
+    # units sent back for another try (retry_on_error), each with when it may go: (job + its Again, not before)
+    again: deque[tuple[tuple[ShardRun, int, int, dict[str, Any] | str, Again], float]] = field(default_factory=deque)
     started: bool = False
     loaded: anyio.Event = field(default_factory=anyio.Event)
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written

@@ -219,7 +219,8 @@ class Scorer:
         self.plan = plan
         self.workdir = workdir
         self.emit = emit
-        self.pending: list[Pair] = []  # added (add) as their inference is queued
+        self.pending: dict[Pair, None] = {}  # added (add) as their inference is queued; in order
+        self._due: dict[Pair, None] = {}  # pending pairs to look at: added, or said inferred, since the last scan
         self.clock = clock
         self.code_workers = code_workers
         self.run_code = run_code
@@ -240,6 +241,13 @@ class Scorer:
     def wake(self) -> None:
         self._wake.set()
 
+    def inferred(self, pair: Pair) -> None:
+        """A pair's inference ended here (the runner says so): look at it now. A scorer that
+        knows its inference (`inferring`) looks only at those, and at what was added: a run of
+        10,000 datasets read every pending pair's status files at each dataset's end."""
+        self._due[pair] = None
+        self._wake.set()
+
     def inference_finished(self) -> None:
         self._inference_done = True
         self._wake.set()
@@ -251,15 +259,14 @@ class Scorer:
     def add(self, pairs: Iterable[Pair]) -> None:
         """Watch these pairs too (their inference was queued); run() must be running or started."""
         for pair in pairs:
-            if pair not in self.pending:
-                self.pending.append(pair)
+            self.pending[pair] = None
+            self._due[pair] = None
         self._wake.set()
 
     def forget(self, pair: Pair) -> None:
         """Stop watching `pair` and abandon its scoring, whose result could only be stale now."""
         self.gate.invalidate(pair)
-        if pair in self.pending:
-            self.pending.remove(pair)
+        self.pending.pop(pair, None)
         scope = self._scoring.pop(pair, None)
         if scope is not None:
             scope.cancel()
@@ -306,15 +313,17 @@ class Scorer:
 
     def _scan(self, tg: TaskGroup, started: float, timeout: float) -> None:
         final_scan = self._inference_done  # read before scanning: no finish slips between
-        for pair in [p for p in self.pending if self._ready(p)]:
-            self.pending.remove(pair)
+        due = self.pending if final_scan or self.inferring is None else [p for p in self._due if p in self.pending]
+        self._due = {}
+        for pair in [p for p in due if self._ready(p)]:
+            del self.pending[pair]
             self._scoring[pair] = anyio.CancelScope()
             tg.start_soon(self._score, pair, self._scoring[pair])
         if not self.pending:
             return
         if final_scan:
             self.emit(ev.ScoringSkipped(tuple(self.pending), "inference finished; these did not end done (see infer_status/)"))
-            self.pending = []
+            self.pending = {}
             return
         if self.inferring is not None and self.inferring():
             return  # its own inference, alive: it says when it has finished
@@ -327,7 +336,7 @@ class Scorer:
             age = now - started
         if stale(age, timeout):
             self.emit(ev.ScoringSkipped(tuple(self.pending), f"heartbeat stale for {age:.0f} s (> heartbeat_timeout {timeout:g} s): inference is gone"))
-            self.pending = []
+            self.pending = {}
 
     async def _warm_up(self) -> None:
         """Import the evaluators in a thread while inference waits on the network.

@@ -169,7 +169,9 @@ class Session:
                 cfg = next(m for m in self.plan.models if m.abbr == model)
                 urls = self.urls.get(model) or list(cfg.urls)
                 answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
-                pool = WorkerPool(self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda *_: self.scorer.wake(), cost=self.cost)
+                pool = WorkerPool(
+                    self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda m, d: self.scorer.inferred((m, d)), cost=self.cost
+                )
                 self._pools[model] = pool
             return pool
 

@@ -25,13 +25,14 @@ from evaltui.engine.disk import samplelog
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import SampleError
 from evaltui.engine.unit.conversing import TurnLog
-from evaltui.engine.unit.tries import SampleInference, SampleTokens, failed_entry
+from evaltui.engine.unit.tries import Again, SampleInference, SampleTokens, failed_entry
 from evaltui.failure import ErrorKind, error_record
 from evaltui.plan import DatasetConfig, ModelConfig
 from evaltui.redaction import redact
 
 #: A unit's checkpoint entry and its per-sample log line (None when the log is off).
 Answered = tuple[dict[str, Any], "dict[str, Any] | None"]
+AGAIN = "again"  # the key of an answer that is no entry: the unit goes to the back of its queue
 
 
 class Answerer(Protocol):
@@ -43,12 +44,14 @@ class Answerer(Protocol):
 
     async def answer(
         self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool,
-        turns: TurnLog | None = None,
+        turns: TurnLog | None = None, again: Again | None = None, requeue: bool = False,
     ) -> Answered:
         """One unit's entry (an error when its record or templates fail) and, when `traced`, its
         log line; `record` is a string when the record could not be read (why). The unit is
         settled with `tokens` (token_limit's count) before this returns. `turns`: a
-        conversation's requests answered before, and where each one answered now is written."""
+        conversation's requests answered before, and where each one answered now is written.
+        `requeue`: an answer `{AGAIN: Again}` instead sends it to the back of the queue (where
+        it can: else its tries are made in place)."""
 
     def load(self, samples: int) -> ev.ModelLoad:
         """The model's load now (`samples`: the units the pool has counted)."""
@@ -81,8 +84,10 @@ class ModelAnswerer:
 
     async def answer(
         self, cfg: DatasetConfig, shard: int, index: int, epoch: int, record: dict[str, Any] | str, tokens: SampleTokens | None, traced: bool,
-        turns: TurnLog | None = None,
+        turns: TurnLog | None = None, again: Again | None = None, requeue: bool = False,
     ) -> Answered:
+        """`requeue` (a local pool): one try at a time — an entry `{AGAIN: Again}` says the unit goes
+        to the back of its queue (retry_on_error); `again` is such a unit come round again."""
         clock, started = time.monotonic(), time.time() if traced else 0.0
         answer = None
         try:
@@ -96,7 +101,12 @@ class ModelAnswerer:
             entry = failed_entry(index, epoch, error_record(kind, message))
         else:
             on_retry = partial(self._retrying, cfg.abbr, shard, index, epoch)
-            answer = await self._inference.answer(cfg, sample, epoch, on_retry, tokens, traced=traced, turns=turns)
+            if requeue and sample.script is None:  # (a conversation's tries go on from its answered requests, in place)
+                answer = await self._inference.one_try(cfg, sample, epoch, on_retry, tokens, traced, again)
+                if answer.again is not None:
+                    return {AGAIN: answer.again}, None
+            else:
+                answer = await self._inference.answer(cfg, sample, epoch, on_retry, tokens, traced=traced, turns=turns)
             entry = answer.entry
         if tokens is not None:
             tokens.finished(index)

@@ -14,6 +14,8 @@ reply that crosses the limit is kept; SampleTokens holds it under concurrency).
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -134,11 +136,24 @@ class _Budget:
         self.tokens.settle(self.index, estimate, tokens)
 
 
+class Again(NamedTuple):
+    """A (sample, epoch) whose try failed in a way another may mend, sent to the back of its
+    dataset's queue (retry_on_error) with what its tries did so far: a burst of failures is
+    outlived by the units queued before it, instead of spending all of one sample's tries."""
+
+    number: int  # the try it comes back for: 2, 3, ...
+    earlier: tuple[dict[str, Any], ...]  # why each try before it failed
+    wait: float  # s it waits at least: the backoff its next retry would have waited
+    spent: float  # s its tries took (time_limit counts them, not the time in line)
+    attempts: tuple[Any, ...]  # its tries' attempts so far (the per-sample log keeps them all)
+
+
 class Answer(NamedTuple):
-    entry: dict[str, Any]  # the checkpoint entry
+    entry: dict[str, Any]  # the checkpoint entry ({} when it goes again)
     trace: Trace | None  # its attempts and tokens, when they were kept
     tries: int  # whole tries made (retry_on_error)
     turns: TurnLog | None = None  # a conversation's: its requests answered, and what is known of each
+    again: Again | None = None  # it goes to the back of the queue for another try
 
 
 class SampleInference:
@@ -169,16 +184,40 @@ class SampleInference:
         with anyio.move_on_after(cfg.time_limit) as scope:
             await self._tries(cfg, sample, epoch, entry, on_retry, trace, earlier, log)
         if scope.cancelled_caught:
-            assert trace is not None
-            trace.interrupted(ErrorKind.TIME_LIMIT)
-            message = f"no answer within time_limit = {cfg.time_limit:g} s"
-            error = error_record(ErrorKind.TIME_LIMIT, message, attempts=len(trace.attempts))
+            _timed_out(cfg, sample, entry, trace, earlier)
+        return Answer(_turns_last(entry), trace, len(earlier) + 1, log)
+
+    async def one_try(
+        self, cfg: DatasetConfig, sample: Sample, epoch: int, on_retry: OnRetry, tokens: SampleTokens | None, traced: bool, again: Again | None
+    ) -> Answer:
+        """As `answer`, but one try at a time: a try that fails in a way another may mend, with
+        tries left, comes back as an `Again` (no entry) for the pool to queue at the back; `again`
+        is such a unit coming round for its next try."""
+        number, earlier = (again.number, list(again.earlier)) if again is not None else (1, [])
+        entry = head(sample.index, epoch)
+        entry["origin_prompt"] = sample.prompt
+        trace = Trace(tokens.of(sample.index)) if tokens is not None else Trace() if traced or cfg.time_limit else None
+        if trace is not None and again is not None:
+            trace.attempts[:0] = list(again.attempts)
+        if number > 1:
+            on_retry(number, earlier[-1])
+        spent = again.spent if again is not None else 0.0
+        started = time.monotonic()
+        budget = cfg.time_limit - spent if cfg.time_limit else math.inf
+        with anyio.move_on_after(max(0.0, budget)) as scope:
+            error, retryable = await self._try(cfg, sample, epoch, entry, trace, None)
+        if scope.cancelled_caught:
+            _timed_out(cfg, sample, entry, trace, earlier)
+        elif error is not None and retryable and number <= cfg.retry_on_error:
+            earlier.append(_reason(error))
+            wait = self.backend.backoff.delay(self.backend.cfg.retry + number)  # the schedule its request retries were on, continued
+            attempts = tuple(trace.attempts) if trace is not None else ()
+            return Answer({}, trace, number, again=Again(number + 1, tuple(earlier), wait, spent + time.monotonic() - started, attempts))
+        elif error is not None:
             if earlier:
                 error["tries"] = [*earlier, _reason(error)]
             entry.update(prediction="", gold=sample.target, error=error)
-            for key in ("ppl", "ll", "choices"):
-                entry.pop(key, None)
-        return Answer(_turns_last(entry), trace, len(earlier) + 1, log)
+        return Answer(entry, trace, number)
 
     async def _tries(
         self, cfg: DatasetConfig, sample: Sample, epoch: int, entry: dict[str, Any], on_retry: OnRetry, trace: Trace | None, earlier: list[dict[str, Any]],
@@ -247,6 +286,19 @@ def _turns_last(entry: dict[str, Any]) -> dict[str, Any]:
     if "turns" in entry:
         entry["turns"] = entry.pop("turns")
     return entry
+
+
+def _timed_out(cfg: DatasetConfig, sample: Sample, entry: dict[str, Any], trace: Trace | None, earlier: list[dict[str, Any]]) -> None:
+    """`entry` as a unit whose time_limit ran out: the request in flight dropped, the reason said."""
+    assert trace is not None
+    trace.interrupted(ErrorKind.TIME_LIMIT)
+    message = f"no answer within time_limit = {cfg.time_limit:g} s"
+    error = error_record(ErrorKind.TIME_LIMIT, message, attempts=len(trace.attempts))
+    if earlier:
+        error["tries"] = [*earlier, _reason(error)]
+    entry.update(prediction="", gold=sample.target, error=error)
+    for key in ("ppl", "ll", "choices"):
+        entry.pop(key, None)
 
 
 def _reason(error: dict[str, Any]) -> dict[str, Any]:
