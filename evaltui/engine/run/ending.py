@@ -168,7 +168,7 @@ class PairEnding:
     async def _write_predictions(self, run: DatasetRun) -> None:
         """Merge the checkpoints into the final file, in a thread: it reads every line."""
         m, d = self.model, run.cfg.abbr
-        paths = self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
+        paths = run.checkpoints or self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
         out = self.workdir.predictions_file(m, d)
         await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection))
 

@@ -9,6 +9,7 @@ every checkpoint line and hashes the data file, so the session runs it in a work
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from evaltui.datasets import file_fingerprint, is_conversation
@@ -68,11 +69,13 @@ def _plan_pairs(
             _say_damaged(wd, m, ds.abbr, damaged, emit)
         elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
             continue
+        rebuilt_now: list[Path] = []  # (the listing planning reads was made before it)
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
             # Checkpoints deleted after the merge (as OpenCompass users do): the final file
             # holds the same samples, so it becomes the checkpoint to resume from.
-            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), wd.checkpoint_file(m, ds.abbr, 0, 1))
+            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), rebuilt := wd.checkpoint_file(m, ds.abbr, 0, 1))
             _read_back(wd, m, ds.abbr, total, epochs, chosen, answered, failures)
+            rebuilt_now.append(rebuilt)
         # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
         wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
         wd.result_file(m, ds.abbr).unlink(missing_ok=True)
@@ -94,6 +97,7 @@ def _plan_pairs(
         units = len(indices) * epochs
         run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
         run.selection, run.samples, run.urls = ds.sample_ids, samples, urls
+        run.checkpoints = sorted({*wd.checkpoint_files(m, ds.abbr), *rebuilt_now, *(s.checkpoint.path for s in shards)})
         run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
         run.turns = _unfinished(answered_turns, answered)
         runs.append(run)

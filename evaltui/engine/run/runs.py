@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -122,6 +123,7 @@ class DatasetRun:
     epochs: int = 1
     selection: Sequence[int] | None = None  # the indices run (sample_ids, --samples); None: all of them
     samples: str = ""  # the selection as written in status and result files (`3,17,40-60`); "": all
+    checkpoints: list[Path] = field(default_factory=list)  # its shards' and any earlier layout's, as planned (the merge reads them)
     urls: tuple[str, ...] = ()  # the model's urls its answers came from, earlier runs' included (status files)
     tokens: SampleTokens | None = None  # token_limit's count per sample, when the dataset has one
     # a conversation dataset's: the units earlier runs left unfinished, by key, with the requests
