@@ -170,7 +170,10 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (see open_regular); a file that grew
     past its bound while it was read is Unreadable too."""
     with open_regular(path, limit) as f:
-        data = f.read(limit + 1)
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(size + 1)  # (not limit + 1: a buffer of that size would be allocated for every read)
+        if len(data) > size:  # it grew meanwhile: the rest, no further than the bound
+            data += f.read(limit + 1 - len(data))
     if len(data) > limit:
         raise Unreadable(path, too_large(len(data), limit))
     return data
