@@ -21,8 +21,8 @@ from evaltui.engine.disk.checkpoint import ANY_SIZE, LINE_BYTES, scan_checkpoint
 from evaltui.engine.disk.lockstate import local_filesystem, run_holder
 from evaltui.engine.disk.samplelog import latest_records
 from evaltui.engine.disk.workdir import NotAWorkDir, WorkDir
-from evaltui.plan import DatasetConfig, Plan, PlanError, parse_samples, read_snapshot
 from evaltui.fsutil import Unreadable, open_regular
+from evaltui.plan import DatasetConfig, Plan, PlanError, parse_samples, read_snapshot
 from evaltui.scoring.score import epoch_verdict
 
 
