@@ -192,3 +192,11 @@ def unreadable_in(exc: BaseException) -> Unreadable | None:
         if found is not None:
             return found
     return None
+
+
+def names_in(folder: str | os.PathLike[str]) -> list[str]:
+    """The names of a folder's entries, none when it is missing or is no folder."""
+    try:
+        return [e.name for e in os.scandir(folder)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -23,7 +23,7 @@ from typing import Any
 
 from evaltui import fastjson
 from evaltui.engine.disk.lockstate import lock_holder
-from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, open_regular, read_json, read_regular
+from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, names_in, open_regular, read_json, read_regular
 
 TERMINAL = ("done", "fail")
 # What each kind of work-dir file may weigh when it is read (fsutil.open_regular: a FIFO, a
@@ -140,9 +140,9 @@ class WorkDir:
         """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
         listed: dict[Path, list[str]] | None = getattr(self._listings, "folders", None)
         if listed is not None and folder not in listed:  # within `listed()`: the folder is read once
-            listed[folder] = _names(folder)  # (10,000 datasets globbed it 10,000 times)
+            listed[folder] = names_in(folder)  # (10,000 datasets globbed it 10,000 times)
         found = []
-        for name in _names(folder) if listed is None else listed[folder]:
+        for name in names_in(folder) if listed is None else listed[folder]:
             if name.startswith(prefix + dataset) and name.endswith(suffix):
                 stem = name[len(prefix) : len(name) - len(suffix)]
                 if stem == dataset or (stem.startswith(dataset + "_") and stem[len(dataset) + 1 :].isdigit()):
@@ -399,10 +399,3 @@ class StatusWriter:
         else:
             self._final.pop(path, None)
         return True
-
-
-def _names(folder: Path) -> list[str]:
-    try:
-        return [e.name for e in os.scandir(folder)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
