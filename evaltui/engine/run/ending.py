@@ -101,15 +101,18 @@ class PairEnding:
         shard.outstanding = -1  # finished
         all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = PairStatus.FAIL
+        say = functools.partial(self.write_status, run, shard, status, error)
         if all_final:
             others_done = all(s.status == PairStatus.DONE for s in run.shards if s is not shard)
             final_status = PairStatus.DONE if status == PairStatus.DONE and others_done else PairStatus.FAIL
             if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a scorer that sees all shards done finds them.
                 await self._write_predictions(run)
+                await anyio.to_thread.run_sync(say)  # a file the loop need not wait on
             elif error:
                 self._restate_failed_shards(run, shard, error)
-        self.write_status(run, shard, status, error)
+        if final_status != PairStatus.DONE:
+            say()
         # Only once its status file says so: should the merge or the write fail (a full disk),
         # close_interrupted still finds the shard unfinished and says `pending`, not `running`.
         shard.status = status
