@@ -8,7 +8,10 @@ a middle size (3,000 × 3) shows the per-dataset cost staying put.
 Each plan: one lightllm model on `sim://?latency=0.001` (the bundled simulator, 1 ms a reply),
 max_workers 64, timeout 5 s; gsm8k-scored questions. Runs alternate (many, one, middle) `--repeat`
 times. Columns: wall, CPU of the evaltui process tree (wait4), per dataset (wall over datasets),
-failures (a timeout the loop caused would show here). Run by hand; the machine is noisy.
+failures (a timeout the loop caused would show here). Then the physical floor of the many: the
+files SPEC §6 asks of each dataset (statuses, checkpoint, sample log, predictions, result),
+written one after another on the same disk by a loop doing nothing else — what 1 × N plus those
+files would take. Run by hand; the machine is noisy.
 """
 
 from __future__ import annotations
@@ -48,6 +51,32 @@ def make_plan(folder: Path, datasets: int, per: int) -> Path:
     return path
 
 
+def file_floor(folder: Path, datasets: int) -> float:
+    """Seconds this disk takes for the files a dataset of a few samples needs, whoever writes
+    them, `datasets` times: its status written pending, running and done, its checkpoint and
+    sample log made and a line appended, its predictions and result (each JSON file written
+    whole to a temporary and renamed into place, as SPEC §6 asks). One thread, nothing else."""
+    from evaltui.fsutil import atomic_write_bytes
+
+    shutil.rmtree(folder, ignore_errors=True)
+    for sub in ("infer_status", "predictions", "results", "samples"):
+        (folder / sub).mkdir(parents=True)
+    line = b'{"index": 0, "prediction": "#### 3"}\n'
+    t0 = time.monotonic()
+    for d in range(datasets):
+        for status in (b"pending", b"running", b"done"):
+            atomic_write_bytes(folder / "infer_status" / f"d{d}.json", b'{"status": "%s", "total": 3}\n' % status)
+        for log in (folder / "predictions" / f"tmp_d{d}.jsonl", folder / "samples" / f"d{d}.jsonl"):
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.write(fd, line * 3)
+            os.close(fd)
+        atomic_write_bytes(folder / "predictions" / f"d{d}.json", b"{%s}\n" % line)
+        atomic_write_bytes(folder / "results" / f"d{d}.json", b'{"accuracy": 100.0, "details": [%s]}\n' % line)
+    wall = time.monotonic() - t0
+    shutil.rmtree(folder, ignore_errors=True)
+    return wall
+
+
 def run(plan: Path) -> tuple[float, float, int, str]:
     """(wall s, CPU s of the process tree, exit code, the last lines it printed)."""
     shutil.rmtree(plan.parent / "out", ignore_errors=True)
@@ -85,6 +114,10 @@ def main() -> int:
                 print(f"{name:>14}: wall {wall:8.1f} s  CPU {cpu:7.1f} s  {1000 * wall / datasets:8.2f} ms/dataset  exit {code}  ({said})", flush=True)
         many, one = (statistics.median(walls[n]) for n in list(plans)[:2])
         print(f"\n{list(plans)[0]} took {many / one:.2f}× the time of {list(plans)[1]} (goal: ≤ 2.00)")
+        floor = file_floor(root / "floor", args.datasets)
+        print(f"the files {args.datasets} datasets need (SPEC §6), written one after another on this disk: {floor:.1f} s "
+              f"({1000 * floor / args.datasets:.2f} ms a dataset); 1 × {total} plus them: {(one + floor) / one:.2f}× the time of 1 × {total}; "
+              f"{list(plans)[0]} took {many / (one + floor):.2f}× that")
     return 0
 
 
