@@ -32,7 +32,7 @@ from evaltui.engine.disk.checkpoint import turn_line
 from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.ending import PairEnding, failure_budget, stops_early
-from evaltui.engine.run.runs import DatasetRun, ShardRun
+from evaltui.engine.run.runs import DatasetRun, ShardRun, start_shards
 from evaltui.engine.run.todo import first_pass_skip, todo
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus, SampleError
@@ -216,7 +216,7 @@ class WorkerPool:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
         if run.remaining:
-            await anyio.to_thread.run_sync(self._start_shards, run, asyncio.get_running_loop().call_soon)
+            await anyio.to_thread.run_sync(start_shards, run, asyncio.get_running_loop().call_soon, partial(self._ending.write_status, run))
         run.todo = todo(run, records, partial(open_records, self.plan, run.cfg))
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         for s in run.shards:
@@ -227,16 +227,6 @@ class WorkerPool:
                 await self._ending.finish_shard(run, s)
         run.loaded.set()
         self._maybe_start_more()
-
-    def _start_shards(self, run: DatasetRun, defer: Callable[[Callable[[], None]], object]) -> None:
-        """In a thread, before any of the dataset's units is handed out: each shard with units
-        left opens its files (`defer`, the loop's call_soon: a turn's lines go out in one write)
-        and says `running`. Three files a dataset, each a millisecond or more of a loaded disk
-        that the event loop waited out: at 10,000 small datasets, requests not sent for seconds."""
-        for s in run.shards:
-            if s.outstanding:
-                s.open(defer=defer)
-                self._ending.write_status(run, s, "running")
 
     async def _worker(self) -> None:
         try:

@@ -76,6 +76,17 @@ def shard_indices(indices: Sequence[int], shards: int) -> list[Sequence[int]]:
     return [indices[r.start : r.stop] for r in shard_ranges(len(indices), shards)]
 
 
+def start_shards(run: DatasetRun, defer: Callable[[Callable[[], None]], object], say: Callable[[ShardRun, str], None]) -> None:
+    """In a thread, before any of the dataset's units is handed out: each shard with units left
+    opens its files (`defer`, the loop's call_soon: a turn's lines go out in one write) and says
+    `running` (`say`: its status file). Three files a dataset, a millisecond or more each of a
+    loaded disk that the event loop waited out: at 10,000 small datasets, requests not sent."""
+    for s in run.shards:
+        if s.outstanding:
+            s.open(defer=defer)
+            say(s, "running")
+
+
 Job = tuple["ShardRun", int, int, "dict[str, Any] | str"]  # (shard, index, epoch, record or why it is unreadable)
 
 
