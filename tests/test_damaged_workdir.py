@@ -281,3 +281,26 @@ def test_the_cost_of_a_run_of_many_datasets_does_not_grow_with_their_number_squa
     assert main([str(plan), "--no-ui"]) == 0
     assert reads[0] <= 6 * n, reads[0]  # main: ~n²/2 (1,800+ here)
     assert listings[0] <= 3 * n, listings[0]
+
+
+def test_the_first_datasets_start_while_the_rest_are_still_being_planned(tmp_path: Path) -> None:
+    """Planning writes each pair's `pending` status and reads its earlier files: 10,000 datasets
+    planned before the first was handed out kept the server idle for tens of seconds. They are
+    planned in growing chunks, each handed to the pool once planned: the first dataset starts
+    before the last is planned, and every dataset is still planned once, run once and scored."""
+    from planmaker import of_type, run_plan
+
+    from evaltui.engine.stream import events as ev
+
+    n = 40  # more than the first chunk (16) and the second (32) together
+    data = tmp_path / "data"
+    data.mkdir()
+    datasets = [gsm_dataset(f"d{d}", write_jsonl(data / f"d{d}.jsonl", [{"question": f"D{d}: 1 + {d}?", "answer": f"#### {1 + d}"}])) for d in range(n)]
+    plan = write_plan(tmp_path, models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.001", "max_workers": 4}], datasets=datasets)
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    planned = [i for i, e in enumerate(events) if isinstance(e, ev.DatasetPlanned)]
+    started = [i for i, e in enumerate(events) if isinstance(e, ev.DatasetStarted)]
+    assert len(planned) == len(started) == n
+    assert started[0] < planned[-1]  # main: every dataset planned before the first started
+    assert sorted(e.dataset for e in of_type(events, ev.DatasetScored)) == sorted(f"d{d}" for d in range(n))
