@@ -200,3 +200,17 @@ def names_in(folder: str | os.PathLike[str]) -> list[str]:
         return [e.name for e in os.scandir(folder)]
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def names_by_stem(folder: str | os.PathLike[str], prefix: str, suffix: str) -> dict[str, list[str]]:
+    """The names `<prefix><stem><suffix>` in a folder, by stem; a stem `<s>_<n>` (a shard's,
+    n a number) is listed under `<s>` too. A lookup a dataset, not a pass over the folder."""
+    found: dict[str, list[str]] = {}
+    for name in names_in(folder):
+        if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+            stem = name[len(prefix) : len(name) - len(suffix)]
+            found.setdefault(stem, []).append(name)
+            head, _, number = stem.rpartition("_")
+            if head and number.isdigit():
+                found.setdefault(head, []).append(name)
+    return found

@@ -23,7 +23,7 @@ from typing import Any
 
 from evaltui import fastjson
 from evaltui.engine.disk.lockstate import lock_holder
-from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, names_in, open_regular, read_json, read_regular
+from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, names_by_stem, open_regular, read_json, read_regular
 
 TERMINAL = ("done", "fail")
 # What each kind of work-dir file may weigh when it is read (fsutil.open_regular: a FIFO, a
@@ -138,16 +138,14 @@ class WorkDir:
     # -- whole-pair housekeeping
     def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
         """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
-        listed: dict[Path, list[str]] | None = getattr(self._listings, "folders", None)
-        if listed is not None and folder not in listed:  # within `listed()`: the folder is read once
-            listed[folder] = names_in(folder)  # (10,000 datasets globbed it 10,000 times)
-        found = []
-        for name in names_in(folder) if listed is None else listed[folder]:
-            if name.startswith(prefix + dataset) and name.endswith(suffix):
-                stem = name[len(prefix) : len(name) - len(suffix)]
-                if stem == dataset or (stem.startswith(dataset + "_") and stem[len(dataset) + 1 :].isdigit()):
-                    found.append(folder / name)
-        return sorted(p for p in found if listed is None or p.exists())
+        listed: dict[tuple[Path, str, str], dict[str, list[str]]] | None = getattr(self._listings, "folders", None)
+        if listed is None:
+            return sorted(folder / name for name in names_by_stem(folder, prefix, suffix).get(dataset, ()))
+        # within `listed()`: the folder is read once and its names indexed (10,000 datasets read 30,000 names each)
+        if (folder, prefix, suffix) not in listed:
+            listed[folder, prefix, suffix] = names_by_stem(folder, prefix, suffix)
+        found = (folder / name for name in listed[folder, prefix, suffix].get(dataset, ()))
+        return sorted(p for p in found if p.exists())
 
     @contextmanager
     def listed(self) -> Iterator[None]:
