@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from evaltui.scoring.reference.parts import PartSums
 
 Replace = Callable[[str, Path], None]
-DETAILS_IN_MEMORY = 4 << 20  # bytes of a result's details held in memory while its metrics are summed
 
 
 class StaleResult(Exception):
@@ -139,9 +138,7 @@ def score_pair(
     sums = scoring.MetricSums(reduction)
     parts = _part_sums(plan, ds, reduction)
     out.parent.mkdir(parents=True, exist_ok=True)
-    # Held in memory up to DETAILS_IN_MEMORY, a file beside the result beyond (10,000 small
-    # datasets made and removed 10,000 files for a few hundred bytes each).
-    with tempfile.SpooledTemporaryFile(max_size=DETAILS_IN_MEMORY, mode="w+b", dir=str(out.parent)) as details:
+    with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=str(out.parent)) as details:  # a file past 4 MiB
         answers = stripped_entries(iter_predictions(path), plan.model(model).reasoning_tags)  # a reasoning model's thinking cut out
         for detail in scoring.iter_details(ds.evaluator, answers, reduction, scoring_judge(plan, workdir, model, ds)):
             details.write(b"%s\n    %s" % (b"," if sums.count else b"", json_bytes(detail)))
@@ -245,9 +242,7 @@ class Scorer:
         self._wake.set()
 
     def inferred(self, pair: Pair) -> None:
-        """A pair's inference ended here (the runner says so): look at it now. A scorer that
-        knows its inference (`inferring`) looks only at those, and at what was added: a run of
-        10,000 datasets read every pending pair's status files at each dataset's end."""
+        """A pair's inference ended here: look at it now (a scorer that knows its inference looks at no other)."""
         self._due[pair] = None
         self._wake.set()
 
@@ -316,8 +311,7 @@ class Scorer:
 
     def _scan(self, tg: TaskGroup, started: float, timeout: float) -> None:
         final_scan = self._inference_done  # read before scanning: no finish slips between
-        due = self.pending if final_scan or self.inferring is None else [p for p in self._due if p in self.pending]
-        self._due = {}
+        due, self._due = self.pending if final_scan or self.inferring is None else [p for p in self._due if p in self.pending], {}
         for pair in [p for p in due if self._ready(p)]:
             del self.pending[pair]
             self._scoring[pair] = anyio.CancelScope()
