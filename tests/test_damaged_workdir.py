@@ -283,24 +283,53 @@ def test_the_cost_of_a_run_of_many_datasets_does_not_grow_with_their_number_squa
     assert listings[0] <= 3 * n, listings[0]
 
 
-def test_the_first_datasets_start_while_the_rest_are_still_being_planned(tmp_path: Path) -> None:
+def test_the_first_datasets_start_while_the_rest_are_still_being_planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Planning writes each pair's `pending` status and reads its earlier files: 10,000 datasets
     planned before the first was handed out kept the server idle for tens of seconds. They are
-    planned in growing chunks, each handed to the pool once planned: the first dataset starts
-    before the last is planned, and every dataset is still planned once, run once and scored."""
-    from planmaker import of_type, run_plan
+    planned in growing chunks, each handed to the pool once planned: planning a later chunk waits
+    here until a dataset has started (it never would on main, where one planning covers them all),
+    and every dataset is still planned once, run once and scored."""
+    import threading
 
+    import anyio
+
+    from evaltui.engine.run.runner import Runner
+    from evaltui.engine.run.session import Session
     from evaltui.engine.stream import events as ev
+    from evaltui.plan import load_plan
 
-    n = 40  # more than the first chunk (16) and the second (32) together
+    n = 40  # more than the first chunk (16)
     data = tmp_path / "data"
     data.mkdir()
     datasets = [gsm_dataset(f"d{d}", write_jsonl(data / f"d{d}.jsonl", [{"question": f"D{d}: 1 + {d}?", "answer": f"#### {1 + d}"}])) for d in range(n)]
     plan = write_plan(tmp_path, models=[{"abbr": "m", "type": "lightllm", "url": "sim://?latency=0.001", "max_workers": 4}], datasets=datasets)
-    code, events, _ = run_plan(plan)
-    assert code == 0
+    events: list[ev.Event] = []
+    one_started = threading.Event()
+
+    def sink(e: ev.Event) -> None:
+        events.append(e)
+        if isinstance(e, ev.DatasetStarted):
+            one_started.set()
+
+    plans: list[int] = []
+    real_plan = Session._plan
+
+    def chunk_after_a_start(self: Session, pool: Any, chunk: list[Any], *args: Any) -> Any:
+        if plans:  # a later chunk (in a worker thread): once a dataset has started, at most 30 s on
+            one_started.wait(30)
+        plans.append(len(chunk))
+        return real_plan(self, pool, chunk, *args)
+
+    monkeypatch.setattr(Session, "_plan", chunk_after_a_start)
+    runner = Runner(load_plan(plan), sink=sink)
+
+    async def bounded() -> int:
+        with anyio.fail_after(120):
+            return await runner.run()
+
+    assert anyio.run(bounded) == 0
     planned = [i for i, e in enumerate(events) if isinstance(e, ev.DatasetPlanned)]
     started = [i for i, e in enumerate(events) if isinstance(e, ev.DatasetStarted)]
-    assert len(planned) == len(started) == n
-    assert started[0] < planned[-1]  # main: every dataset planned before the first started
-    assert sorted(e.dataset for e in of_type(events, ev.DatasetScored)) == sorted(f"d{d}" for d in range(n))
+    assert sum(plans) == len(planned) == len(started) == n
+    assert started[0] < planned[-1]  # main: every dataset planned (in one go) before the first started
+    assert sorted(e.dataset for e in events if isinstance(e, ev.DatasetScored)) == sorted(f"d{d}" for d in range(n))
