@@ -249,12 +249,12 @@ def test_t_recolours_the_cells_already_on_screen(tmp_path: Path) -> None:
         async with app.run_test(size=(200, 50)) as pilot:
             feed(app, planned() + running(clock) + alpha_gsm_failed() + finished())
             await pilot.pause()
-            dark = app._palette["success"].lower()
+            dark = app.get_css_variables()["success"].lower()
             assert all(dark in c.lower() for c in colours(app).values()), colours(app)
             await pilot.press("t")
             await pilot.pause(0.3)
             assert app.theme == "evaltui-light"
-            light = app._palette["success"].lower()
+            light = app.get_css_variables()["success"].lower()
             assert light != dark
             assert all(light in c.lower() for c in colours(app).values()), colours(app)
 

@@ -15,7 +15,6 @@ from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import BindingType
-from textual.color import Color
 from textual.screen import Screen
 
 from evaltui.engine.stream.source import RunSource
@@ -29,11 +28,10 @@ from evaltui.ui.themes import BAR_EMPTY, DEFAULT_THEME, ThemeSet, load_themes, r
 from evaltui.ui.toast import toast
 
 TICK = 0.2  # seconds between repaints of counters and bars: smooth, and cheap for the engine
-_PALETTE_NAMES = ("foreground", "foreground-muted", "primary", "secondary", "success", "warning", "error", "accent", BAR_EMPTY)
 
 
 class EvalApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["app.tcss", "look.tcss"]
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     COMMANDS = App.COMMANDS | {KeyCommands}
     # the run screen as the base screen of a mode: unlike get_default_screen's, it is mounted with
@@ -66,7 +64,6 @@ class EvalApp(App[int]):
         self._quitting = False
         self._jobs_at_finish = 0  # engine jobs asked for when the last RunFinished came in
         self._reported: set[int] = set()
-        self._palette: dict[str, str] = {}
         self.exit_code: int = ExitCode.FAILED
         self.themes = themes if themes is not None else load_themes()
         for t in self.themes.themes.values():
@@ -109,7 +106,6 @@ class EvalApp(App[int]):
         if self._asked_theme and self._asked_theme == self.theme:
             self._remember_theme()  # asked for by name (--theme) and used: the next session opens with it
         self.theme_changed_signal.subscribe(self, self._theme_changed)
-        self._update_palette()
         self.set_interval(TICK, self.fold_pending)
         if self._start:
             self.engine.run()
@@ -118,9 +114,9 @@ class EvalApp(App[int]):
         self.engine.close()  # however the app ends, the engine stops and keeps its work
 
     def _theme_changed(self, theme: object) -> None:
-        self._update_palette()
+        """After Textual restyled every widget for the new theme (it publishes the signal then)."""
         self._remember_theme()
-        self.fold_pending(all_rows=True)
+        self.run_screen.restyle()
 
     def _remember_theme(self) -> None:
         """Save the theme in use unless it is already the remembered one (back to it with `t` too)."""
@@ -129,22 +125,11 @@ class EvalApp(App[int]):
             if problem:
                 toast(self, problem, severity="warning")
 
-    def _update_palette(self) -> None:
-        variables = self.get_css_variables()
-        background = Color.parse(variables.get("background", "black"))
-        palette = {}
-        for name in _PALETTE_NAMES:
-            try:
-                palette[name] = (background + Color.parse(variables[name])).hex
-            except Exception:  # noqa: BLE001 - a missing or odd variable: the foreground stands in
-                continue
-        self._palette = palette
-
     # ------------------------------------------------------------------ the tick
     def fold_pending(self, all_rows: bool = False) -> None:
         """Repaint the run screen from what the engine reported, take the results of the jobs
         that ended, and leave once quitting (or `exit_when_done`) and nothing runs any more."""
-        changes = self.run_screen.fold_pending(self._palette, all_rows=all_rows)
+        changes = self.run_screen.fold_pending(all_rows=all_rows)
         title = self.run_screen.state.title
         if self.runner.watching and title and self._title(title) != self.title:  # a run began in the watched dir: its plan's
             self.title = self._title(title)

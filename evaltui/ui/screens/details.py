@@ -21,6 +21,7 @@ from evaltui.ui import keys
 
 
 class DetailsScreen(Screen[None]):
+    CSS_PATH = "details.tcss"
     BINDINGS = keys.bindings(keys.DETAILS)
 
     def __init__(self, model: str, dataset: str, load: Callable[[], PairDetails]):

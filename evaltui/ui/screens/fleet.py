@@ -9,6 +9,8 @@ the load is not known (no file records it): the states and counters are "–", t
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.screen import Screen
@@ -18,18 +20,22 @@ from evaltui.engine.stream.state import RunState
 from evaltui.latency import ProfileSnapshot
 from evaltui.plan import ModelConfig
 from evaltui.text import duration, one_line
-from evaltui.ui import fmt, keys
+from evaltui.ui import fmt, keys, look
+from evaltui.ui.look import Look
 
 COLUMNS = ("replica", "state", "in flight", "limit", "req/s", "errors", "why")
-_STATE_COLOUR = {"up": "success", "ejected": "error", "probing": "warning"}
+_STATE_LOOK = {"up": look.GOOD, "ejected": look.BAD, "probing": look.WARN}
 
 
 class FleetScreen(Screen[None]):
+    CSS_PATH = "fleet.tcss"
     BINDINGS = keys.bindings(keys.FLEET)
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
 
-    def __init__(self, model: ModelConfig, state: RunState, palette: fmt.Palette, *, load_known: bool = True) -> None:
+    def __init__(self, model: ModelConfig, state: RunState, *, load_known: bool = True) -> None:
         super().__init__()
-        self.model, self.state, self.palette, self.load_known = model, state, palette, load_known
+        self.model, self.state, self.load_known = model, state, load_known
+        self.look = Look(self)
         self._tokens_at: tuple[float, int] | None = None  # (when, tokens) of the last repaint
         self._token_rate: float | None = None
 
@@ -44,6 +50,11 @@ class FleetScreen(Screen[None]):
         self.query_one("#fleet-replicas", DataTable).add_columns(*COLUMNS)
         self.repaint()
         self.set_interval(1.0, self.repaint)
+        self.app.theme_changed_signal.subscribe(self, self._restyle)
+
+    def _restyle(self, theme: object) -> None:
+        self.look.forget()
+        self.repaint()
 
     def repaint(self) -> None:
         m, state = self.model, self.state
@@ -51,10 +62,10 @@ class FleetScreen(Screen[None]):
         title = Text(f"{m.abbr} — {len(m.urls)} replica{'s' if len(m.urls) > 1 else ''}, {m.concurrency} concurrency", style="bold")
         down = state.down_for(m.abbr)
         if not state.live:  # the counters are the run's last: nothing is in flight, nothing has a rate now
-            title.append("  (the run has ended: counters as it left them)", style=fmt.colour(self.palette, "foreground-muted"))
+            title.append("  (the run has ended: counters as it left them)", style=self.look(look.MUTED))
         elif down is not None:
             waiting = f"  ALL DOWN for {duration(down)}, waiting up to {duration(m.down_timeout)}"
-            title.append(waiting, style=f"bold {fmt.colour(self.palette, 'error')}")
+            title.append(waiting, style=self.look(look.ALARM))
         self.query_one("#fleet-title", Static).update(title)
         limits = self._limits(load.limit if load and load.limit else m.limits.max_workers, load.tokens if load else 0)
         if not self.load_known:
@@ -81,7 +92,8 @@ class FleetScreen(Screen[None]):
         table.move_cursor(row=row)
 
     def _state(self, state: str) -> Text:
-        return Text(state, style=fmt.colour(self.palette, _STATE_COLOUR.get(state, "foreground")))
+        name = _STATE_LOOK.get(state)
+        return Text(state, style=self.look(name) if name else "")
 
     def _limits(self, limit: int, tokens: int) -> str:
         m, limits = self.model, self.model.limits

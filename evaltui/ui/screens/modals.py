@@ -17,6 +17,8 @@ class ConfirmQuit(ModalScreen[bool]):
     was only the work, now finished and kept (README: once the run has ended `q` leaves at once).
     Asking on (or a new question, "the run finished: quit?") would make them answer for nothing."""
 
+    CSS_PATH = "modals.tcss"
+
     _answered = False
 
     BINDINGS = keys.bindings(keys.QUIT)
@@ -60,6 +62,8 @@ HELP = "\n".join(["Keys", *keys.help_lines(), PANES])
 
 class HelpScreen(ModalScreen[None]):
     """The keys and panes, in 20 rows: it fits 80×24 whole, and scrolls (with a scrollbar) in less."""
+
+    CSS_PATH = "modals.tcss"
 
     BINDINGS = keys.bindings(keys.HELP)
 

@@ -30,7 +30,7 @@ from evaltui.engine.stream.pair import Clock
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import Leaderboard
-from evaltui.ui import fmt, keys
+from evaltui.ui import keys
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.details import DetailsScreen
 from evaltui.ui.screens.fleet import FleetScreen
@@ -54,6 +54,7 @@ def _which(pairs: Sequence[Pair]) -> str:
 
 
 class RunScreen(Screen[None]):
+    CSS_PATH = "run.tcss"
     BINDINGS: ClassVar[list[BindingType]] = keys.bindings(keys.RUN)
 
     def __init__(self, runner: RunSource, engine: EngineThread, *, clock: Clock, wall_clock: Clock):
@@ -64,7 +65,6 @@ class RunScreen(Screen[None]):
         self.shards = ShardFold()
         self._inbox: deque[ev.Event] = deque()
         self._last_slow = -SLOW_TICK
-        self._palette: fmt.Palette = {}
         self._keys_shown: tuple[bool, ...] = ()
         self._retrying: set[Pair] = set()  # asked for; not offered again until over
         self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
@@ -108,10 +108,15 @@ class RunScreen(Screen[None]):
         """Called on the engine's thread for every event: an O(1) append, nothing else."""
         self._inbox.append(event)
 
-    def fold_pending(self, palette: fmt.Palette, *, all_rows: bool = False) -> Changes:
+    def restyle(self) -> None:
+        """The theme changed: every pane forgets its styles and repaints every cell."""
+        for look in (self.progress.look, self.board.look, self.strip.look):
+            look.forget()
+        self.fold_pending(all_rows=True, restyled=True)
+
+    def fold_pending(self, *, all_rows: bool = False, restyled: bool = False) -> Changes:
         """Drain the inbox, fold it into the state, repaint what changed; say what did."""
         inbox, apply, shards = self._inbox, self.state.apply, self.shards
-        self._palette = palette
         changes = Changes(everything=all_rows)
         while inbox:
             e = inbox.popleft()
@@ -125,7 +130,7 @@ class RunScreen(Screen[None]):
             toast(self.app, notice.short or self._short(notice.message), severity=_SEVERITY.get(notice.level, "information"))
         if changes.live is not None:
             self.main.set_class(not changes.live, "-finished")  # the final leaderboard gets the room it needs
-        self._repaint(changes, palette)
+        self._repaint(changes, restyled=restyled)
         return changes
 
     def _short(self, message: str) -> str:
@@ -142,7 +147,7 @@ class RunScreen(Screen[None]):
         self._retrying -= over
         return bool(over)
 
-    def _repaint(self, changes: Changes, palette: fmt.Palette) -> None:
+    def _repaint(self, changes: Changes, *, restyled: bool = False) -> None:
         state = self.state
         dirty = changes.pairs
         if dirty is not None:
@@ -154,9 +159,9 @@ class RunScreen(Screen[None]):
         if slow:
             self._last_slow = now
         with self.app.batch_update():
-            self.progress.sync(state, self.shards, dirty, palette, rates=slow)
+            self.progress.sync(state, self.shards, dirty, rates=slow)
             self.strip.show(  # from the same fold as the rows: its counts never behind theirs
-                state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live, palette=palette,
+                state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live,
                 load_known=not self.runner.watching, rates=slow,
             )
             if changes.failures_reset:
@@ -164,8 +169,8 @@ class RunScreen(Screen[None]):
             else:
                 self.failures.add(state.newest_failures(changes.failures))
             self._fit_failures()
-            if changes.scores:
-                self.board.show(self.leaderboard(), palette)
+            if changes.scores or restyled:
+                self.board.show(self.leaderboard(), restyled=restyled)
             self._fit_panes()
 
     def on_resize(self) -> None:
@@ -315,7 +320,7 @@ class RunScreen(Screen[None]):
                 if cfg is None:
                     toast(self.app, f"{model}: this work dir does not say how the model is served", timeout=4)
                 else:
-                    self.app.push_screen(FleetScreen(cfg, self.state, self._palette, load_known=not self.runner.watching))
+                    self.app.push_screen(FleetScreen(cfg, self.state, load_known=not self.runner.watching))
             return
         model, dataset = pair
         self.app.push_screen(DetailsScreen(model, dataset, lambda: self.runner.pair_details(model, dataset)))

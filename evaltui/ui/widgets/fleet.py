@@ -8,7 +8,7 @@ from rich.text import Text
 from evaltui.engine.stream.events import PairStatus
 from evaltui.engine.stream.state import RunState
 from evaltui.text import duration
-from evaltui.ui import fmt
+from evaltui.ui import fmt, look
 
 _INFERRING = (PairStatus.PENDING, PairStatus.RUNNING)
 
@@ -23,7 +23,7 @@ def strip_models(state: RunState, max_workers: dict[str, int]) -> dict[str, int]
     return {m: w for m, w in max_workers.items() if m in busy}
 
 
-def model_load(state: RunState, model: str, max_workers: int, *, live: bool, palette: fmt.Palette) -> Text:
+def model_load(state: RunState, model: str, max_workers: int, *, live: bool, styles: fmt.Styles) -> Text:
     """`m 12/64`; adaptive or several urls: `m 12/16≤64 2/3 up`; all down: `m ALL DOWN 12s`."""
     load = state.load.get(model)
     if load is None or not load.replicas:
@@ -31,13 +31,13 @@ def model_load(state: RunState, model: str, max_workers: int, *, live: bool, pal
         return Text(f"{model} {in_flight}/{load.max_workers if load else max_workers}")
     text = Text(f"{model} {load.in_flight if live else 0}/{load.limit}")
     if load.limit != load.max_workers:
-        text.append(f"≤{load.max_workers}", style=fmt.colour(palette, "foreground-muted"))
+        text.append(f"≤{load.max_workers}", style=styles(look.MUTED))
     views = state.replicas.get(model, {})
     if len(load.replicas) > 1:
         up = sum(1 for v in views.values() if v.state == "up")
-        style = "" if up == len(load.replicas) else fmt.colour(palette, "warning")
+        style = "" if up == len(load.replicas) else styles(look.WARN)
         text.append(f" {up}/{len(load.replicas)} up", style=style)
     down = state.down_for(model)
     if down is not None and live:
-        text.append(f" ALL DOWN {duration(down)}", style=f"bold {fmt.colour(palette, 'error')}")
+        text.append(f" ALL DOWN {duration(down)}", style=styles(look.ALARM))
     return text

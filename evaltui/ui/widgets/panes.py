@@ -6,8 +6,9 @@ to the engine. Text is rich Text or Log lines, never markup: error messages cont
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 from textual.widgets import DataTable, Log
@@ -19,7 +20,8 @@ from evaltui.engine.stream.state import RunState
 from evaltui.plan.price import said_cost
 from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
 from evaltui.text import duration, one_line
-from evaltui.ui import fmt, keys
+from evaltui.ui import fmt, keys, look
+from evaltui.ui.look import Look
 from evaltui.ui.widgets.fleet import model_load, strip_models
 from evaltui.ui.widgets.progress import repaint_row
 
@@ -34,8 +36,11 @@ class EngineStrip(Widget):
     req/s, like the rows', moves once a second (`rates`).
     """
 
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
+        self.look = Look(self)
         self._text = Text()
         self._rate = fmt.rate(None)
 
@@ -49,7 +54,6 @@ class EngineStrip(Widget):
         heartbeat_timeout: float,
         max_workers: dict[str, int],
         live: bool,
-        palette: fmt.Palette,
         load_known: bool = True,
         rates: bool = True,
     ) -> None:
@@ -59,7 +63,7 @@ class EngineStrip(Widget):
         if rates:
             self._rate = fmt.rate(state.throughput())
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
-        beat = self._heartbeat(state, heartbeat_timeout, live, palette)
+        beat = self._heartbeat(state, heartbeat_timeout, live)
         c, f, n = state.totals()
         elapsed, samples, failed = f"  elapsed {duration(state.elapsed())}", f"  samples {c + f}/{n}", f"  failed {f}" if f else ""
         room = self.content_size.width
@@ -68,32 +72,31 @@ class EngineStrip(Widget):
         text.append_text(beat)
         text.append(elapsed + samples)
         if failed:
-            text.append(failed, style=fmt.colour(palette, "error"))
+            text.append(failed, style=self.look(look.BAD))
         text.append("\n")
         cost = state.cost()
         spent = f"  cost {said_cost(cost)}" if cost is not None else ""  # a priced model's tokens, so far in this run
         text.append(f"{self._rate} req/s  retries {state.retries() if load_known else '–'}{spent}  in flight ")
         for i, (model, limit) in enumerate(strip_models(state, max_workers).items()):
             text.append("  " if i else "")
-            text.append_text(model_load(state, model, limit, live=live, palette=palette) if load_known else Text(f"{model} –/{limit}"))
+            text.append_text(model_load(state, model, limit, live=live, styles=self.look) if load_known else Text(f"{model} –/{limit}"))
         if not max_workers:
             text.append("–")
         if text != self._text:
             self._text = text
             self.refresh()
 
-    @staticmethod
-    def _heartbeat(state: RunState, timeout: float, live: bool, palette: fmt.Palette) -> Text:
+    def _heartbeat(self, state: RunState, timeout: float, live: bool) -> Text:
         age = state.heartbeat_age()
         if state.finished is not None and not live:
             if state.finished.interrupted and age is not None:  # stopped with work left (a killed run, when watched)
-                return Text(f"■ stopped: heartbeat {duration(age)} ago", style=f"bold {fmt.colour(palette, 'warning')}")
-            return Text("● run finished", style=fmt.colour(palette, "success"))
+                return Text(f"■ stopped: heartbeat {duration(age)} ago", style=self.look(look.WARN) + Style(bold=True))
+            return Text("● run finished", style=self.look(look.GOOD))
         if age is None:
-            return Text("○ heartbeat: waiting", style=fmt.colour(palette, "foreground-muted"))
+            return Text("○ heartbeat: waiting", style=self.look(look.MUTED))
         if stale(age, timeout):
-            return Text(f"✖ heartbeat STALE {duration(age)} ago", style=f"bold {fmt.colour(palette, 'error')}")
-        return Text(f"♥ alive {duration(age)} ago", style=fmt.colour(palette, "success"))
+            return Text(f"✖ heartbeat STALE {duration(age)} ago", style=self.look(look.ALARM))
+        return Text(f"♥ alive {duration(age)} ago", style=self.look(look.GOOD))
 
 
 def failure_line(f: Failure) -> str:
@@ -151,6 +154,7 @@ class LeaderboardTable(DataTable[Text]):
     """
 
     BINDINGS = keys.table_bindings()
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="none", zebra_stripes=True, **kw)  # type: ignore[arg-type]
@@ -158,17 +162,19 @@ class LeaderboardTable(DataTable[Text]):
         self._layout: tuple[object, ...] | None = None  # the built table's column labels and row keys
         self._widths: list[int] = []  # the widths its columns needed
         self._rows: dict[str, list[Text]] = {}
+        self.look = Look(self)
 
-    def show(self, board: Leaderboard | None, palette: fmt.Palette) -> None:
+    def show(self, board: Leaderboard | None, *, restyled: bool = False) -> None:
+        """Show `board`; `restyled`: the theme changed, so cells whose text is the same may not be."""
         if board is None:
             return
         ranked = board.ranking()
-        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(sorted(board.extra.items())), tuple(palette.items()))
-        if signature == self._shown:
+        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(sorted(board.extra.items())))
+        if signature == self._shown and not restyled:
             return
         self._shown = signature
         labels = [Text("dataset"), Text("metric")] + [Text(f"{rank}. {r.model}" if r.average is not None else r.model) for rank, r in enumerate(ranked, 1)]
-        rows = self._cells(board, ranked, palette)
+        rows = self._cells(board, ranked)
         layout = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(rows))
         widths = [max(cell.cell_len for cell in column) for column in zip(labels, *rows.values(), strict=False)]
         if layout == self._layout and widths == self._widths:  # else columns as wide as their cells
@@ -195,9 +201,8 @@ class LeaderboardTable(DataTable[Text]):
             repaint_row(self, row)
             self._rows[key] = cells
 
-    @staticmethod
-    def _cells(board: Leaderboard, ranked: list[RankedModel], palette: fmt.Palette) -> dict[str, list[Text]]:
-        best = fmt.colour(palette, "success")
+    def _cells(self, board: Leaderboard, ranked: list[RankedModel]) -> dict[str, list[Text]]:
+        best = self.look(look.BEST)
         rows: dict[str, list[Text]] = {}
         for row in board.datasets:
             cells = [Text(row.abbr), Text(row.label)]
@@ -212,6 +217,6 @@ class LeaderboardTable(DataTable[Text]):
             elif r.scored < r.total:
                 average.append(Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic"))
             else:
-                average.append(Text(f"{r.average:.2f}", justify="right", style=f"bold {best}"))
+                average.append(Text(f"{r.average:.2f}", justify="right", style=best))
         rows["Average"] = average
         return rows

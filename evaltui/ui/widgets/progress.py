@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -20,7 +20,8 @@ from evaltui.engine.stream.pair import PairState
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import MISSING
 from evaltui.text import duration
-from evaltui.ui import fmt, keys
+from evaltui.ui import fmt, keys, look
+from evaltui.ui.look import Look
 
 COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
 # Fixed widths where the content grows while running (an auto width is measured only once). The
@@ -97,6 +98,7 @@ class ProgressTable(DataTable[Text]):
     # enter opens the highlighted row's details: bound here too, as the focused table's own
     # (hidden) enter would hide the screen's from the footer
     BINDINGS = keys.table_bindings()
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
@@ -107,7 +109,8 @@ class ProgressTable(DataTable[Text]):
         self._done = WIDTHS[_DONE] or 0  # the done column's width, as the largest total needs
         self._names = 12  # the widest text in the dataset column
         self._known: set[Pair] = set()
-        self._source: tuple[RunState, ShardFold, fmt.Palette] | None = None  # what the last sync showed
+        self._source: tuple[RunState, ShardFold] | None = None  # what the last sync showed
+        self.look = Look(self)
         self._keep: str | None = None  # the highlighted row's key across a rebuild
         self.needs_full_sync = True
         self._rows_said = 0  # the rows there were when the fold was last said
@@ -125,8 +128,8 @@ class ProgressTable(DataTable[Text]):
 
     def on_resize(self) -> None:
         if self._fit() and self._source is not None:
-            state, shards, palette = self._source
-            self.sync(state, shards, None, palette)  # at once: a blank table until the next tick would flicker
+            state, shards = self._source
+            self.sync(state, shards, None)  # at once: a blank table until the next tick would flicker
         self.say_fold()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
@@ -205,10 +208,10 @@ class ProgressTable(DataTable[Text]):
                 return
         self.move_cursor(row=1)  # the first dataset, not its model's heading
 
-    def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, palette: fmt.Palette, *, rates: bool = True) -> None:
+    def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, *, rates: bool = True) -> None:
         """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
         req/s and ETA cells as they are (they move every tick, and a repaint costs the engine)."""
-        self._source = (state, shards, palette)
+        self._source = (state, shards)
         self._fit_columns(state, pairs)
         if self.needs_full_sync:
             pairs, self.needs_full_sync = None, False
@@ -221,7 +224,7 @@ class ProgressTable(DataTable[Text]):
             if p.model not in self._models:
                 self._models.add(p.model)
                 self.add_row(Text(p.model, style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
-            cells = self._pair_cells(p, now, palette)
+            cells = self._pair_cells(p, now)
             old = self._cells.get(row)
             if not rates and old is not None and p.status == ev.PairStatus.RUNNING:
                 cells[_RATE:_ETA + 1] = old[_RATE:_ETA + 1]
@@ -229,7 +232,7 @@ class ProgressTable(DataTable[Text]):
             if p.shards > 1:
                 for s in range(p.shards):
                     counts = shards.shards.get((p.model, p.dataset, s), ShardCounts(status="pending"))
-                    self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts, palette))
+                    self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts))
         if was_empty and self._cells:
             self._place_cursor()
         if len(self._cells) != self._rows_said:
@@ -252,30 +255,30 @@ class ProgressTable(DataTable[Text]):
             repaint_row(self, RowKey(key))
         self._cells[key] = cells
 
-    def _pair_cells(self, p: PairState, now: float, palette: fmt.Palette) -> list[Text]:
+    def _pair_cells(self, p: PairState, now: float) -> list[Text]:
         eta = p.eta(now) if p.status == ev.PairStatus.RUNNING else None
         throughput = p.throughput(now) if p.status == ev.PairStatus.RUNNING else None
-        score = Text(f"{p.score:.2f}", style=f"bold {fmt.colour(palette, 'success')}") if p.score is not None else Text(MISSING)  # the leaderboard's sign
-        failed = Text(str(p.failed), style=f"bold {fmt.colour(palette, 'error')}") if p.failed else Text("0")
+        score = Text(f"{p.score:.2f}", style=self.look(look.SCORE)) if p.score is not None else Text(MISSING)  # the leaderboard's sign
+        failed = Text(str(p.failed), style=self.look(look.FAILED)) if p.failed else Text("0")
         return [
             Text(f"  {p.dataset}"),
-            fmt.bar(p.completed, p.failed, p.total, self._bar_width, palette),
+            fmt.bar(p.completed, p.failed, p.total, self._bar_width, self.look),
             Text(f"{p.completed + p.failed}/{p.total}" + (f" · {p.requests} req" if p.conversation else ""), justify="right"),
             failed,
-            fmt.status_text(p.status, palette),
+            fmt.status_text(p.status, self.look),
             Text(fmt.rate(throughput), justify="right"),
             Text(duration(eta), justify="right"),
             score,
         ]
 
-    def _shard_cells(self, shard: int, c: ShardCounts, palette: fmt.Palette) -> list[Text]:
-        muted = fmt.colour(palette, "foreground-muted")
+    def _shard_cells(self, shard: int, c: ShardCounts) -> list[Text]:
+        muted = self.look(look.MUTED)
         return [
             Text(f"    └ shard {shard}", style=muted),
-            fmt.bar(c.completed, c.failed, c.total, self._bar_width, palette),
+            fmt.bar(c.completed, c.failed, c.total, self._bar_width, self.look),
             Text(f"{c.completed + c.failed}/{c.total}", justify="right", style=muted),
             Text(str(c.failed), style=muted),
-            fmt.status_text(c.status, palette),
+            fmt.status_text(c.status, self.look),
             Text(""),
             Text(""),
             Text(""),

@@ -1,0 +1,48 @@
+"""Colours by meaning: a widget paints its cells (rich Text in a DataTable, the strip's line)
+with the styles of its component classes, which ui/look.tcss sets from the theme's variables
+(`$success`, `$evaltui-bar-empty`, …). A theme file changes them all; no colour is named in Python.
+
+Textual caches a component's style only until the widget next repaints, and computing one costs
+~50 µs, too much for every cell of every tick: a `Look` keeps each style until the theme changes
+(the run screen, and each screen that paints, forget them then)."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from textual.widget import Widget
+
+from evaltui.engine.stream.events import PairStatus
+
+STATUS = {s: f"status--{s.value}" for s in PairStatus}
+BAR_DONE, BAR_FAILED, BAR_EMPTY = "bar--done", "bar--failed", "bar--empty"
+GOOD, BAD, WARN, MUTED, ALARM = "look--good", "look--bad", "look--warn", "look--muted", "look--alarm"
+SCORE, FAILED, BEST = "cell--score", "cell--failed", "cell--best"
+CHART_BAR, CHART_BEST, CHART_INTERVAL = "chart--bar", "chart--best", "chart--interval"
+
+CLASSES: frozenset[str] = frozenset(
+    [*STATUS.values(), BAR_DONE, BAR_FAILED, BAR_EMPTY, GOOD, BAD, WARN, MUTED, ALARM, SCORE, FAILED, BEST, CHART_BAR, CHART_BEST, CHART_INTERVAL]
+)
+
+
+class Look:
+    """One widget's styles by name (a component class of `CLASSES`), kept until `forget`."""
+
+    def __init__(self, widget: Widget) -> None:
+        self._widget = widget
+        self._styles: dict[str, Style] = {}
+
+    def __call__(self, name: str) -> Style:
+        style = self._styles.get(name)
+        if style is None:
+            # the partial style (no background: a cell keeps its row's, the cursor's, the
+            # zebra's) with the colour of the full one, where a translucent colour
+            # (`$foreground-muted`) is blended over the pane's background
+            partial = self._widget.get_component_rich_style(name, partial=True)
+            if partial.color is not None:
+                partial += Style(color=self._widget.get_component_rich_style(name).color)
+            style = self._styles[name] = partial
+        return style
+
+    def forget(self) -> None:
+        """The theme changed: the next call reads the new styles."""
+        self._styles.clear()
