@@ -129,6 +129,8 @@ class EvalApp(App[int]):
     def fold_pending(self, all_rows: bool = False) -> None:
         """Repaint the run screen from what the engine reported, take the results of the jobs
         that ended, and leave once quitting (or `exit_when_done`) and nothing runs any more."""
+        if not self.screen_stack:  # closing: the screens are gone before the tick's timer is
+            return
         changes = self.run_screen.fold_pending(all_rows=all_rows)
         title = self.run_screen.state.title
         if self.runner.watching and title and self._title(title) != self.title:  # a run began in the watched dir: its plan's
