@@ -264,3 +264,20 @@ def test_show_and_compare_take_models_and_datasets_in_either_spelling(finished_r
 
     assert build_parser().parse_args(["p.toml", "--model", "a", "--dataset", "x"]).models == ["a"]
     assert build_parser().parse_args(["p.toml", "--model", "a", "--dataset", "x"]).datasets == ["x"]
+
+
+def test_a_wrong_answer_shows_the_gold_the_evaluator_compares_and_no_failures_are_said(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`wrong "19" (gold "Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day. She…")`: the
+    gold's first 60 characters hid the number that decides; gsm8k's is the one after `####`."""
+    rows = [dict(r, answer=f"Janet sells 16 - 3 - 4 = <<16-3-4=9>>9 duck eggs a day. She sells the rest {'at length ' * 8}#### {r['answer'].split('#### ')[-1]}")
+            for r in arithmetic(4)]
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=0.0)}))
+    code, _, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))]))
+    assert code == 0
+    assert main(["show", str(runner.workdir.root), "--wrong"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    golds = [line.split("(gold ")[1].split(")")[0] for line in lines]
+    assert golds == [f'"{r["answer"].split("#### ")[-1]}"' for r in rows], lines
+    assert main(["show", str(runner.workdir.root), "--failed"]) == 0  # none failed: said, not a header alone
+    assert capsys.readouterr().out.splitlines()[1:] == ["  no failed samples"]
+

@@ -39,7 +39,7 @@ def test_each_screen_binds_the_tables_keys() -> None:
     from evaltui.ui.screens.fleet import FleetScreen
     from evaltui.ui.screens.modals import ConfirmQuit, HelpScreen
     from evaltui.ui.screens.run import RunScreen
-    from evaltui.ui.widgets.panes import LeaderboardTable
+    from evaltui.ui.widgets.board import LeaderboardTable
     from evaltui.ui.widgets.progress import ProgressTable
 
     for node, where in ((EvalApp, keys.APP), (RunScreen, keys.RUN), (DetailsScreen, keys.DETAILS), (FleetScreen, keys.FLEET),

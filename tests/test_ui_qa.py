@@ -160,7 +160,7 @@ def test_a_score_coming_in_does_not_rebuild_the_leaderboard(tmp_path: Path) -> N
     # headless (41 s against 22 s), the app's thread busy for most of it rebuilding, measuring and
     # repainting the whole leaderboard each time a pair was scored. A score now changes its cell
     # and the Average row; the table is built again only when its columns change.
-    from evaltui.ui.widgets.panes import LeaderboardTable
+    from evaltui.ui.widgets.board import LeaderboardTable
 
     names = [f"d{i:02d}" for i in range(40)]
     app = two_models_app(tmp_path, names)
@@ -231,7 +231,7 @@ def test_t_recolours_the_cells_already_on_screen(tmp_path: Path) -> None:
     # status, a score) kept the old theme's colour after `t` until its text changed.
     from ui_script import alpha_gsm_failed, finished, running
 
-    from evaltui.ui.widgets.panes import LeaderboardTable
+    from evaltui.ui.widgets.board import LeaderboardTable
     from evaltui.ui.widgets.progress import ProgressTable
 
     clock = Clock()

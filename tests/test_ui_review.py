@@ -65,7 +65,7 @@ class _EngineOwned(dict):  # type: ignore[type-arg]
 
 
 def test_the_leaderboard_is_built_from_the_apps_own_state(tmp_path: Path) -> None:
-    from evaltui.ui.widgets.panes import LeaderboardTable
+    from evaltui.ui.widgets.board import LeaderboardTable
 
     async def scenario() -> None:
         app = scripted_app(tmp_path, Clock())
@@ -261,7 +261,7 @@ def test_the_final_leaderboard_shows_every_row_at_80x24(tmp_path: Path) -> None:
     from evaltui.plan import load_plan
     from evaltui.scoring.leaderboard import build_leaderboard
     from evaltui.ui.app import EvalApp
-    from evaltui.ui.widgets.panes import LeaderboardTable
+    from evaltui.ui.widgets.board import LeaderboardTable
 
     names = ["d1", "d2", "d3", "d4", "d5"]
     data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))

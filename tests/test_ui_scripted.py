@@ -8,7 +8,8 @@ from pathlib import Path
 from ui_script import HEARTBEAT_TIMEOUT, Clock, alpha_gsm_failed, feed, finished, planned, running, scripted_app
 
 from evaltui.engine.stream import events as ev
-from evaltui.ui.widgets.panes import EngineStrip, FailuresLog, LeaderboardTable
+from evaltui.ui.widgets.board import LeaderboardTable
+from evaltui.ui.widgets.panes import EngineStrip, FailuresLog
 from evaltui.ui.widgets.progress import ProgressTable
 
 

@@ -19,6 +19,7 @@ from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work
 from evaltui.commands.export import EXPORT_FORMATS, FOLDER_FORMATS, export, output_problem
 from evaltui.engine.disk.records import PairView, WorkDirView
 from evaltui.exitcode import ExitCode
+from evaltui.scoring.score import gold_answer
 from evaltui.text import one_line
 
 
@@ -70,10 +71,14 @@ def main(argv: list[str]) -> int:
         out.writelines(f"{line}\n" for line in part_lines(pair.parts))
         ds = view.plan.dataset(pair.dataset)
         choices = len(ds.choices) if ds.mode == "ppl" else 0
+        shown = 0
         for record in chosen(pair):
-            out.write(record_line(record, choices) + "\n")
+            out.write(record_line(record, choices, ds.evaluator.type) + "\n")
+            shown += 1
             if args.full:
                 _texts(out, record)
+        if not shown and (args.failed or args.wrong) and pair.total:  # say so, rather than a header alone
+            out.write(f"  no {'failed' if args.failed else 'wrong or failed'} samples\n")
     return ExitCode.OK
 
 
@@ -120,10 +125,11 @@ def part_lines(parts: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def record_line(r: dict[str, Any], choices: int = 0) -> str:
+def record_line(r: dict[str, Any], choices: int = 0, evaluator: str = "") -> str:
     """`  #3 e1  wrong  "12" (gold "11")  2 attempts: 503 http 1.20 s, 200 ok 0.90 s  took 2.41 s  43 tokens`
 
-    `choices`: a ppl dataset's, which sends a request per choice: its attempts are not retries."""
+    `choices`: a ppl dataset's, which sends a request per choice: its attempts are not retries.
+    `evaluator`: its type, which says what of the reference it compares (gsm8k: the number)."""
     where = f"#{r['index']}" + (f" e{r['epoch']}" if r.get("epoch") else "")
     parts = [f"  {where:<10}"]
     error = r.get("error")
@@ -131,7 +137,8 @@ def record_line(r: dict[str, Any], choices: int = 0) -> str:
         code = f" {error.get('status')}" if error.get("status") is not None else ""
         parts.append(f"FAILED {error.get('type')}{code}: {one_line(str(error.get('message', '')), 120, cut='…')}")
     elif "correct" in r:
-        gold = f" (gold {_quoted(r.get('gold'))})" if not r["correct"] else ""
+        answer = gold_answer(evaluator, r.get("gold"))
+        gold = f" (gold {_quoted(r.get('gold') if answer is None else answer)})" if not r["correct"] else ""
         parts.append(f"{'right' if r['correct'] else 'wrong'}  {_quoted(r.get('extracted'))}{gold}")
     else:
         parts.append("answered (not scored yet)")

@@ -18,8 +18,8 @@ from evaltui.plan.evaluator import Epochs
 
 from .code.code_exec import CodeRunner, is_pass, run_code_samples, with_program
 from .judgement import Judge, ScoredJudge
-from .readers.choice import judge_choice
-from .readers.gsm8k import judge_gsm8k
+from .readers.choice import gold_letter, judge_choice
+from .readers.gsm8k import extract_gold_number, judge_gsm8k
 from .readers.mathcheck import MathChecker
 from .reducers import SCORED_TYPES, MetricSums, Reduction, main_metric, percent, type_name
 from .reference import make_exact_match, make_loglikelihood
@@ -28,7 +28,7 @@ from .text_match import judge_exact, judge_includes, judge_ppl, judge_tool_calls
 
 ONE_EPOCH = Epochs(1)  # what a sample is judged by when nothing says otherwise
 
-__all__ = ["JUDGE_REVISIONS", "epoch_answers", "iter_details", "main_metric", "percent", "score"]
+__all__ = ["JUDGE_REVISIONS", "epoch_answers", "gold_answer", "iter_details", "main_metric", "percent", "score"]
 
 # Raised when an evaluator comes to judge the same reply differently (a fixed extraction), so
 # that results the earlier code scored are scored again by a re-run. exact, includes, regex and
@@ -43,6 +43,23 @@ _FIXED_JUDGES: dict[str, Judge] = {
     "ppl": judge_ppl,
     "tool_call_match": judge_tool_calls,
 }
+
+
+def gold_answer(evaluator_type: str, gold: Any) -> str | None:
+    """What an evaluator compares an answer with, taken from the reference as it does: gsm8k's
+    number (after `####`), choice's letter, the reference itself for the text matchers. None
+    where it is not one string (code_exec's tests; math, exact_match and loglikelihood judge
+    the reference their own way): the reference is then shown as it is. `evaltui show` and the
+    details screen show it beside the extracted answer (a 300-character worked solution cut at
+    60 hid the number that decides)."""
+    text = _as_text(gold)
+    if evaluator_type == "gsm8k":
+        return extract_gold_number(text)
+    if evaluator_type == "choice":
+        return gold_letter(text)
+    if evaluator_type in ("exact", "includes", "regex", "ppl"):
+        return text.strip()
+    return None
 
 
 def _as_text(value: Any) -> str:

@@ -54,3 +54,13 @@ def same(a: Text, b: Text) -> bool:
     the Text's own style: a status word recoloured by a new theme would compare equal."""
     return a == b and a.style == b.style
 
+
+def middle(name: str, width: int) -> str:
+    """`name` in `width` columns, shortened in the middle where longer (`mmlu-abs…nd-more`): both
+    ends of a benchmark's name tell it from its neighbours (the details show it whole)."""
+    if len(name) <= width:
+        return name
+    if width <= 1:
+        return name[:width]
+    head = width // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head):]

@@ -20,7 +20,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream.events import PairStatus, SampleError
 from evaltui.engine.stream.pair import Failure
 from evaltui.plan import Plan
-from evaltui.scoring.score import epoch_answers, epoch_verdict
+from evaltui.scoring.score import epoch_answers, epoch_verdict, gold_answer
 
 
 class PredictionSample(NamedTuple):
@@ -30,6 +30,8 @@ class PredictionSample(NamedTuple):
     gold: str
     correct: bool | None  # None until the pair is scored (epoch 0's verdict, for several epochs)
     epoch: int = 0
+    extracted: str | None = None  # the answer the evaluator took from the prediction, once scored
+    gold_answer: str | None = None  # what of the gold it compares with (gsm8k: the number); None: the gold whole
 
 
 class PairDetails(NamedTuple):
@@ -68,9 +70,12 @@ def read_pair_details(
     verdicts = _verdicts(workdir.result_file(model, dataset), {i for (i, _), _ in answered})
     shown = []
     for (index, epoch), e in answered:
-        verdict = epoch_verdict(verdicts[index], epoch).get("correct") if index in verdicts else None
-        correct = verdict if isinstance(verdict, bool) else None
-        shown.append(PredictionSample(index, _text(e.get("origin_prompt")), _text(e.get("prediction")), _text(e.get("gold")), correct, epoch))
+        own = epoch_verdict(verdicts[index], epoch) if index in verdicts else {}
+        correct = own.get("correct") if isinstance(own.get("correct"), bool) else None
+        extracted = own.get("extracted")
+        gold = _text(e.get("gold"))
+        shown.append(PredictionSample(index, _text(e.get("origin_prompt")), _text(e.get("prediction")), gold, correct, epoch,
+                                      extracted if isinstance(extracted, str) else None, gold_answer(ds.evaluator.type, gold)))
     wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
     records = records_of(workdir.sample_log_files(model, dataset), wanted, checkpoints) if wanted else {}
     return PairDetails(model, dataset, status, failures, shown, records, result_parts(workdir.read_result(model, dataset)))

@@ -24,19 +24,22 @@ class DetailsScreen(Screen[None]):
     CSS_PATH = "details.tcss"
     BINDINGS = keys.bindings(keys.DETAILS)
 
-    def __init__(self, model: str, dataset: str, load: Callable[[], PairDetails]):
+    def __init__(self, model: str, dataset: str, load: Callable[[], PairDetails], *, reason: str = ""):
+        """`reason`: why the pair failed and what would change it (the event stream's, as the run
+        said it: the fail_on_error that would score the others)."""
         super().__init__()
-        self.model, self.dataset, self._load = model, dataset, load
+        self.model, self.dataset, self._load, self.reason = model, dataset, load, reason
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"{self.model} / {self.dataset}", style="bold"), id="details-title")
+        yield Static(Text(self.reason), id="details-reason")
         yield LoadingIndicator()
         with VerticalScroll(id="details-body"):
             yield Static("Its parts (the score is the reference's aggregate of them)", classes="details-heading", id="details-parts-heading")
             yield DataTable(id="details-parts", cursor_type="row")
             yield Static("Failed samples", classes="details-heading")
             yield DataTable(id="details-failures", cursor_type="row")
-            yield Static("Predictions next to their gold", classes="details-heading")
+            yield Static("Answers beside their gold (→ scrolls to the whole prediction)", classes="details-heading")
             yield DataTable(id="details-predictions", cursor_type="row")
             yield Static("Their attempts (the per-sample log)", classes="details-heading")
             yield DataTable(id="details-records", cursor_type="row")
@@ -46,6 +49,7 @@ class DetailsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#details-body").display = False
+        self.query_one("#details-reason").display = bool(self.reason)
         self._fetch()
 
     @work(thread=True, group="details", exclusive=True, exit_on_error=False, description="read a pair's failures and predictions")
@@ -76,12 +80,14 @@ class DetailsScreen(Screen[None]):
         if not d.failures:
             failures.add_row(Text("none"), Text(""), Text(""), Text(""), Text(""))
         preds = self.query_one("#details-predictions", DataTable)
-        preds.add_columns("sample", "ok", "prediction", "gold")
+        preds.add_columns("sample", "ok", "answer", "gold", "prediction")
         for p in d.predictions:
             ok = "–" if p.correct is None else ("✔" if p.correct else "✘")
-            preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(one_line(p.prediction, 80, cut="…")), Text(one_line(p.gold, 60, cut="…")))
+            answer = "–" if p.extracted is None else one_line(p.extracted, 40, cut="…")
+            gold = one_line(p.gold if p.gold_answer is None else p.gold_answer, 60, cut="…")
+            preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(answer), Text(gold), Text(one_line(p.prediction, 200, cut="…")))
         if not d.predictions:
-            preds.add_row(Text("none yet"), Text(""), Text(""), Text(""))
+            preds.add_row(Text("none yet"), Text(""), Text(""), Text(""), Text(""))
         self._show_records(d)
         self._show_messages(d)
         self._show_parts(d)

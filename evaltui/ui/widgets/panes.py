@@ -11,19 +11,16 @@ from typing import Any, ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
-from textual.widgets import DataTable, Log
-from textual.widgets.data_table import RowKey
+from textual.widgets import Log
 
 from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.stream.pair import Failure
 from evaltui.engine.stream.state import RunState
 from evaltui.plan.price import said_cost
-from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
 from evaltui.text import duration, one_line
-from evaltui.ui import fmt, keys, look
+from evaltui.ui import fmt, look
 from evaltui.ui.look import Look
 from evaltui.ui.widgets.fleet import model_load, strip_models
-from evaltui.ui.widgets.progress import repaint_row
 
 
 class EngineStrip(Widget):
@@ -42,6 +39,7 @@ class EngineStrip(Widget):
         super().__init__(**kw)
         self.look = Look(self)
         self._text = Text()
+        self.needed = 0  # the columns its text takes, rounded up to ten (the sparkline has the rest)
         self._rate = fmt.rate(None)
 
     def render(self) -> Text:
@@ -67,7 +65,8 @@ class EngineStrip(Widget):
         c, f, n = state.totals()
         elapsed, samples, failed = f"  elapsed {duration(state.elapsed())}", f"  samples {c + f}/{n}", f"  failed {f}" if f else ""
         room = self.content_size.width
-        if room and beat.cell_len + len(elapsed) + len(samples) + len(failed) > room:
+        first = beat.cell_len + len(elapsed) + len(samples) + len(failed)
+        if room and first > room:
             elapsed = ""  # what failed counts for more than the time it took
         text.append_text(beat)
         text.append(elapsed + samples)
@@ -84,6 +83,8 @@ class EngineStrip(Widget):
             text.append("–")
         if text != self._text:
             self._text = text
+            # what its whole text takes, in tens (no jitter), whatever was left out to fit
+            self.needed = -(-max(first, text.split("\n")[-1].cell_len) // 10) * 10 + 2
             self.refresh()
 
     def _heartbeat(self, state: RunState, timeout: float, live: bool) -> Text:
@@ -135,88 +136,3 @@ class FailuresLog(Log):
     def add(self, failures: list[Failure]) -> None:
         if failures:
             self.write_lines([failure_line(f) for f in failures])
-
-
-class LeaderboardTable(DataTable[Text]):
-    """Datasets × models (ranked, best first), and an Average row that fills in live.
-
-    A missing score is the `-` of the table `--no-ui` prints and the summary files hold (on the
-    whole screen: the progress pane's score column too); `–` is for what is not known yet or not
-    measured (ETA, req/s, the load of a watched run).
-
-    Its rows are not selectable, so enter here keeps meaning what it means on the run screen:
-    the details of the dataset highlighted in the progress pane (DataTable's own enter would
-    hide that key from the footer whenever Tab brings the focus here).
-
-    Scores come in one pair at a time, hundreds of them on a big plan: a score changes its cell
-    and the Average row in place (the progress pane's reconcile-by-key); the table is built again
-    only when its columns change: the ranking, a label, the width a column needs.
-    """
-
-    BINDINGS = keys.table_bindings()
-    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
-
-    def __init__(self, **kw: object) -> None:
-        super().__init__(cursor_type="none", zebra_stripes=True, **kw)  # type: ignore[arg-type]
-        self._shown: tuple[object, ...] | None = None
-        self._layout: tuple[object, ...] | None = None  # the built table's column labels and row keys
-        self._widths: list[int] = []  # the widths its columns needed
-        self._rows: dict[str, list[Text]] = {}
-        self.look = Look(self)
-
-    def show(self, board: Leaderboard | None, *, restyled: bool = False) -> None:
-        """Show `board`; `restyled`: the theme changed, so cells whose text is the same may not be."""
-        if board is None:
-            return
-        ranked = board.ranking()
-        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(sorted(board.extra.items())))
-        if signature == self._shown and not restyled:
-            return
-        self._shown = signature
-        labels = [Text("dataset"), Text("metric")] + [Text(f"{rank}. {r.model}" if r.average is not None else r.model) for rank, r in enumerate(ranked, 1)]
-        rows = self._cells(board, ranked)
-        layout = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(rows))
-        widths = [max(cell.cell_len for cell in column) for column in zip(labels, *rows.values(), strict=False)]
-        if layout == self._layout and widths == self._widths:  # else columns as wide as their cells
-            self._update(rows)
-            return
-        self._layout, self._widths, self._rows = layout, widths, rows
-        self.clear(columns=True)
-        for label, key in zip(labels, ["dataset", "metric", *(r.model for r in ranked)], strict=False):
-            self.add_column(label, key=key)
-        for key, cells in rows.items():
-            self.add_row(*cells, key=key)
-
-    def _update(self, rows: dict[str, list[Text]]) -> None:
-        """Write the cells that changed into the built table and repaint their rows only."""
-        columns = list(self.columns)
-        for key, cells in rows.items():
-            old = self._rows[key]
-            changed = [(column, after) for column, before, after in zip(columns, old, cells, strict=False) if not fmt.same(before, after)]
-            if not changed:
-                continue
-            row = RowKey(key)
-            for column, after in changed:
-                self._data[row][column] = after
-            repaint_row(self, row)
-            self._rows[key] = cells
-
-    def _cells(self, board: Leaderboard, ranked: list[RankedModel]) -> dict[str, list[Text]]:
-        best = self.look(look.BEST)
-        rows: dict[str, list[Text]] = {}
-        for row in board.datasets:
-            cells = [Text(row.abbr), Text(row.label)]
-            for r in ranked:
-                value = board.value(r.model, row)
-                cells.append(Text(format_score(value), justify="right"))
-            rows[row.abbr if row.main else f"{row.abbr} {row.metric}"] = cells
-        average = [Text("Average", style="bold"), Text("naive_average")]
-        for r in ranked:
-            if r.average is None:
-                average.append(Text(MISSING, justify="right"))
-            elif r.scored < r.total:
-                average.append(Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic"))
-            else:
-                average.append(Text(f"{r.average:.2f}", justify="right", style=best))
-        rows["Average"] = average
-        return rows

@@ -20,15 +20,15 @@ from evaltui.engine.stream.pair import PairState
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import MISSING
 from evaltui.text import duration
-from evaltui.ui import fmt, keys, look
+from evaltui.ui import fmt, keys, layout, look
 from evaltui.ui.look import Look
 
 COLUMNS = ("dataset", "progress", "done", "fail", "status", "req/s", "ETA", "score")
 # Fixed widths where the content grows while running (an auto width is measured only once). The
-# dataset column is sized by the names, known when rows are added; the bar takes what is left.
-WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)  # all of it fits 80 columns with a bar of 6
+# name column and the bar share what is left (ui/layout.py: ProgressColumns).
+WIDTHS = (None, None, 9, 4, 7, 5, 5, 6)
 _DONE = COLUMNS.index("done")  # at least 9 (`9999/9999`), wider for a larger total (`123456/200000`)
-BAR_MIN, BAR_MAX = 6, 40
+SHARD_NAME = "  └ shard "  # and its number: under its dataset's name
 _RATE, _ETA = COLUMNS.index("req/s"), COLUMNS.index("ETA")
 
 
@@ -105,15 +105,16 @@ class ProgressTable(DataTable[Text]):
         self._cells: dict[str, list[Text]] = {}
         self._pair_of_row: dict[str, Pair] = {}
         self._models: set[str] = set()
-        self._bar_width = BAR_MIN
+        self._width = 0  # the pane's width, as the screen's layout gives it
+        self._name_width, self._bar_width = layout.ProgressColumns.NAMES_MIN, layout.ProgressColumns.BAR_MIN
         self._done = WIDTHS[_DONE] or 0  # the done column's width, as the largest total needs
-        self._names = 12  # the widest text in the dataset column
+        self._names = layout.ProgressColumns.NAMES_MIN  # the widest text in the name column, whole
         self._known: set[Pair] = set()
         self._source: tuple[RunState, ShardFold] | None = None  # what the last sync showed
         self.look = Look(self)
         self._keep: str | None = None  # the highlighted row's key across a rebuild
         self.needs_full_sync = True
-        self._rows_said = 0  # the rows there were when the fold was last said
+        self.planned_rows: int | None = None  # the data rows the layout gives it (None: as measured)
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -126,20 +127,21 @@ class ProgressTable(DataTable[Text]):
             else:
                 self.add_column(name, key=name, width=width)
 
-    def on_resize(self) -> None:
-        if self._fit() and self._source is not None:
-            state, shards = self._source
-            self.sync(state, shards, None)  # at once: a blank table until the next tick would flicker
-        self.say_fold()
-
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self.say_fold()
 
+    @property
+    def rows_needed(self) -> int:
+        """Its height with every row in sight: the rows, the header, the frame."""
+        return self.row_count + 1 + layout.FRAME
+
     def say_fold(self) -> None:
         """Say in the bottom border how many rows are out of sight above and below: at 80×24 a
-        second model's datasets can be below the fold, and a scrollbar alone is easy to miss."""
-        shown = self.scrollable_content_region.height - self.header_height
+        second model's datasets can be below the fold, and a scrollbar alone is easy to miss.
+        From the rows the layout gives the pane, not its measured size, which lags a frame
+        behind a change (at the start it said `↓ 7 more` over ten rows in sight)."""
+        shown = self.planned_rows if self.planned_rows is not None else self.scrollable_content_region.height - self.header_height
         if shown <= 0:
             return
         above = round(self.scroll_y)
@@ -149,35 +151,41 @@ class ProgressTable(DataTable[Text]):
             self.border_subtitle = said
 
     def _widths(self) -> list[int | None]:
-        return [self._done if i == _DONE else w for i, w in enumerate(WIDTHS)]
+        return [self._name_width if i == 0 else self._done if i == _DONE else w for i, w in enumerate(WIDTHS)]
+
+    def column_needs(self) -> layout.ProgressColumns:
+        """What its columns need (the screen's layout asks, to size the pane)."""
+        return layout.ProgressColumns(self._names, sum(w for w in self._widths()[2:] if w) + layout.PAD * (len(COLUMNS) - 2))
 
     def _fit_columns(self, state: RunState, pairs: set[Pair] | None) -> None:
         """Columns as wide as new pairs need: their names, their totals (`done/total` never cut)."""
         if len(state.pairs) != len(self._known):  # new pairs: their names may be wider
-            self._names = max([self._names, *(len(d) + 2 for _, d in state.pairs), *(15 for p in state.pairs.values() if p.shards > 1)])
+            names = [len(m) for m in {m for m, _ in state.pairs}] + [len(d) + 2 for _, d in state.pairs]
+            self._names = max([self._names, *names, *(len(SHARD_NAME) + 2 + len(str(p.shards - 1)) for p in state.pairs.values() if p.shards > 1)])
             self._known = set(state.pairs)
-            self._fit()
+            self.fit_to(self._width)
         widest = max((p.total for key, p in state.pairs.items() if pairs is None or key in pairs), default=0)
         if 2 * len(str(widest)) + 1 > self._done:
             self._done = 2 * len(str(widest)) + 1
-            self._fit(rebuild=True)
+            self.fit_to(self._width, rebuild=True)
 
-    def _fit(self, *, rebuild: bool = False) -> bool:
-        """Give the bar the width the other columns leave (rows are rebuilt when it changes, or
-        when asked: another column's width changed)."""
-        fixed = sum(w for w in self._widths() if w) + self._names + 2 * len(COLUMNS) + 2  # cell padding, scrollbar
-        width = max(BAR_MIN, min(BAR_MAX, self.size.width - fixed))
-        if width != self._bar_width or rebuild:
-            self._bar_width = width
+    def fit_to(self, width: int, *, rebuild: bool = False) -> None:
+        """Fit the columns to a pane `width` wide: names whole where they fit, else shortened in
+        the middle; the bar what is left. The rows are rebuilt when a width changed (or when
+        asked: the done column grew)."""
+        self._width = width
+        names, bar = self.column_needs().split(width) if width else (self._name_width, self._bar_width)
+        if (names, bar) != (self._name_width, self._bar_width) or rebuild:
+            self._name_width, self._bar_width = names, bar
             self._keep = self._cursor_row_key() or self._keep  # the row `r` and enter act on stays the one chosen
-            self.clear(columns=True)  # every row comes back, at the new width, on the next sync
+            self.clear(columns=True)  # every row comes back, at the new widths, at once
             self._cells.clear()
             self._pair_of_row.clear()
             self._models.clear()
             self._add_columns()
             self.needs_full_sync = True
-            return True
-        return False
+            if self._source is not None:
+                self.sync(*self._source, None)  # now: a blank table until the next tick would flicker
 
     def shown_line(self, model: str, dataset: str) -> str:
         """The row of a pair as it is on screen now (what a user reads; tests check it)."""
@@ -223,7 +231,7 @@ class ProgressTable(DataTable[Text]):
                 continue
             if p.model not in self._models:
                 self._models.add(p.model)
-                self.add_row(Text(p.model, style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
+                self.add_row(Text(fmt.middle(p.model, self._name_width), style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
             cells = self._pair_cells(p, now)
             old = self._cells.get(row)
             if not rates and old is not None and p.status == ev.PairStatus.RUNNING:
@@ -235,9 +243,6 @@ class ProgressTable(DataTable[Text]):
                     self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts))
         if was_empty and self._cells:
             self._place_cursor()
-        if len(self._cells) != self._rows_said:
-            self._rows_said = len(self._cells)
-            self.say_fold()
 
     def _put(self, key: str, pair: Pair, cells: list[Text]) -> None:
         old = self._cells.get(key)
@@ -261,7 +266,7 @@ class ProgressTable(DataTable[Text]):
         score = Text(f"{p.score:.2f}", style=self.look(look.SCORE)) if p.score is not None else Text(MISSING)  # the leaderboard's sign
         failed = Text(str(p.failed), style=self.look(look.FAILED)) if p.failed else Text("0")
         return [
-            Text(f"  {p.dataset}"),
+            Text("  " + fmt.middle(p.dataset, self._name_width - 2)),
             fmt.bar(p.completed, p.failed, p.total, self._bar_width, self.look),
             Text(f"{p.completed + p.failed}/{p.total}" + (f" · {p.requests} req" if p.conversation else ""), justify="right"),
             failed,
@@ -274,7 +279,7 @@ class ProgressTable(DataTable[Text]):
     def _shard_cells(self, shard: int, c: ShardCounts) -> list[Text]:
         muted = self.look(look.MUTED)
         return [
-            Text(f"    └ shard {shard}", style=muted),
+            Text(f"  {SHARD_NAME}{shard}", style=muted),
             fmt.bar(c.completed, c.failed, c.total, self._bar_width, self.look),
             Text(f"{c.completed + c.failed}/{c.total}", justify="right", style=muted),
             Text(str(c.failed), style=muted),

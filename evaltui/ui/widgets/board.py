@@ -1,0 +1,213 @@
+"""The leaderboard pane: datasets × models (ranked, best first), and an Average row that fills in
+live.
+
+A missing score is the `-` of the table `--no-ui` prints and the summary files hold (on the
+whole screen: the progress pane's score column too); `–` is for what is not known yet or not
+measured (ETA, req/s, the load of a watched run).
+
+Its columns are fitted to the width the layout gives the pane (ui/layout.py: BoardFit): names
+shortened in the middle, then the metric column and the ranks left out — a score is never cut.
+It has a cell cursor: `enter` on a score opens that model's details of that dataset; on the
+Average row, the model's breakdown.
+
+Scores come in one pair at a time, hundreds of them on a big plan: a score changes its cell
+and the Average row in place (the progress pane's reconcile-by-key); the table is built again
+only when its columns change: the ranking, a label, the width a column needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ClassVar, NamedTuple
+
+from rich.text import Text
+from textual.coordinate import Coordinate
+from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist, RowKey
+
+from evaltui.engine.stream.events import Pair
+from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
+from evaltui.ui import fmt, keys, layout, look
+from evaltui.ui.look import Look
+from evaltui.ui.widgets.progress import repaint_row
+
+AVERAGE = "Average"
+
+
+class Row(NamedTuple):
+    """One row whole, before it is fitted: its name, metric, each model's score cell and (the
+    Average's) the cell with its count `(2/4)`."""
+
+    name: str
+    abbr: str  # the dataset it is about ("" for the Average)
+    metric: str
+    main: bool
+    scores: tuple[Text, ...]
+    counted: tuple[Text, ...]
+
+
+class LeaderboardTable(DataTable[Text]):
+    BINDINGS = keys.table_bindings()
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(cursor_type="cell", zebra_stripes=True, **kw)  # type: ignore[arg-type]
+        self._shown: tuple[object, ...] | None = None
+        self._board: tuple[list[RankedModel], dict[str, Row]] = ([], {})
+        self._needs = layout.BoardColumns(len("dataset"), len("metric"), ())
+        self._width = 0  # the pane's, as the layout gives it
+        self._fit = layout.FITS[0]
+        self._built: tuple[object, ...] | None = None  # the built table's labels, widths and row keys
+        self._rows: dict[str, list[Text]] = {}
+        self.look = Look(self)
+
+    # ------------------------------------------------------------------ what it shows
+    def show(self, board: Leaderboard | None, *, restyled: bool = False) -> None:
+        """Show `board`; `restyled`: the theme changed, so cells whose text is the same may not be."""
+        if board is None:
+            return
+        ranked = board.ranking()
+        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(sorted(board.extra.items())))
+        if signature == self._shown and not restyled:
+            return
+        self._shown = signature
+        rows = self._whole_rows(board, ranked)
+        self._board = (ranked, rows)
+        self._needs = layout.BoardColumns(
+            max(len("dataset"), *(len(r.name) for r in rows.values())),
+            max(len("metric"), *(len(r.metric) for r in rows.values())),
+            tuple(self._model_needs(i, r, rows) for i, r in enumerate(ranked)),
+        )
+        self._fit = self._needs.fit(self._width) if self._width else layout.FITS[0]
+        self._paint()
+
+    @staticmethod
+    def _model_needs(i: int, r: RankedModel, rows: dict[str, Row]) -> tuple[int, int, int, int]:
+        rank = len(f"{i + 1}. ") if r.average is not None else 0
+        return (rank + len(r.model), rank, max(c.cell_len for row in rows.values() for c in row.scores[i : i + 1]),
+                max(c.cell_len for row in rows.values() for c in row.counted[i : i + 1]))
+
+    def _whole_rows(self, board: Leaderboard, ranked: list[RankedModel]) -> dict[str, Row]:
+        rows: dict[str, Row] = {}
+        for row in board.datasets:
+            cells = tuple(Text(format_score(board.value(r.model, row)), justify="right") for r in ranked)
+            rows[row.abbr if row.main else f"{row.abbr} {row.metric}"] = Row(row.abbr, row.abbr, row.label, row.main, cells, cells)
+        scores, counted = [], []
+        for r in ranked:
+            if r.average is None:
+                cell = counts = Text(MISSING, justify="right")
+            elif r.scored < r.total:
+                cell = Text(f"{r.average:.2f}", justify="right", style="italic")
+                counts = Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic")
+            else:
+                cell = counts = Text(f"{r.average:.2f}", justify="right", style=self.look(look.BEST))
+            scores.append(cell)
+            counted.append(counts)
+        rows[AVERAGE] = Row(AVERAGE, "", "naive_average", True, tuple(scores), tuple(counted))
+        return rows
+
+    # ------------------------------------------------------------------ fitted to its width
+    def column_needs(self) -> layout.BoardColumns:
+        return self._needs
+
+    @property
+    def overflows(self) -> bool:
+        """Wider than its pane even at its tightest (many models at 80 columns): it scrolls sideways."""
+        return bool(self._width) and self._needs.width(self._fit) > self._width
+
+    @property
+    def rows_needed(self) -> int:
+        """Its height with every row in sight: the rows, the header, the frame (and a scrollbar's row)."""
+        return self.row_count + 1 + layout.FRAME + (1 if self.overflows else 0)
+
+    def fit_to(self, width: int) -> None:
+        self._width = width
+        fit = self._needs.fit(width)
+        if fit != self._fit:
+            self._fit = fit
+            self._paint()
+
+    def _paint(self) -> None:
+        ranked, rows = self._board
+        fit, needs = self._fit, self._needs
+        widths = [min(needs.names, fit.names)] + ([needs.metric] if fit.metric else [])
+        widths += [fit.model_width(*m) for m in needs.models]
+        labels = [Text("dataset")] + ([Text("metric")] if fit.metric else []) + [self._header(i, r) for i, r in enumerate(ranked)]
+        cells = {key: self._fitted(row, widths[0]) for key, row in rows.items()}
+        built = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(widths), tuple(cells))
+        if built == self._built:
+            self._update(cells)
+            return
+        self._built, self._rows = built, cells
+        where = self._cursor_keys()
+        self.clear(columns=True)
+        keys_ = ["dataset"] + (["metric"] if fit.metric else []) + [r.model for r in ranked]
+        for label, key, width in zip(labels, keys_, widths, strict=True):
+            self.add_column(label, key=key, width=width)
+        for key, row_cells in cells.items():
+            self.add_row(*row_cells, key=key)
+        self._restore_cursor(where)
+
+    def _header(self, i: int, r: RankedModel) -> Text:
+        name = f"{i + 1}. {r.model}" if self._fit.ranks and r.average is not None else r.model
+        return Text(fmt.middle(name, self._fit.headers) if self._fit.headers else name)
+
+    def _fitted(self, row: Row, names: int) -> list[Text]:
+        fit = self._fit
+        whole = row.name if fit.metric or row.main else f"{row.name} {row.metric}"  # another metric's row says which
+        name = Text(fmt.middle(whole, names), style="bold" if not row.abbr else "")
+        return [name] + ([Text(row.metric)] if fit.metric else []) + list(row.counted if fit.counts else row.scores)
+
+    def _update(self, rows: dict[str, list[Text]]) -> None:
+        """Write the cells that changed into the built table and repaint their rows only."""
+        columns = list(self.columns)
+        for key, cells in rows.items():
+            old = self._rows[key]
+            changed = [(column, after) for column, before, after in zip(columns, old, cells, strict=False) if not fmt.same(before, after)]
+            if not changed:
+                continue
+            row = RowKey(key)
+            for column, after in changed:
+                self._data[row][column] = after
+            repaint_row(self, row)
+            self._rows[key] = cells
+
+    # ------------------------------------------------------------------ the cursor
+    def _cursor_keys(self) -> tuple[str, str] | None:
+        with contextlib.suppress(CellDoesNotExist):
+            if self.row_count:
+                cell = self.coordinate_to_cell_key(self.cursor_coordinate)
+                return str(cell.row_key.value), str(cell.column_key.value)
+        return None
+
+    def _restore_cursor(self, where: tuple[str, str] | None) -> None:
+        """Back on the cell it was on (the scores' order may have changed), else the first score."""
+        models = len(self._board[0])
+        first = Coordinate(0, len(self.columns) - models if models else 0)
+        if where is not None:
+            with contextlib.suppress(Exception):  # that row or column is gone: the first score then
+                self.move_cursor(row=self.get_row_index(where[0]), column=self.get_column_index(where[1]))
+                return
+        self.move_cursor(row=first.row, column=first.column)
+
+    def _cursor_model_and_row(self) -> tuple[str, str] | None:
+        """(model, row key) under the cursor; on the name or metric column, the first model's."""
+        where = self._cursor_keys()
+        ranked = self._board[0]
+        if where is None or not ranked:
+            return None
+        row, column = where
+        model = column if any(r.model == column for r in ranked) else ranked[0].model
+        return model, row
+
+    def highlighted_pair(self) -> Pair | None:
+        found = self._cursor_model_and_row()
+        if found is None:
+            return None
+        row = self._board[1].get(found[1])
+        return (found[0], row.abbr) if row is not None and row.abbr else None
+
+    def highlighted_model(self) -> str | None:
+        """On the Average row: the model whose column the cursor is in (enter: its breakdown)."""
+        found = self._cursor_model_and_row()
+        return found[0] if found is not None and found[1] == AVERAGE else None
