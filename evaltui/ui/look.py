@@ -19,13 +19,17 @@ GOOD, BAD, WARN, MUTED, ALARM = "look--good", "look--bad", "look--warn", "look--
 SCORE, FAILED, BEST = "cell--score", "cell--failed", "cell--best"
 CHART_BAR, CHART_BEST, CHART_INTERVAL = "chart--bar", "chart--best", "chart--interval"
 
-CLASSES: frozenset[str] = frozenset(
-    [*STATUS.values(), BAR_DONE, BAR_FAILED, BAR_EMPTY, GOOD, BAD, WARN, MUTED, ALARM, SCORE, FAILED, BEST, CHART_BAR, CHART_BEST, CHART_INTERVAL]
-)
+# What each painting widget declares: only what it paints with, since Textual styles every
+# component class of a widget whenever the widget is restyled (a focus change, a class set)
+PROGRESS = frozenset([*STATUS.values(), BAR_DONE, BAR_FAILED, BAR_EMPTY, MUTED, SCORE, FAILED])
+LOADS = frozenset([GOOD, BAD, WARN, MUTED, ALARM])  # the strip's heartbeat and loads, a model's breakdown
+BOARD = frozenset([BEST])
+CHART = frozenset([CHART_BAR, CHART_BEST, CHART_INTERVAL])
+CLASSES = PROGRESS | LOADS | BOARD | CHART
 
 
 class Look:
-    """One widget's styles by name (a component class of `CLASSES`), kept until `forget`."""
+    """One widget's styles by name (a component class it declares), kept until `forget`."""
 
     def __init__(self, widget: Widget) -> None:
         self._widget = widget

@@ -30,7 +30,7 @@ _STATE_LOOK = {"up": look.GOOD, "ejected": look.BAD, "probing": look.WARN}
 class FleetScreen(Screen[None]):
     CSS_PATH = "fleet.tcss"
     BINDINGS = keys.bindings(keys.FLEET)
-    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.LOADS)
 
     def __init__(self, model: ModelConfig, state: RunState, *, load_known: bool = True) -> None:
         super().__init__()

@@ -48,7 +48,7 @@ class Row(NamedTuple):
 
 class LeaderboardTable(DataTable[Text]):
     BINDINGS = keys.table_bindings()
-    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.BOARD)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="cell", zebra_stripes=True, **kw)  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ class LeaderboardTable(DataTable[Text]):
             row = RowKey(key)
             for column, after in changed:
                 self._data[row][column] = after
-            repaint_row(self, row)
+            repaint_row(self, row, [column for column, _ in changed])
             self._rows[key] = cells
 
     # ------------------------------------------------------------------ the cursor

@@ -38,7 +38,7 @@ class Mark(NamedTuple):
 class ScoreChart(VerticalScroll):
     """Per dataset, a bar per model (best first, the best in its own colour)."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CHART)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]

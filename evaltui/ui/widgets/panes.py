@@ -33,7 +33,7 @@ class EngineStrip(Widget):
     req/s, like the rows', moves once a second (`rates`).
     """
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.LOADS)
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)

@@ -7,6 +7,7 @@ keyed, and a repaint only writes the cells whose text changed (the reconcile-by-
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -41,22 +42,36 @@ class ShardCounts:
 
 
 class ShardFold:
-    """Per-shard counters, which RunState keeps per pair only; folded from the same events."""
+    """Per-shard counters, which RunState keeps per pair only; folded from the same events.
+
+    Only a split dataset has shard rows, so a sample's event — one per answer, the hot path —
+    is counted only for those: a set lookup, not a pattern match (which cost more than the
+    state's own fold)."""
 
     def __init__(self) -> None:
         self.shards: dict[tuple[str, str, int], ShardCounts] = {}
+        self._split: set[tuple[str, str]] = set()  # the pairs in more than one shard
 
     def apply(self, e: ev.Event) -> None:
+        kind = type(e)
+        if kind is ev.SampleFinished or kind is ev.SampleFailed:
+            if self._split and (e.model, e.dataset) in self._split:  # type: ignore[union-attr]
+                counts = self.shards.setdefault((e.model, e.dataset, e.shard), ShardCounts())  # type: ignore[union-attr]
+                if kind is ev.SampleFinished:
+                    counts.completed += 1
+                else:
+                    counts.failed += 1
+            return
         match e:
-            case ev.ShardStatusChanged(model=m, dataset=d, shard=s, status=st, total=n, completed=c, failed=f):
-                self.shards[(m, d, s)] = ShardCounts(n, c, f, st)
-            case ev.SampleFinished(model=m, dataset=d, shard=s):
-                self.shards.setdefault((m, d, s), ShardCounts()).completed += 1
-            case ev.SampleFailed(model=m, dataset=d, shard=s):
-                self.shards.setdefault((m, d, s), ShardCounts()).failed += 1
+            case ev.ShardStatusChanged(model=m, dataset=d, shard=s, shards=n, status=st, total=t, completed=c, failed=f):
+                self.shards[(m, d, s)] = ShardCounts(t, c, f, st)
+                if n > 1:
+                    self._split.add((m, d))
             case ev.DatasetPlanned(model=m, dataset=d) | ev.DatasetStarted(model=m, dataset=d):
                 for key in [k for k in self.shards if k[:2] == (m, d)]:
                     del self.shards[key]  # fresh counts come with the shard status events
+                if isinstance(e, ev.DatasetPlanned) and e.shards > 1:
+                    self._split.add((m, d))
 
 
 def _row_key(model: str, dataset: str | None = None, shard: int | None = None) -> str:
@@ -64,13 +79,14 @@ def _row_key(model: str, dataset: str | None = None, shard: int | None = None) -
     return "\t".join(str(part) for part in (model, dataset, shard) if part is not None)
 
 
-def repaint_row(table: DataTable[Any], row: RowKey) -> None:
-    """Repaint one row whose cells were changed in place (`table._data`). DataTable.update_cell
-    would drop the render caches of every row (its cache keys carry a table-wide update count),
-    and re-rendering a whole screen of rows five times a second costs the engine's thread a
-    seventh of the interpreter. Textual is pinned (8.2.8), so these caches are a known shape;
-    tests cover the picture."""
-    for cell_key in [k for k in table._cell_render_cache.keys() if k[0] == row]:
+def repaint_row(table: DataTable[Any], row: RowKey, columns: Collection[ColumnKey] | None = None) -> None:
+    """Repaint one row whose cells (`columns`, None: all) were changed in place (`table._data`).
+    DataTable.update_cell would drop the render caches of every row (its cache keys carry a
+    table-wide update count), and re-rendering a whole screen of rows five times a second costs
+    the engine's thread a seventh of the interpreter; a running row's unchanged cells (its name,
+    status, score) keep theirs too (a cell is the costly part of a row to render). Textual is
+    pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
+    for cell_key in [k for k in table._cell_render_cache.keys() if k[0] == row and (columns is None or k[1] in columns)]:
         table._cell_render_cache.discard(cell_key)
     for row_cache_key in [k for k in table._row_render_cache.keys() if k[0] == row]:
         table._row_render_cache.discard(row_cache_key)
@@ -98,7 +114,7 @@ class ProgressTable(DataTable[Text]):
     # enter opens the highlighted row's details: bound here too, as the focused table's own
     # (hidden) enter would hide the screen's from the footer
     BINDINGS = keys.table_bindings()
-    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.CLASSES)
+    COMPONENT_CLASSES: ClassVar[set[str]] = set(look.PROGRESS)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
@@ -251,13 +267,13 @@ class ProgressTable(DataTable[Text]):
             self._cells[key] = cells
             self._pair_of_row[key] = pair
             return
-        changed = False
+        changed = []
         for name, before, after in zip(COLUMNS, old, cells, strict=False):
             if not fmt.same(before, after):
                 self._data[RowKey(key)][ColumnKey(name)] = after
-                changed = True
+                changed.append(ColumnKey(name))
         if changed:
-            repaint_row(self, RowKey(key))
+            repaint_row(self, RowKey(key), changed)
         self._cells[key] = cells
 
     def _pair_cells(self, p: PairState, now: float) -> list[Text]:
