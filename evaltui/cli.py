@@ -79,8 +79,23 @@ def entry() -> None:
     os._exit(code)
 
 
+COMMANDS = """\
+evaltui: give a plan to run, or a command:
+  evaltui PLAN.toml [--no-ui]     run a plan (on a terminal: the interactive session)
+  evaltui watch WORK_DIR          follow a run from its work dir (another's, a finished one, OpenCompass's)
+  evaltui show WORK_DIR           each sample of a run: verdict, error, attempts (--export json)
+  evaltui compare A B             two runs side by side: scores, delta, flipped samples
+  evaltui benchmarks              the standard benchmarks a plan can name
+  evaltui serve-sim               the bundled simulated model server
+  evaltui --help                  every option of a run (and `evaltui COMMAND --help`)
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # a newcomer's first try: what there is to do, not one line about a missing argument
+        sys.stderr.write(COMMANDS)
+        return ExitCode.USAGE
     if argv and argv[0] == "serve-sim":
         from evaltui.sim.cli import main as sim_main
 
@@ -227,7 +242,8 @@ def _run_interactive(runner: RunSource, theme: str | None) -> int:
     themes = load_themes()
     # A typo is a usage error; a theme whose file is broken is not: the app says so and falls back.
     if theme is not None and theme not in themes.themes and theme not in _builtin_themes() and not themes.problems:
-        print(f"evaltui: --theme: no theme named {theme!r} (known: {', '.join(themes.cycle())})", file=sys.stderr)
+        builtin = sorted(_builtin_themes() - set(themes.themes))
+        print(f"evaltui: --theme: no theme named {theme!r} (evaltui's: {', '.join(themes.cycle())}; Textual's: {', '.join(builtin)})", file=sys.stderr)
         return ExitCode.USAGE
     return run_app(runner, theme=theme, themes=themes)
 

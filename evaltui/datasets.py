@@ -256,6 +256,10 @@ def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     return records
 
 
+# a record without a template's field in a .csv without `columns`: its first row was the header
+_CSV_HEADER_HINT = "; a .csv's first row is read as its header (those are its fields): a file without one needs `columns`"
+
+
 def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     """Problems with a dataset's data: unreadable file, no records, or a record a template can't fill.
 
@@ -276,6 +280,8 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     key = _count_key(plan, ds)
     if key is not None:
         _COUNTS[key] = count
+    if plan.dataset_path(ds).name.endswith(".csv") and not ds.columns:
+        problems = [p + _CSV_HEADER_HINT if " has no field " in p else p for p in problems]
     if count == 0:
         hint = ""
         if plan.dataset_path(ds).name.endswith(".csv") and not ds.columns:

@@ -92,3 +92,13 @@ def test_two_subset_runs_of_one_plan_compare_model_against_model(tmp_path: Path,
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     assert (row["model_a"], row["model_b"], row["samples"]) == ("alpha", "beta", 40)
     assert (row["right_to_wrong"], row["wrong_to_right"]) == _flips("alpha", "beta")
+
+
+def test_an_unknown_abbr_is_named_not_taken_for_nothing_in_common(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare A A --dataset nosuch` said "no model×dataset is scored in both"; `show` names the abbr."""
+    a = _run(tmp_path, sim_factory, "a", "alpha")
+    assert main(["compare", str(a), str(a), "--dataset", "nosuch"]) == 2
+    assert capsys.readouterr().err == f"evaltui: compare: --dataset: 'nosuch' not in {a} or {a} (they have: gsm)\n"
+    assert main(["compare", str(a), str(a), "--model", "alpha,beta"]) == 2
+    assert "--model: 'beta' not in" in capsys.readouterr().err
+    assert main(["compare", str(a), str(a), "--dataset", "gsm"]) == 0

@@ -146,6 +146,14 @@ def test_version_and_help() -> None:
     assert r.returncode == 0 and "--port" in r.stdout and "--fail-first" in r.stdout
 
 
+def test_evaltui_alone_lists_what_there_is_to_do() -> None:
+    """It said one line, `the following arguments are required: PLAN.toml`, and nothing of the commands."""
+    r = evaltui()
+    assert r.returncode == 2 and r.stdout == ""
+    for command in ("evaltui PLAN.toml", "evaltui watch WORK_DIR", "evaltui show WORK_DIR", "evaltui compare A B", "evaltui benchmarks", "evaltui serve-sim", "evaltui --help"):
+        assert any(line.strip().startswith(command) for line in r.stderr.splitlines()), (command, r.stderr)
+
+
 def test_the_demo_runs_end_to_end_on_the_bundled_simulator(tmp_path: Path) -> None:
     import tempfile
 

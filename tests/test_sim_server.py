@@ -238,6 +238,34 @@ def test_simthread_port_in_use_raises():
 
 # --- CLI ---------------------------------------------------------------------
 
+def test_serve_sim_without_an_answer_key_says_every_answer_is_i_dont_know() -> None:
+    proc, line = start_cli()
+    try:
+        url = line.split()[-1]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        rest = proc.stdout.read()
+        assert f'url = "{url}/generate"' in rest and f'url = "{url}/v1"' in rest
+        assert 'without --answer-key every answer is "I don\'t know."' in rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_serve_sim_started_by_a_run_says_only_its_address() -> None:
+    """The engine's simulator (--parent-pid) prints the one line the engine reads."""
+    proc, line = start_cli("--parent-pid", str(os.getpid()))
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert line.startswith("evaltui-sim listening on ") and proc.stdout.read() == ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 def start_cli(*args: str) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
@@ -270,7 +298,9 @@ def test_cli_listening_line_and_clean_exit(tmp_path, sig):
             assert c.post("/weak/generate", json={"inputs": "2+2?"}).json()["generated_text"] == "5"
         proc.send_signal(sig)
         assert proc.wait(15) == 0
-        assert proc.stdout.read() == ""  # exactly one line on stdout
+        rest = proc.stdout.read().splitlines()  # under the listening line: where to point a plan (issue 24)
+        assert rest[0].split() == ["lightllm:", "url", "=", f'"{url}/generate"'] and rest[1].split()[:4] == ["openai-chat,", "openai-completions:", "url", "="]
+        assert f'"{url}/v1"' in rest[1] and rest[-1] == "  it knows the answers to 1 prompts (--answer-key)"
         assert "Traceback" not in proc.stderr.read()
     finally:
         if proc.poll() is None:

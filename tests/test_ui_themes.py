@@ -83,3 +83,30 @@ def test_unknown_theme_on_the_command_line_is_a_usage_error(tmp_path: Path, monk
     monkeypatch.setattr(sys, "stderr", err)
     assert cli.main([str(plan), "--theme", "nope"]) == 2
     assert "--theme" in err.getvalue() and "nope" in err.getvalue() and "evaltui-dark" in err.getvalue()
+
+
+def test_an_unknown_theme_lists_every_theme_that_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--theme nosuch` named evaltui's three though `--theme dracula` works: Textual's are listed too."""
+    from planmaker import arithmetic, gsm_dataset, lightllm, write_jsonl, write_plan
+    from textual.theme import BUILTIN_THEMES
+
+    plan = write_plan(tmp_path, models=[lightllm("m", "http://127.0.0.1:9")], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(2)))])
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", _Tty())
+    monkeypatch.setattr(sys, "stderr", err)
+    assert cli.main([str(plan), "--theme", "nosuch"]) == 2
+    said = err.getvalue()
+    assert said.count("\n") == 1 and "dracula" in said
+    assert all(name in said for name in [*BUNDLED, *BUILTIN_THEMES])
+
+
+def test_the_theme_files_say_the_folder_readme_says() -> None:
+    """dark.toml said `<your config dir>/evaltui/themes/`; README and the code say `<config dir>/themes/`."""
+    from evaltui.ui.themes import theme_dirs
+
+    root = Path(__file__).resolve().parent.parent
+    comment = (root / "themes" / "dark.toml").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "<config dir>/themes/" in comment and "~/.config/evaltui/themes/" in comment
+    assert "`<config dir>/themes/`" in readme and "`~/.config/evaltui/themes/`" in readme
+    assert theme_dirs()[-1] == config_dir() / "themes"

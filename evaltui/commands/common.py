@@ -44,10 +44,21 @@ def read_work_dir(args: WorkDirArgs) -> WorkDirView | None:
     except NotAWorkDir as e:
         print(f"evaltui: {e}", file=sys.stderr)
         return None
-    named = (("--model", args.models, [m.abbr for m in view.plan.tested]), ("--dataset", args.datasets, [d.abbr for d in view.plan.datasets]))
-    for flag, wanted, known in named:
-        unknown = [w for w in wanted or [] if w not in known]
-        if unknown:
-            print(f"evaltui: {flag}: {', '.join(map(repr, unknown))} not in {args.work_dir} (it has: {', '.join(known)})", file=sys.stderr)
-            return None
+    problem = unknown_abbrs([view], [args.work_dir], args.models, args.datasets)
+    if problem:
+        print(f"evaltui: {problem}", file=sys.stderr)
+        return None
     return view
+
+
+def unknown_abbrs(views: list[WorkDirView], names: list[str], models: list[str] | None, datasets: list[str] | None) -> str | None:
+    """The selection's first abbr that none of the work dirs has, as one line naming it and what
+    they have (`compare` said "no model×dataset is scored in both" for a typo); None when all are known."""
+    for flag, wanted, kind in (("--model", models, "tested"), ("--dataset", datasets, "datasets")):
+        known = [[c.abbr for c in getattr(v.plan, kind)] for v in views]
+        unknown = [w for w in wanted or [] if not any(w in k for k in known)]
+        if unknown:
+            where = names[0] if len(names) == 1 else f"{names[0]} or {names[1]}"
+            has = list(dict.fromkeys(a for k in known for a in k))
+            return f"{flag}: {', '.join(map(repr, unknown))} not in {where} ({'it has' if len(names) == 1 else 'they have'}: {', '.join(has)})"
+    return None

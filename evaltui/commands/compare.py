@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from evaltui.cliargs import OneLineParser
-from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work_dir
+from evaltui.commands.common import WorkDirArgs, add_selection, count, read_work_dir, unknown_abbrs
 from evaltui.engine.disk.records import PairView, WorkDirView, iter_result_details
 from evaltui.engine.disk.versions import dataset_fingerprint
 from evaltui.exitcode import ExitCode
@@ -73,6 +73,10 @@ def main(argv: list[str]) -> int:
     view_a = read_work_dir(WorkDirArgs(args.a, None, None))
     view_b = read_work_dir(WorkDirArgs(args.b, None, None))
     if view_a is None or view_b is None:
+        return ExitCode.USAGE
+    problem = unknown_abbrs([view_a, view_b], [args.a, args.b], args.models, args.datasets)
+    if problem:
+        print(f"evaltui: compare: {problem}", file=sys.stderr)
         return ExitCode.USAGE
     matched = _matched(view_a.pairs(args.models, args.datasets), view_b.pairs(args.models, args.datasets))
     if not matched:

@@ -191,8 +191,25 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
     )
 
 
-async def serve(config: SimConfig) -> int:
-    """Serve until SIGINT/SIGTERM; announce the URL as the first stdout line."""
+def where_to_point(url: str, answers: int) -> str:
+    """What a standalone server says under its first line: the URLs a plan's `url` takes, and
+    what it answers without an answer key (a plan pointed at it then scores 0, which looked
+    like a broken evaluator)."""
+    lines = [
+        f"  lightllm:                           url = \"{url}/generate\"",
+        f"  openai-chat, openai-completions:    url = \"{url}/v1\"  (model = any name)",
+        f"  a --model NAME's profile: {url}/NAME/generate, or model = \"NAME\" on /v1",
+    ]
+    if answers:
+        lines.append(f"  it knows the answers to {answers} prompts (--answer-key)")
+    else:
+        lines.append("  without --answer-key every answer is \"I don't know.\": a plan pointed here scores 0 (README: Simulated models)")
+    return "\n".join(lines) + "\n"
+
+
+async def serve(config: SimConfig, *, standalone: bool = True) -> int:
+    """Serve until SIGINT/SIGTERM; announce the URL as the first stdout line (the engine reads
+    it), then, `standalone` (not started by a run), where to point a plan."""
     server = SimServer(config)
     await server.start()
     stop = asyncio.Event()
@@ -204,6 +221,8 @@ async def serve(config: SimConfig) -> int:
             pass
     try:
         sys.stdout.write(f"evaltui-sim listening on {server.url}\n")
+        if standalone:
+            sys.stdout.write(where_to_point(server.url, len(config.answer_key)))
         sys.stdout.flush()
     except (BrokenPipeError, ValueError):
         pass  # nobody reads our stdout any more; keep serving
@@ -244,7 +263,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     try:
-        return asyncio.run(serve(config))
+        return asyncio.run(serve(config, standalone=not getattr(args, "sim_parent_pid", 0)))
     except KeyboardInterrupt:
         return ExitCode.OK
     except OSError as exc:
