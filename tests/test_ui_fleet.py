@@ -57,3 +57,42 @@ def test_enter_on_a_model_shows_its_replicas_and_the_strip_how_many_are_up(tmp_p
             assert not isinstance(app.screen, FleetScreen)
 
     asyncio.run(scenario())
+
+
+def test_a_models_breakdown_at_80_columns_scrolls_to_its_errors_and_why(tmp_path: Path) -> None:
+    """On a model's row at 80 columns the `errors` and `why` columns were cut, and → did nothing."""
+    from planmaker import write_plan
+    from textual.widgets import DataTable
+    from ui_script import Clock, feed
+
+    from evaltui.engine.stream import events as ev
+
+    urls = ["http://gpu-node-0001.cluster.example.org:8000/generate", "http://gpu-node-0002.cluster.example.org:8000/generate"]
+    plan = write_plan(tmp_path, models=[{"abbr": "m", "type": "lightllm", "url": urls, "max_workers": 8}],
+                      datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", arithmetic(4)))])
+    clock = Clock()
+    app = EvalApp(Runner(load_plan(plan), work_dir=tmp_path / "out"), theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+    loads = tuple(ev.ReplicaLoad(u, "up", 2, 4, 10, 0) for u in urls)
+    why = "Cannot connect to host gpu-node-0001.cluster.example.org:8000 ssl:default [Connect call failed]"
+
+    async def scenario() -> tuple[list[str], float, float, int]:
+        async with app.run_test(size=(80, 24)) as pilot:
+            feed(app, [ev.RunStarted("/tmp/out", ("m",), ("d",), "t"), ev.DatasetPlanned("m", "d", 4, 1), ev.ModelLoad("m", 4, 8, 0, 10, 8, loads),
+                       ev.ReplicaStateChanged("m", urls[0], "ejected", why, 2.0, 1)])
+            table = app.query_one(ProgressTable)
+            table.move_cursor(row=table.get_row_index("m"))
+            await pilot.pause()
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen), "the breakdown")
+            replicas = app.screen.query_one("#fleet-replicas", DataTable)
+            replicas.focus()
+            await pilot.pause()
+            before = replicas.scroll_x
+            for _ in range(12):
+                await pilot.press("right")
+            await pilot.pause(0.5)
+            return [str(c) for c in replicas.get_row_at(0)], before, replicas.scroll_x, replicas.region.right
+
+    cells, before, after, right = asyncio.run(scenario())
+    assert cells[1] == "ejected" and cells[-1] == why
+    assert right <= 80 and after > before  # as wide as the screen, and → brings the errors and why into sight
