@@ -90,7 +90,7 @@ def test_a_models_breakdown_at_80_columns_scrolls_to_its_errors_and_why(tmp_path
             before = replicas.scroll_x
             for _ in range(12):
                 await pilot.press("right")
-            await pilot.pause(0.5)
+            await pilot.pause(1.5)  # past its repaint of each second: scrolled, it stays so
             return [str(c) for c in replicas.get_row_at(0)], before, replicas.scroll_x, replicas.region.right
 
     cells, before, after, right = asyncio.run(scenario())

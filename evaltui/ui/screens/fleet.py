@@ -73,7 +73,7 @@ class FleetScreen(Screen[None]):
         self.query_one("#fleet-limits", Static).update(Text(limits))
         self.query_one("#fleet-latency", Static).update(Text(latency_line(load.profile.snapshot() if load and load.profile else None)))
         table = self.query_one("#fleet-replicas", DataTable)
-        row = table.cursor_row  # the row a user moved to stays highlighted across the repaint
+        row, x = table.cursor_row, table.scroll_x  # where the user moved to stays, across the repaint
         table.clear()
         views = state.replicas.get(m.abbr, {})
         live = state.live
@@ -90,6 +90,7 @@ class FleetScreen(Screen[None]):
                 Text(fmt.rate(v.rate if live else None)), Text(str(v.errors)), Text(one_line(v.reason, 120, cut="…")),
             )
         table.move_cursor(row=row)
+        table.scroll_to(x=x, animate=False, immediate=True)  # clear() scrolled back to the first column
 
     def _state(self, state: str) -> Text:
         name = _STATE_LOOK.get(state)

@@ -102,6 +102,7 @@ class RunScreen(PairActions):
         self.board.border_title = "leaderboard"
         self.chart.border_title = "scores"
         self.failures.border_title = "failures"
+        self.rate.display = False  # until the layout finds it room beside the strip's words
         self.progress.focus()
         self._fit_panes()
 
@@ -165,10 +166,7 @@ class RunScreen(PairActions):
         slow = changes.statuses or changes.fleet or now - self._last_slow >= SLOW_TICK  # a replica out: the strip says so now
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, rates=slow)
-            self.strip.show(  # from the same fold as the rows: its counts never behind theirs
-                state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live,
-                load_known=not self.runner.watching, rates=slow,
-            )
+            self._show_strip(rates=slow)
             if now - self._last_slow >= SLOW_TICK and state.live:
                 c, f, _ = state.totals()
                 self.rate.sample(now, c + f)
@@ -183,6 +181,27 @@ class RunScreen(PairActions):
             self._fit_panes()
         if slow:
             self._last_slow = now
+
+    def _show_strip(self, *, rates: bool) -> None:
+        """The strip from the same fold as the rows (its counts never behind theirs), in the room
+        its sparkline leaves; again at once when its words' width changed whether that fits."""
+        state = self.state
+        for again in (False, True):
+            fits = self._rate_width() >= RATE_LINE[0]
+            self.strip.show(
+                state, heartbeat_timeout=self._heartbeat_timeout, max_workers=self._max_workers, live=state.live,
+                load_known=not self.runner.watching, rates=rates and not again, room=self._strip_room(),
+            )
+            if (self._rate_width() >= RATE_LINE[0]) == fits:
+                break
+
+    def _rate_width(self) -> int:
+        """The sparkline's columns beside the strip's words (fewer than RATE_LINE[0]: not shown)."""
+        return min(RATE_LINE[1], self.size.width - self.strip.needed - 2)
+
+    def _strip_room(self) -> int:
+        rate = self._rate_width()
+        return self.size.width - 2 - (rate + 2 if rate >= RATE_LINE[0] else 0)
 
     def _marks(self, board: Leaderboard | None) -> list[tuple[str, list[Mark]]]:
         """The chart's rows: each dataset's main score per model, in the leaderboard's order."""
@@ -223,7 +242,7 @@ class RunScreen(PairActions):
         self._apply(split, heights, width)
 
     def _apply(self, split: tuple[int, int] | None, h: layout.Heights, width: int) -> None:
-        rate = min(RATE_LINE[1], width - self.strip.needed - 2)
+        rate = self._rate_width()
         sizes = (split, h, rate)
         if sizes == self._applied:
             return

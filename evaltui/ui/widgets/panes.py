@@ -54,17 +54,19 @@ class EngineStrip(Widget):
         live: bool,
         load_known: bool = True,
         rates: bool = True,
+        room: int = 0,
     ) -> None:
         """`load_known`: False when the source cannot know the requests in flight and retries (a
         follower: the work dir holds none of it), which are then "–", never a made-up 0.
-        `rates=False` keeps the req/s shown last."""
+        `rates=False` keeps the req/s shown last. `room`: the columns its words will have (the
+        screen's layout knows before the widget's size does); 0: its width now."""
         if rates:
             self._rate = fmt.rate(state.throughput())
         text = Text(no_wrap=True, overflow="ellipsis")  # one line each, cut at the edge, never wrapped
         beat = self._heartbeat(state, heartbeat_timeout, live)
         c, f, n = state.totals()
         elapsed, samples, failed = f"  elapsed {duration(state.elapsed())}", f"  samples {c + f}/{n}", f"  failed {f}" if f else ""
-        room = self.content_size.width
+        room = room or self.content_size.width
         first = beat.cell_len + len(elapsed) + len(samples) + len(failed)
         if room and first > room:
             elapsed = ""  # what failed counts for more than the time it took
