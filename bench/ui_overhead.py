@@ -1,6 +1,7 @@
 """Does the interactive session slow the engine? Same plan, headless vs under the Textual app.
 
-Run by hand: `python bench/ui_overhead.py [--samples 20000] [--workers 64] [--rounds 3]`.
+Run by hand: `python bench/ui_overhead.py [--samples 20000] [--workers 64] [--rounds 3]`; with
+`--synthetic 3000`, the app's own main-thread CPU at 3,000 samples/s of a scripted stream instead.
 
 One `sim://` model at zero latency (the bundled simulator, its own process): the engine is then
 the bottleneck, which is where a UI that takes CPU from it would show. Each round runs the plan
@@ -92,12 +93,60 @@ def app_rate(plan: Path, work_dir: Path) -> tuple[float, float]:
     return watch.rate(), 1000 * cpu / max(1, watch.count)
 
 
+def synthetic_cost(rate: int, seconds: float, size: tuple[int, int]) -> float:
+    """The app's own cost, steadier than the ratio on a busy machine: its main thread's CPU, as a
+    share of a core, while a thread feeds it `rate` samples a second of a scripted stream (no
+    engine, no simulator) — what the session takes from the interpreter the engine shares."""
+    import asyncio
+    import threading
+
+    from evaltui.ui.app import EvalApp
+
+    folder = Path(tempfile.mkdtemp())
+    os.environ.setdefault("EVALTUI_CONFIG_DIR", str(folder / "config"))
+    plan = write_plan(folder, 100, 16)
+    app = EvalApp(Runner(load_plan(plan), work_dir=folder / "out"), theme="evaltui-dark", start=False)
+    sink = app.run_screen.sink
+
+    async def run() -> float:
+        async with app.run_test(size=size) as pilot:
+            for e in (ev.RunStarted(str(folder / "out"), ("sim",), ("arith",), "ui cost"), ev.DatasetPlanned("sim", "arith", 10**9, 1),
+                      ev.DatasetStarted("sim", "arith", 10**9, 10**9)):
+                sink(e)
+            await pilot.pause(0.5)
+            stop = time.monotonic() + seconds
+
+            def feed() -> None:
+                i = 0
+                while time.monotonic() < stop:
+                    for _ in range(rate // 100):
+                        sink(ev.SampleFinished("sim", "arith", 0, i))
+                        i += 1
+                    time.sleep(0.01)
+
+            feeder = threading.Thread(target=feed)
+            cpu, wall = time.thread_time(), time.monotonic()
+            feeder.start()
+            while feeder.is_alive():
+                await asyncio.sleep(0.05)
+            return (time.thread_time() - cpu) / (time.monotonic() - wall)
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=20000)
     ap.add_argument("--workers", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--synthetic", type=int, metavar="RATE", help="measure instead the app's main-thread CPU at RATE samples/s of a scripted stream")
     args = ap.parse_args()
+    if args.synthetic is not None:
+        for r in range(args.rounds):
+            shares = [synthetic_cost(args.synthetic, 8.0, size) for size in ((80, 24), (160, 40))]
+            print(f"round {r + 1}: app main thread at {args.synthetic:,} samples/s: {100 * shares[0]:.1f} % of a core at 80x24, "
+                  f"{100 * shares[1]:.1f} % at 160x40", flush=True)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         plan = write_plan(folder, args.samples, args.workers)

@@ -4,7 +4,7 @@ side, how the leaderboard's columns give way. (test_ui_sizes checks the screens 
 from __future__ import annotations
 
 from evaltui.ui import layout
-from evaltui.ui.layout import BOARD, FAILURES, PROGRESS, BoardColumns, Needs, ProgressColumns
+from evaltui.ui.layout import BOARD, FAILURES, BoardColumns, Needs, ProgressColumns
 
 
 def test_everything_fits_each_pane_as_tall_as_it_holds_and_failures_take_the_rest() -> None:
@@ -69,4 +69,3 @@ def test_the_leaderboard_gives_way_in_turn_and_never_cuts_a_score() -> None:
     assert not at_80.metric and columns.width(at_80) <= 80 and at_80.names > 12  # the names take what is left
     tight = columns.fit(40)
     assert tight == layout.FITS[-1] and all(tight.model_width(*m) >= 6 for m in columns.models)  # a score of 100.00 whole
-    assert PROGRESS == "progress"

@@ -13,7 +13,7 @@ from typing import Any
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, write_jsonl, write_plan
 from test_ui_80x24 import screen_lines
 from test_ui_app import until
-from test_ui_sizes import DATASETS, FAILED, MODELS, WHY, mid_run, sizes_app, the_end
+from test_ui_sizes import DATASETS, FAILED, WHY, mid_run, sizes_app, the_end
 from ui_script import Clock, feed, planned, scripted_app
 
 from evaltui.engine.run.runner import Runner
@@ -211,4 +211,3 @@ def test_a_dataset_name_too_long_for_its_column_is_shortened_in_the_middle(tmp_p
     lines = asyncio.run(scenario())
     shown = [line for line in lines if "bbh-logi" in line]
     assert shown and all("…" in line and "x1" in line for line in shown), shown  # both ends of the name
-    assert MODELS
