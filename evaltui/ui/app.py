@@ -32,7 +32,6 @@ TICK = 0.2  # seconds between repaints of counters and bars: smooth, and cheap f
 
 class EvalApp(App[int]):
     CSS_PATH = ["app.tcss", "look.tcss"]
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     COMMANDS = App.COMMANDS | {KeyCommands}
     # the run screen as the base screen of a mode: unlike get_default_screen's, it is mounted with
     # its panes before the app's on_mount, so the first tick (or a test's) finds them ready
