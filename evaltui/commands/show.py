@@ -9,6 +9,7 @@ the plan, versions and metrics, as one file (docs/export.md).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
@@ -65,21 +66,26 @@ def main(argv: list[str]) -> int:
 
     if args.export:
         return export(view, pairs, chosen, args.export, args.output)
-    out = sys.stdout
     for pair in pairs:  # (a reader that stops, `| head`: run_command ends it quietly)
-        out.write(pair_line(view, pair) + "\n")
-        out.writelines(f"{line}\n" for line in part_lines(pair.parts))
-        ds = view.plan.dataset(pair.dataset)
-        choices = len(ds.choices) if ds.mode == "ppl" else 0
-        shown = 0
-        for record in chosen(pair):
-            out.write(record_line(record, choices, ds.evaluator.type) + "\n")
-            shown += 1
-            if args.full:
-                _texts(out, record)
-        if not shown and (args.failed or args.wrong) and pair.total:  # say so, rather than a header alone
-            out.write(f"  no {'failed' if args.failed else 'wrong or failed'} samples\n")
+        _write_pair(sys.stdout, view, pair, chosen(pair), args)
     return ExitCode.OK
+
+
+def _write_pair(out: TextIO, view: WorkDirView, pair: PairView, records: Iterator[dict[str, Any]], args: argparse.Namespace) -> None:
+    """A pair's line, its parts, and a line per record chosen (a filter none passes says so,
+    rather than a header alone)."""
+    out.write(pair_line(view, pair) + "\n")
+    out.writelines(f"{line}\n" for line in part_lines(pair.parts))
+    ds = view.plan.dataset(pair.dataset)
+    choices = len(ds.choices) if ds.mode == "ppl" else 0
+    shown = 0
+    for record in records:
+        out.write(record_line(record, choices, ds.evaluator.type) + "\n")
+        shown += 1
+        if args.full:
+            _texts(out, record)
+    if not shown and (args.failed or args.wrong) and pair.total:
+        out.write(f"  no {'failed' if args.failed else 'wrong or failed'} samples\n")
 
 
 def _filtered(records: Iterator[dict[str, Any]], failed: bool, wrong: bool, limit: int) -> Iterator[dict[str, Any]]:
