@@ -100,7 +100,7 @@ def test_leaving_a_real_run_prints_the_leaderboard_the_work_dir_and_why_it_faile
     said = out.getvalue().splitlines()
     assert code == 1
     assert any(line.startswith("m/long fail: 5 of the dataset's 20 samples failed") and line.endswith("fail_on_error = 0.25 would score the others") for line in said), said
-    assert any(line.split()[:1] == ["short"] and line.split()[-1] == "100.00" for line in said), said
+    assert any(line.split()[:1] == ["short"] and line.split()[-2:] == ["100.00", "±0.00"] for line in said), said
     assert any(line.startswith("work dir: ") and Path(line.split(": ", 1)[1], "plan.toml").is_file() for line in said), said
     summary = next(line for line in said if line.startswith("summary: "))
     assert all(Path(p).is_file() for p in summary.split()[1:])
