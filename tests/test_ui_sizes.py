@@ -11,13 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 from test_ui_80x24 import screen_lines
+from ui_demo_script import scripted_app
 from ui_script import Clock, feed
 
-from evaltui.engine.run.runner import Runner
 from evaltui.engine.stream import events as ev
-from evaltui.plan import load_plan
 from evaltui.scoring.leaderboard import build_leaderboard, format_score
 from evaltui.ui.app import EvalApp
 
@@ -37,15 +35,7 @@ TOTAL = 200
 
 def sizes_app(tmp_path: Path, clock: Clock) -> EvalApp:
     assert max(len(d) for d in DATASETS) == 40
-    data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
-    plan = write_plan(
-        tmp_path,
-        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate", "max_workers": 16} for m in MODELS],
-        datasets=[gsm_dataset(d, data) for d in DATASETS],
-        run={"heartbeat_timeout": 60.0},
-    )
-    runner = Runner(load_plan(plan), work_dir=tmp_path / "out")
-    return EvalApp(runner, theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+    return scripted_app(tmp_path, clock, MODELS, DATASETS)
 
 
 def _scored(model: str, dataset: str) -> list[ev.Event]:

@@ -4,6 +4,7 @@ told and no engine running, so every frame is the same from run to run."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
@@ -21,15 +22,22 @@ TOTALS = {"word-problems": 200, "multiple-choice": 200, "completions": 200, "cod
 
 
 def demo_app(tmp_path: Path, clock: Clock, *, theme: str = "evaltui-dark") -> EvalApp:
+    return scripted_app(tmp_path, clock, MODELS, DATASETS, title=TITLE, theme=theme)
+
+
+def scripted_app(tmp_path: Path, clock: Clock, models: Sequence[str], datasets: Sequence[str], *, title: str | None = None, theme: str = "evaltui-dark") -> EvalApp:
+    """The app over a plan of `models` × `datasets` that no server answers: a test scripts its
+    events on the fake clock (the engine is not started)."""
     data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
     plan = write_plan(
         tmp_path,
-        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate", "max_workers": 16} for m in MODELS],
-        datasets=[gsm_dataset(d, data) for d in DATASETS],
+        models=[{"abbr": m, "type": "lightllm", "url": "http://127.0.0.1:9/generate", "max_workers": 16} for m in models],
+        datasets=[gsm_dataset(d, data) for d in datasets],
         run={"heartbeat_timeout": 60.0},
     )
-    plan_text = plan.read_text(encoding="utf-8").replace('title = "test"', f'title = "{TITLE}"')
-    plan.write_text(plan_text, encoding="utf-8")
+    if title is not None:
+        plan_text = plan.read_text(encoding="utf-8").replace('title = "test"', f'title = "{title}"')
+        plan.write_text(plan_text, encoding="utf-8")
     runner = Runner(load_plan(plan), work_dir=tmp_path / "out")
     return EvalApp(runner, theme=theme, start=False, clock=clock.monotonic, wall_clock=clock.wall)
 
