@@ -64,7 +64,7 @@ def test_the_leaderboard_gives_way_in_turn_and_never_cuts_a_score() -> None:
     # names of 40, "naive_average", three models: headers with their ranks, scores of 6 (11 with the count)
     columns = BoardColumns(names=40, metric=13, models=((13, 3, 6, 11), (11, 3, 6, 11), (23, 3, 6, 11)))
     wide = columns.fit(200)
-    assert wide.names == 40 and wide.metric and wide.counts and wide.ranks
+    assert wide.names == 40 and wide.metric and wide.detail and wide.ranks
     at_80 = columns.fit(80)
     assert not at_80.metric and columns.width(at_80) <= 80 and at_80.names > 12  # the names take what is left
     tight = columns.fit(40)

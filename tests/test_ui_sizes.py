@@ -1,12 +1,14 @@
 """The session at every terminal size from 80×24 to 250×70, with dataset abbrs up to 40
 characters and three models, mid-run and at the end (issue 24): a picture of each
 (pytest-textual-snapshot; update with --snapshot-update), and what a user checks in words —
-every model's score of every dataset in view is on the screen whole, in the leaderboard and in
-the progress pane, and a pane that scrolls has no blank row under its last row in sight."""
+every model's score of every dataset in view is on the screen whole, in the leaderboard (with its
+95 % interval wherever the pane is wide enough for it) and in the progress pane, and a pane that
+scrolls has no blank row under its last row in sight."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from ui_script import Clock, feed
 
 from evaltui.engine.stream import events as ev
 from evaltui.scoring.leaderboard import build_leaderboard, format_score
+from evaltui.scoring.stats.interval import Interval
 from evaltui.ui.app import EvalApp
 
 SIZES = [(80, 24), (100, 30), (120, 40), (160, 50), (250, 70)]
@@ -33,6 +36,17 @@ WHY = "37 of the dataset's 200 samples failed (fail_on_error = 0.0); fail_on_err
 TOTAL = 200
 
 
+def _interval(score: float | None) -> Interval | None:
+    """A binomial score's 95 % interval over TOTAL samples, as the scorer gives one."""
+    if score is None:
+        return None
+    stderr = math.sqrt(score * (100 - score) / TOTAL)
+    return Interval(stderr, score - 1.96 * stderr, score + 1.96 * stderr, TOTAL)
+
+
+INTERVALS = {(m, d, "accuracy"): i for (m, d), score in SCORES.items() if (i := _interval(score)) is not None}
+
+
 def sizes_app(tmp_path: Path, clock: Clock) -> EvalApp:
     assert max(len(d) for d in DATASETS) == 40
     return scripted_app(tmp_path, clock, MODELS, DATASETS)
@@ -43,7 +57,7 @@ def _scored(model: str, dataset: str) -> list[ev.Event]:
         ev.DatasetStarted(model, dataset, TOTAL, TOTAL),
         *(ev.SampleFinished(model, dataset, 0, i) for i in range(TOTAL)),
         ev.DatasetInferred(model, dataset, ev.PairStatus.DONE, TOTAL, 0),
-        ev.DatasetScored(model, dataset, "accuracy", SCORES[(model, dataset)]),
+        ev.DatasetScored(model, dataset, "accuracy", SCORES[(model, dataset)], intervals=(("accuracy", INTERVALS[(model, dataset, "accuracy")]),)),
     ]
 
 
@@ -69,7 +83,7 @@ def the_end() -> list[ev.Event]:
     for d in (DATASETS[0], DATASETS[2], DATASETS[3]):
         out += _scored("llama-3-70b-instruct", d)
     rows = [(d, "abc123", "accuracy", "gen") for d in DATASETS]
-    out.append(ev.RunFinished(1, False, {"txt": "/home/user/outputs/sizes/summary/summary.txt"}, build_leaderboard(rows, list(MODELS), SCORES), 60.0))
+    out.append(ev.RunFinished(1, False, {"txt": "/home/user/outputs/sizes/summary/summary.txt"}, build_leaderboard(rows, list(MODELS), SCORES, intervals=INTERVALS), 60.0))
     return out
 
 
@@ -91,8 +105,9 @@ def scores_in_view(app: EvalApp, *, finished: bool) -> list[str]:
         shown = lines[y][board.region.x : board.region.right].split()
         for m in MODELS:
             score = SCORES[(m, key)] if finished or screen.state.pairs[(m, key)].score is not None else None
-            if format_score(score) not in shown:
-                wrong.append(f"leaderboard {key} {m}: {format_score(score)} not in {shown}")
+            said = format_score(score, _interval(score) if board.shows_intervals else None).split()
+            if not any(shown[i : i + len(said)] == said for i in range(len(shown))):
+                wrong.append(f"leaderboard {key} {m}: {' '.join(said)} not in {shown}")
     progress = screen.progress
     for (m, d), p in screen.state.pairs.items():
         if p.score is None:

@@ -82,7 +82,8 @@ def test_a_failed_dataset_says_why_in_a_notification_and_on_the_terminal_after(t
     assert f"{FAILED[0]}/{FAILED[1]} fail: {WHY}" in lines
     assert "work dir: /home/user/outputs/sizes" in lines and "summary: /home/user/outputs/sizes/summary/summary.txt" in lines
     board = [line.split() for line in lines if line.startswith(("mmlu-", "Average"))]
-    assert board == [[DATASETS[0], "abc123", "accuracy", "gen", "91.50", "56.50", "77.75"], ["Average", "-", "naive_average", "-", "90.77", "45.62", "-"]]
+    assert board == [[DATASETS[0], "abc123", "accuracy", "gen", "91.50", "±3.87", "56.50", "±6.87", "77.75", "±5.76"],
+                     ["Average", "-", "naive_average", "-", "90.77", "±1.96", "45.62", "±3.13", "-"]]  # the scripted scores carry their intervals
 
 
 def test_leaving_a_real_run_prints_the_leaderboard_the_work_dir_and_why_it_failed(tmp_path: Path, sim_factory: Any) -> None:
@@ -194,7 +195,7 @@ def test_the_score_chart_draws_a_bar_per_model_and_an_interval_when_one_is_known
     assert lines[0] == "gsm" and "mmlu" not in lines  # a dataset none scored is left out
     alpha, interval, beta = lines[1:4]
     assert alpha.split()[0] == "alpha" and alpha.rstrip().endswith("80.00") and "█" in alpha
-    assert interval.rstrip().endswith("±10.0") and "█" in interval  # the interval: a bar from 70 to 90
+    assert interval.rstrip().endswith("±10.00") and "█" in interval  # the interval: a bar from 70 to 90
     assert interval.index("█") > alpha.index("█")  # it starts at 70, not at 0
     assert beta.split()[0] == "beta" and beta.count("█") < alpha.count("█")
 

@@ -106,40 +106,41 @@ def side_by_side(needs: Needs, room: int) -> Heights:
 @dataclass(frozen=True)
 class BoardFit:
     """How the leaderboard's columns give way when the room is short, one step at a time: the
-    dataset names shortened in the middle (their full names are in the details), the Average's
-    `(2/4)` left out, the metric column left out, the names shorter, the headers' ranks left out,
+    dataset names shortened in the middle (their full names are in the details), each score's
+    `±2.00` and the Average's `(2/4)` left out (the details and the chart keep the interval),
+    the metric column left out, the names shorter, the headers' ranks left out,
     the headers shortened. A score itself is never shortened."""
 
     names: int
     metric: bool = True
-    counts: bool = True
+    detail: bool = True  # each score's interval, the partial Average's count
     ranks: bool = True
     headers: int = 0  # 0: whole
 
-    def model_width(self, header: int, rank: int, score: int, counts: int) -> int:
+    def model_width(self, header: int, rank: int, score: int, detailed: int) -> int:
         """A model's column: its header (`1. name`, `rank` of it the rank) and its widest score
-        (`counts`: the widest with the partial Average's count)."""
+        (`detailed`: the widest with its interval, or the partial Average's count)."""
         head = header - (0 if self.ranks else rank)
         if self.headers:
             head = min(head, self.headers)
-        return max(head, counts if self.counts else score)
+        return max(head, detailed if self.detail else score)
 
 
 FITS = (
     BoardFit(40),
     BoardFit(24),
-    BoardFit(24, counts=False),
-    BoardFit(24, metric=False, counts=False),
-    BoardFit(24, metric=False, counts=False, ranks=False),
-    BoardFit(12, metric=False, counts=False, ranks=False),
-    BoardFit(12, metric=False, counts=False, ranks=False, headers=6),
+    BoardFit(24, detail=False),
+    BoardFit(24, metric=False, detail=False),
+    BoardFit(24, metric=False, detail=False, ranks=False),
+    BoardFit(12, metric=False, detail=False, ranks=False),
+    BoardFit(12, metric=False, detail=False, ranks=False, headers=6),
 )
 
 
 @dataclass(frozen=True)
 class BoardColumns:
     """What the leaderboard's columns need, whole: the widest dataset name and metric, and per
-    model (header, its rank prefix, widest score, widest score with the Average's count)."""
+    model (header, its rank prefix, widest score, widest score with its interval or the Average's count)."""
 
     names: int
     metric: int

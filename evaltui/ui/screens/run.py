@@ -27,7 +27,7 @@ from textual.widgets import Footer
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import Changes
-from evaltui.engine.stream.pair import Clock
+from evaltui.engine.stream.pair import Clock, board_values
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
 from evaltui.scoring.leaderboard import Leaderboard
@@ -81,7 +81,7 @@ class RunScreen(PairActions):
         self.side = Vertical(id="side")
         # the plan's rows, models and versions, taken now, before the engine's thread starts: later
         # the runner's state is that thread's to change, and the scores come from this screen's own fold
-        self._empty_board = dataclasses.replace(runner.leaderboard(), scores={})
+        self._empty_board = dataclasses.replace(runner.leaderboard(), scores={}, extra={}, intervals={})
         self._plan_pairs = frozenset(runner.pairs)
 
     def compose(self) -> ComposeResult:
@@ -208,7 +208,7 @@ class RunScreen(PairActions):
         if board is None:
             return []
         ranked = [r.model for r in board.ranking()]
-        return [(row.abbr, [Mark(m, board.value(m, row)) for m in ranked]) for row in board.datasets if row.main]
+        return [(row.abbr, [Mark.of(m, board.value(m, row), board.interval(m, row)) for m in ranked]) for row in board.datasets if row.main]
 
     # ------------------------------------------------------------------ the layout
     def on_resize(self) -> None:
@@ -273,7 +273,7 @@ class RunScreen(PairActions):
         if finished is not None and finished.leaderboard is not None and not self.state.live:
             return finished.leaderboard
         if not self._plan_pairs.issuperset(self.state.pairs):  # a followed run's pairs appear as it goes
-            self._empty_board = dataclasses.replace(self.runner.leaderboard(), scores={})
+            self._empty_board = dataclasses.replace(self.runner.leaderboard(), scores={}, extra={}, intervals={})
             self._plan_pairs = frozenset(self.runner.pairs)
-        seen = {k: p.score for k, p in self.state.pairs.items() if p.score is not None and k in self._plan_pairs}
-        return dataclasses.replace(self._empty_board, scores=seen)
+        values = board_values(self.state.pairs.values(), self._plan_pairs)
+        return dataclasses.replace(self._empty_board, scores=values.scores, extra=values.extra, intervals=values.intervals)

@@ -5,8 +5,10 @@ A missing score is the `-` of the table `--no-ui` prints and the summary files h
 whole screen: the progress pane's score column too); `–` is for what is not known yet or not
 measured (ETA, req/s, the load of a watched run).
 
-Its columns are fitted to the width the layout gives the pane (ui/layout.py: BoardFit): names
-shortened in the middle, then the metric column and the ranks left out — a score is never cut.
+A score shows its 95 % interval (`93.00 ±3.54`, scoring's format_score) where the pane is wide
+enough. Its columns are fitted to the width the layout gives the pane (ui/layout.py: BoardFit):
+names shortened in the middle, the intervals, then the metric column and the ranks left out — a
+score is never cut.
 It has a cell cursor: `enter` on a score opens that model's details of that dataset; on the
 Average row, the model's breakdown.
 
@@ -35,15 +37,15 @@ AVERAGE = "Average"
 
 
 class Row(NamedTuple):
-    """One row whole, before it is fitted: its name, metric, each model's score cell and (the
-    Average's) the cell with its count `(2/4)`."""
+    """One row whole, before it is fitted: its name, metric, each model's score cell and the same
+    in detail (with its interval `±3.54`; the partial Average's with its count `(2/4)`)."""
 
     name: str
     abbr: str  # the dataset it is about ("" for the Average)
     metric: str
     main: bool
     scores: tuple[Text, ...]
-    counted: tuple[Text, ...]
+    detailed: tuple[Text, ...]
 
 
 class LeaderboardTable(DataTable[Text]):
@@ -67,7 +69,8 @@ class LeaderboardTable(DataTable[Text]):
         if board is None:
             return
         ranked = board.ranking()
-        signature = (board.datasets, tuple(ranked), tuple(sorted(board.scores.items())), tuple(sorted(board.extra.items())))
+        values = (board.scores, board.extra, board.intervals)
+        signature = (board.datasets, tuple(ranked), *(tuple(sorted(v.items())) for v in values))
         if signature == self._shown and not restyled:
             return
         self._shown = signature
@@ -85,25 +88,28 @@ class LeaderboardTable(DataTable[Text]):
     def _model_needs(i: int, r: RankedModel, rows: dict[str, Row]) -> tuple[int, int, int, int]:
         rank = len(f"{i + 1}. ") if r.average is not None else 0
         return (rank + len(r.model), rank, max(c.cell_len for row in rows.values() for c in row.scores[i : i + 1]),
-                max(c.cell_len for row in rows.values() for c in row.counted[i : i + 1]))
+                max(c.cell_len for row in rows.values() for c in row.detailed[i : i + 1]))
 
     def _whole_rows(self, board: Leaderboard, ranked: list[RankedModel]) -> dict[str, Row]:
         rows: dict[str, Row] = {}
         for row in board.datasets:
             cells = tuple(Text(format_score(board.value(r.model, row)), justify="right") for r in ranked)
-            rows[row.abbr if row.main else f"{row.abbr} {row.metric}"] = Row(row.abbr, row.abbr, row.label, row.main, cells, cells)
-        scores, counted = [], []
+            detailed = tuple(Text(format_score(board.value(r.model, row), board.interval(r.model, row)), justify="right") for r in ranked)
+            rows[row.abbr if row.main else f"{row.abbr} {row.metric}"] = Row(row.abbr, row.abbr, row.label, row.main, cells, detailed)
+        scores, detail = [], []
         for r in ranked:
+            half = board.average_half(r.model)
             if r.average is None:
-                cell = counts = Text(MISSING, justify="right")
+                cell = more = Text(MISSING, justify="right")
             elif r.scored < r.total:
                 cell = Text(f"{r.average:.2f}", justify="right", style="italic")
-                counts = Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic")
+                more = Text(f"{r.average:.2f} ({r.scored}/{r.total})", justify="right", style="italic")
             else:
-                cell = counts = Text(f"{r.average:.2f}", justify="right", style=self.look(look.BEST))
+                cell = Text(f"{r.average:.2f}", justify="right", style=self.look(look.BEST))
+                more = Text(f"{r.average:.2f}" + (f" ±{half:.2f}" if half is not None else ""), justify="right", style=self.look(look.BEST))
             scores.append(cell)
-            counted.append(counts)
-        rows[AVERAGE] = Row(AVERAGE, "", "naive_average", True, tuple(scores), tuple(counted))
+            detail.append(more)
+        rows[AVERAGE] = Row(AVERAGE, "", "naive_average", True, tuple(scores), tuple(detail))
         return rows
 
     # ------------------------------------------------------------------ fitted to its width
@@ -114,6 +120,11 @@ class LeaderboardTable(DataTable[Text]):
     def overflows(self) -> bool:
         """Wider than its pane even at its tightest (many models at 80 columns): it scrolls sideways."""
         return bool(self._width) and self._needs.width(self._fit) > self._width
+
+    @property
+    def shows_intervals(self) -> bool:
+        """Whether the scores carry their `±` now (the pane is wide enough for them)."""
+        return self._fit.detail
 
     @property
     def rows_needed(self) -> int:
@@ -156,7 +167,7 @@ class LeaderboardTable(DataTable[Text]):
         fit = self._fit
         whole = row.name if fit.metric or row.main else f"{row.name} {row.metric}"  # another metric's row says which
         name = Text(fmt.middle(whole, names), style="bold" if not row.abbr else "")
-        return [name] + ([Text(row.metric)] if fit.metric else []) + list(row.counted if fit.counts else row.scores)
+        return [name] + ([Text(row.metric)] if fit.metric else []) + list(row.detailed if fit.detail else row.scores)
 
     def _update(self, rows: dict[str, list[Text]]) -> None:
         """Write the cells that changed into the built table and repaint their rows only."""

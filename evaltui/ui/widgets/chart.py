@@ -2,7 +2,7 @@
 model, and the run's throughput over the last minutes as a sparkline in the strip.
 
 The bars are rich's `Bar` (half-cell steps) in a grid; a score's interval, where the scorer
-gives one (`Mark.low`/`Mark.high`), is drawn as a second bar under the score's, from its low end
+gives one (scoring's 95 % interval: `Mark.low`/`Mark.high`), is drawn as a second bar under the score's, from its low end
 to its high. Both are repainted only when what they show changed: the chart when a score came
 in, the sparkline once a second.
 """
@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
+from evaltui.scoring.stats.interval import Interval
 from evaltui.ui import fmt, look
 from evaltui.ui.look import Look
 
@@ -33,6 +34,13 @@ class Mark(NamedTuple):
     score: float | None
     low: float | None = None
     high: float | None = None
+
+    @classmethod
+    def of(cls, model: str, score: float | None, interval: Interval | None) -> Mark:
+        """The mark of a score and its 95 % interval (scoring's, in percent), when it has one."""
+        if score is None or interval is None:
+            return cls(model, score)
+        return cls(model, score, interval.low, interval.high)
 
 
 class ScoreChart(VerticalScroll):
@@ -76,7 +84,8 @@ class ScoreChart(VerticalScroll):
             grid.add_row(Text(f" {m.model}"), Bar(SCALE, 0, m.score, color=style.color or "default"), Text(f"{m.score:.2f}"))
             if m.low is not None and m.high is not None:
                 interval = self.look(look.CHART_INTERVAL)
-                grid.add_row(Text(""), Bar(SCALE, m.low, m.high, color=interval.color or "default"), Text(f"±{(m.high - m.low) / 2:.1f}", style=interval))
+                span = Bar(SCALE, max(0.0, m.low), min(SCALE, m.high), color=interval.color or "default")  # a t interval may pass 0 or 100
+                grid.add_row(Text(""), span, Text(f"±{(m.high - m.low) / 2:.2f}", style=interval))
         return Group(Text(name, style="bold"), grid)
 
 
