@@ -57,7 +57,7 @@ def test_the_view_follows_a_run_in_another_process_then_shows_its_leaderboard(tm
                 await until(pilot, lambda: app.run_screen.state.finished is not None, "the run to end")
                 await pilot.pause(0.3)
                 board = app.run_screen.board
-                assert [str(board.get_cell(key, "m")).strip() for key in ("d0", "d1", "Average")] == ["100.00", "100.00", "100.00"]
+                assert [str(board.get_cell(key, "m")).strip() for key in ("d0", "d1", "Average")] == ["100.00 ±0.00"] * 3  # each with its interval (issue 24)
                 assert "scored" in table.shown_line("m", "d1")
                 assert app.title.startswith("watch · ")
                 assert await asyncio.to_thread(writer.wait, 60) == 0
