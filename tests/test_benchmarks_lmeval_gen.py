@@ -131,3 +131,25 @@ def test_ifevals_verdicts_are_evaltuis(tmp_path: Path) -> None:
             assert got[f"prompt_level_{level}_acc"] == float(want[f"prompt_level_{level}_acc"]), (v["note"], level)
             followed = want[f"inst_level_{level}_acc"]
             assert got[f"inst_level_{level}_acc"] == [float(sum(followed)), float(len(followed))], (v["note"], level)
+
+
+def test_an_ifeval_argument_drawn_at_random_is_drawn_the_same_in_every_run() -> None:
+    """IFEval key 1122 asks for the letter '#', which the checker refuses and replaces by a random
+    letter (lm-eval draws it from the global `random`: 4 of the 52 letters make this reply follow).
+    evaltui draws from a generator seeded by the record, so whatever used `random` before — another
+    test, another evaluator — the verdict is one."""
+    import random
+
+    from evaltui.scoring.ifeval import follows
+
+    record = {
+        "prompt": "Write a tweet in all lowercase letters with the letter # appearing at least 4 times.",
+        "instruction_id_list": ["keywords:letter_frequency"],
+        "kwargs": [{"letter": "#", "let_frequency": 4, "let_relation": "at least"}],
+    }
+    reply = "new drop tonight #playboy #style #night #vibes"
+    verdicts = set()
+    for state in range(60):
+        random.seed(state)
+        verdicts.add(tuple(map(tuple, follows(record, reply))))
+    assert len(verdicts) == 1

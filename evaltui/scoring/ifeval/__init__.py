@@ -14,7 +14,9 @@ both, and each of those with `*` removed: followed if any is); a prompt is follo
 instructions are. Metrics: `prompt_level_strict_acc` (main), `inst_level_strict_acc` (over all
 instructions of all prompts), and their `loose` twins. Before a checker is built its arguments
 that are empty or zero are dropped (lm-eval's `{k: v ... if v}`); an instruction whose argument is
-then missing draws it at random, as lm-eval does. `langdetect` (the response_language and
+then missing draws it at random, as lm-eval does, but from a generator seeded by the record's
+prompt (`draws`): lm-eval draws from the global `random`, so its verdict there depends on what ran
+before it; evaltui's is the same in every run. `langdetect` (the response_language and
 change_case checks) is seeded here (0): lm-eval leaves it unseeded, so a borderline text can be
 judged either way from one lm-eval run to the next.
 """
@@ -26,6 +28,7 @@ from typing import Any
 
 from evaltui.scoring.ifeval import checks_content as c
 from evaltui.scoring.ifeval import checks_format as f
+from evaltui.scoring.ifeval import draws
 from evaltui.scoring.judgement import ScoredJudge, Verdict
 
 INSTRUCTIONS: dict[str, Any] = {
@@ -78,6 +81,7 @@ def loose_variants(response: str) -> list[str]:
 def follows(record: dict[str, Any], response: str) -> tuple[list[bool], list[bool]]:
     """(strict, loose): whether each of the record's instructions is followed."""
     strict, loose = [], []
+    draws.seed(record["prompt"])
     variants = loose_variants(response)
     for instruction_id, kwargs in zip(record["instruction_id_list"], record["kwargs"], strict=True):
         checker = _checker(instruction_id, kwargs, record["prompt"])

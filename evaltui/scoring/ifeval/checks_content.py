@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import collections
 import logging
-import random
 import re
 import string
 
 import langdetect
 
+from evaltui.scoring.ifeval import draws as random
 from evaltui.scoring.ifeval import text as instructions_util
 
 logger = logging.getLogger(__name__)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import re
 
 import langdetect
 
+from evaltui.scoring.ifeval import draws as random
 from evaltui.scoring.ifeval import text as instructions_util
 from evaltui.scoring.ifeval.checks_content import (
     _ALL_CAPITAL_WORD_FREQUENCY,

@@ -13,12 +13,13 @@ download (which an air-gapped machine cannot make). `count_words` is NLTK's `Reg
 
 from __future__ import annotations
 
-import random
 import re
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from evaltui.scoring.ifeval import draws as random
 
 LANGUAGE_CODES = MappingProxyType(
     {
