@@ -42,6 +42,24 @@ def test_t_quantile_matches_the_printed_table(df: int) -> None:
     assert t_quantile(0.975, df) == pytest.approx(T_TABLE[df], abs=5e-4)
 
 
+def test_t_quantile_does_not_depend_on_mpmaths_shared_precision() -> None:
+    """Two datasets are scored at once in two threads, each asking for its own t quantile: with
+    mpmath's shared context, whose working precision findroot raises and lowers, one thread's
+    root search broke the other's (scoring FAILED by chance, seen in the crash suite). What another
+    thread (or sympy, under math-verify) leaves in that shared precision must change nothing."""
+    import mpmath  # type: ignore[import-untyped]
+
+    compute = t_quantile.__wrapped__  # past the cache: each call searches its root
+    expected = {df: compute(0.975, df) for df in (2, 9, 33, 120)}
+    before = mpmath.mp.prec
+    try:
+        for prec in (6, 12, 400):
+            mpmath.mp.prec = prec
+            assert {df: compute(0.975, df) for df in expected} == expected, prec
+    finally:
+        mpmath.mp.prec = before
+
+
 def test_seven_right_of_ten_by_hand() -> None:
     """p = 0.7; sd = √((7·0.3² + 3·0.7²) / 9); se = sd / √10; half = t(9) · se."""
     result = score(Ev(), [{"index": i, "prediction": "a", "gold": "a" if i < 7 else "b"} for i in range(10)])

@@ -58,18 +58,23 @@ def t_quantile(p: float, df: int) -> float:
     """Student's t quantile: the t with P(T ≤ t) = p for `df` degrees of freedom.
 
     mpmath's regularised incomplete beta gives the distribution function (for t ≥ 0, F(t) =
-    1 − I_x(df/2, 1/2) / 2 with x = df / (df + t²)), its root finder the quantile."""
+    1 − I_x(df/2, 1/2) / 2 with x = df / (df + t²)), its root finder the quantile. Each call has
+    a context of its own: mpmath's shared `mp` keeps its working precision in one global that
+    findroot raises and lowers, so two datasets scored at once in two threads broke each other's
+    root search ("Could not find root within given tolerance": a run's scoring FAILED by chance)."""
     if not 0.5 <= p < 1 or df < 1:
         raise ValueError(f"t quantile of p = {p} with {df} degrees of freedom: needs 0.5 ≤ p < 1 and df ≥ 1")
     if p == 0.5:
         return 0.0
     import mpmath  # type: ignore[import-untyped]  # (no stubs) a scoring thread's import, ~50 ms once
 
+    ctx = mpmath.MPContext()
+
     def excess(t: float) -> float:
-        return float(1 - mpmath.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True) / 2 - p)
+        return float(1 - ctx.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True) / 2 - p)
 
     normal = 1.959964 if p == LEVEL else 2.0
-    return float(mpmath.findroot(excess, normal + 2.5 / df))
+    return float(ctx.findroot(excess, normal + 2.5 / df))
 
 
 class MeanSpread:
