@@ -49,7 +49,7 @@ def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path]
     the file would be stale by then, and the temporary is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TMP_SUFFIX, dir=path.parent)
     try:
         os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb", buffering=1 << 16) as f:
@@ -59,6 +59,15 @@ def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path]
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+_TMP_SUFFIX = ".tmp"
+
+
+def is_temporary_of(name: str, target: str) -> bool:
+    """Whether the file `name` is atomic_writer's temporary for a file named `target`: what a
+    write killed before its rename leaves beside it (`.plan.toml.k2j9xq1.tmp`)."""
+    return name.startswith(f".{target}.") and name.endswith(_TMP_SUFFIX)
 
 
 def nul_byte(path: str) -> str | None:

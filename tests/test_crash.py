@@ -63,7 +63,7 @@ class ForkServer:
             if select.select([self._out], [], [], left)[0]:
                 chunk = os.read(self._out, 4096)
                 if not chunk:
-                    raise AssertionError(f"the fork server died; see {self.log}")
+                    raise AssertionError(f"the fork server died; see {self.tail()}")
                 self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
@@ -89,7 +89,7 @@ class ForkServer:
         code = self.poll(timeout)
         if code is None:
             self.kill()
-            raise AssertionError(f"a run did not end within {timeout:g} s; see {self.log}")
+            raise AssertionError(f"a run did not end within {timeout:g} s; see {self.tail()}")
         return code
 
     def kill(self) -> int:
@@ -98,6 +98,14 @@ class ForkServer:
         with contextlib.suppress(ProcessLookupError):  # it ended, and was reaped, a moment ago
             os.kill(self.pid, signal.SIGKILL)
         return self.wait(10.0)
+
+    def tail(self, lines: int = 12) -> str:
+        """The log's last lines, for a failure's message: CI keeps the message, not the file."""
+        try:
+            last = self.log.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            last = []
+        return f"{self.log}, which ends:\n" + "\n".join(last)
 
     def run(self, plan: Path, work_dir: Path) -> int:
         self.start(plan, work_dir)
@@ -178,11 +186,11 @@ def kill_when(fs: ForkServer, ready: Callable[[], bool]) -> bool:
     while time.monotonic() < end:
         code = fs.poll(0.001)
         if code is not None:
-            assert code == 0, f"a run failed on its own (exit {code}); see {fs.log}"
+            assert code == 0, f"a run failed on its own (exit {code}); see {fs.tail()}"
             return False
         if ready():
             code = fs.kill()
-            assert code in (0, -signal.SIGKILL), f"a run failed on its own (exit {code}); see {fs.log}"
+            assert code in (0, -signal.SIGKILL), f"a run failed on its own (exit {code}); see {fs.tail()}"
             return code != 0
     fs.kill()
     raise AssertionError("the run neither reached its kill point nor ended in time")
@@ -252,7 +260,7 @@ def test_sigkill_at_random_moments_then_rerun_matches_an_uninterrupted_run(tmp_p
                 phase = "(ended first)"
                 span = time.monotonic() - started
             landed.append(f"{kind}: {phase}")
-            assert fs.run(plan, wd) == 0, f"the re-run after kill {i} ({kind}) did not finish; see {fs.log}"
+            assert fs.run(plan, wd) == 0, f"the re-run after kill {i} ({kind}) did not finish; see {fs.tail()}"
             check_invariants(wd)
             assert outcome(wd) == reference, f"kill {i} ({kind}): the re-run's predictions or results differ"
             # A kill loses at most the requests in flight: nothing finished is asked again.
@@ -300,8 +308,8 @@ def test_a_storm_of_sigkills_over_one_long_run_ends_as_an_uninterrupted_run(tmp_
         for i in range(STORM_KILLS):
             fs.start(stormy, wd)
             ended = fs.poll(rng.uniform(0.05, 0.35))
-            assert ended is None, f"run {i} ended (exit {ended}) before its kill: the storm must land mid-run; see {fs.log}"
-            assert fs.kill() == -signal.SIGKILL, f"run {i} ended before its kill; see {fs.log}"
+            assert ended is None, f"run {i} ended (exit {ended}) before its kill: the storm must land mid-run; see {fs.tail()}"
+            assert fs.kill() == -signal.SIGKILL, f"run {i} ended before its kill; see {fs.tail()}"
             phases[phase_at_kill(wd)] += 1
             check_invariants(wd, STORM)
         assert not (wd / "predictions" / "m" / "long.json").exists()  # still mid-run after the last kill

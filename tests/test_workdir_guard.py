@@ -347,8 +347,8 @@ def test_start_up_clears_only_temporaries_with_evaltuis_own_names(tmp_path: Path
     [
         {".evaltui.lock": "4242\n"},  # an earlier evaltui locked first and was killed before its marker
         {".evaltui": ""},  # a marker created in place, killed before its text
-        {".evaltui.k2j_9xq1.tmp": "evaltui work dir: evaltui wr"},  # the marker's temporary, cut short
-        {".evaltui.lock": "", ".evaltui.k2j_9xq1.tmp": ""},
+        {"..evaltui.k2j_9xq1.tmp": "evaltui work dir: evaltui wr"},  # the marker's temporary, cut short
+        {".evaltui.lock": "", "..evaltui.k2j_9xq1.tmp": ""},
     ],
 )
 def test_a_work_dir_a_run_was_killed_in_while_starting_is_taken_again(tmp_path: Path, left: dict[str, str]) -> None:
@@ -360,6 +360,26 @@ def test_a_work_dir_a_run_was_killed_in_while_starting_is_taken_again(tmp_path: 
     assert refusal(folder) is None
     (folder / "notes.md").write_text("mine")
     assert "not an evaltui work dir" in (refusal(folder) or "")  # anything else beside them is someone's
+
+
+def test_a_kill_while_the_marker_is_written_leaves_a_folder_a_rerun_takes(tmp_path: Path) -> None:
+    """The marker's temporary exactly as the writer names it, half-written, as a kill -9 leaves it
+    (the crash suite's re-run once exited 2: the guard expected another name for it)."""
+    from evaltui.engine.disk.guard import mark
+    from evaltui.fsutil import atomic_writer
+
+    folder = tmp_path / "wd"
+    folder.mkdir()
+    with atomic_writer(folder / MARKER) as f:
+        f.write(b"evaltui work d")
+        f.flush()
+        (left,) = os.listdir(folder)  # the moment a kill would freeze
+        assert left != MARKER
+        assert refusal(folder) is None
+    os.replace(folder / MARKER, folder / left)  # the killed write: its temporary, never renamed
+    assert refusal(folder) is None
+    mark(folder)  # the re-run's
+    assert refusal(folder) is None and (folder / MARKER).read_text().startswith("evaltui work dir")
 
 
 def test_the_marker_is_written_before_the_lock(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

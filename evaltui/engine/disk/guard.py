@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from evaltui.fsutil import atomic_write_text, nul_byte
+from evaltui.fsutil import atomic_write_text, is_temporary_of, nul_byte
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -161,8 +161,8 @@ def _only_a_start(root: Path, names: set[str]) -> bool:
         path = root / name
         if not stat.S_ISREG(_lstat_mode(path)):
             return False
-        if name == MARKER or name.startswith(f"{MARKER}.") and name.endswith(".tmp"):
-            if _lstat_size(path) and not _is_marker(path):
+        if name == MARKER or is_temporary_of(name, MARKER):
+            if not _MARKER_HEAD.startswith(_head(path, len(_MARKER_HEAD))):  # the marker, or as much as was written
                 return False
         elif name != ".evaltui.lock":  # (it holds the pid of the run that took it)
             return False
@@ -175,11 +175,6 @@ def _lstat(path: Path) -> os.stat_result | None:
         return path.lstat()
     except OSError:
         return None
-
-
-def _lstat_size(path: Path) -> int:
-    st = _lstat(path)
-    return st.st_size if st is not None else 0
 
 
 def _names(resolved: str) -> set[str] | None:
