@@ -48,7 +48,7 @@ LATER_EVALUATOR_KEYS: dict[str, Any] = {
     "reducer": "mean", "k": None, "filters": None, "ignore_case": False, "ignore_punctuation": False, "regexes_to_ignore": None,
     "metrics": None, "target_delimiter": " ", "aggregate": "samples", "program": None, "completion": "cleaned", "extract": "answer",
     "postprocess": None, "judge": None, "template": None, "instructions": None, "grade_pattern": None, "partial_credit": False, "function": None,
-    "references": None, "baseline": None,
+    "references": None, "baseline": None, "baseline_file": None, "scale": None,
 }
 
 
@@ -124,8 +124,12 @@ class EvaluatorConfig(Strict):
     references: str | None = None
     # pairwise: the tested model whose answers each answer is judged against (FastChat's pair-v2, both orders)
     baseline: str | None = None
+    # pairwise: or the baseline as a file of its answers (plan/baseline.py: .jsonl rows, or evaltui's predictions .json)
+    baseline_file: str | None = None
+    # pairwise: FastChat's pair-v2 verdicts [[A]]/[[B]]/[[C]] (None, "pair_v2") or ArenaHard's [[A>>B]] scale
+    scale: Literal["pair_v2", "arena_hard"] | None = None
 
-    @field_validator("template", "references")
+    @field_validator("template", "references", "baseline_file")
     @classmethod
     def _template_from_plan_dir(cls, v: str | None, info: ValidationInfo) -> str | None:
         """A relative template is relative to the plan's folder (as dataset paths are)."""

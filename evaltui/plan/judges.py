@@ -2,7 +2,9 @@
 
 A model of `role = "judge"` is sent no dataset; an evaluator that grades by a judge
 (`model_graded_qa`, `model_graded_fact`) names one by its abbr in `judge`, and may bring its
-own grading `template` (a file: its placeholders are plain names). A `python` evaluator names
+own grading `template` (a file: its placeholders are plain names). `pairwise` names its baseline:
+a tested model, or a file of its answers read here (plan/baseline.py), so that a file the judge
+could not use stops the plan, not the judging. A `python` evaluator names
 its function, found here without running any of its code. Each problem is one line naming the
 field, as checks.py's.
 """
@@ -14,6 +16,7 @@ import importlib.util
 import string
 from importlib.metadata import entry_points
 
+from evaltui.plan.baseline import BaselineFileError, read_baseline_file
 from evaltui.plan.schema import DatasetConfig, Plan
 
 #: The evaluators graded by a judge model.
@@ -25,6 +28,8 @@ PLACEHOLDERS = ("question", "answer", "criterion", "instructions")
 #: The entry-point group under which installed packages register evaluators by name.
 GROUP = "evaltui.evaluators"
 JUDGE_KEYS = ("judge", "template", "instructions", "grade_pattern")
+#: The keys only pairwise reads.
+PAIRWISE_KEYS = ("baseline", "baseline_file", "scale")
 
 Key = tuple[int, int, int]  # a verdict's (sample, epoch, turn)
 
@@ -69,10 +74,19 @@ def _check_evaluator(plan: Plan, ds: DatasetConfig) -> list[str]:
 def _check_baseline(plan: Plan, ds: DatasetConfig) -> list[str]:
     ev = ds.evaluator
     if ev.type != "pairwise":
-        return [] if ev.baseline is None else [f"baseline: only type = \"pairwise\" reads it, not {ev.type}"]
+        return [f'{key}: only type = "pairwise" reads it, not {ev.type}' for key in PAIRWISE_KEYS if getattr(ev, key) is not None]
     tested = [m.abbr for m in plan.tested]
+    if ev.baseline is not None and ev.baseline_file is not None:
+        return ["baseline_file: the baseline is a model of the plan (baseline) or a file of its answers (baseline_file), not both"]
+    if ev.baseline_file is not None:
+        try:
+            read_baseline_file(ev.baseline_file)
+        except BaselineFileError as e:
+            return [f"baseline_file: {e}"]
+        return []
     if ev.baseline is None:
-        return [f"baseline: pairwise judges each answer against a baseline model's: name one ({', '.join(tested)})"]
+        models = ", ".join(tested)
+        return [f"baseline: pairwise judges each answer against a baseline model's: name one ({models}), or give baseline_file (a file of its answers)"]
     if ev.baseline not in tested:
         return [f"baseline: {ev.baseline!r} is not a tested model of the plan ({', '.join(tested)})"]
     return []

@@ -267,6 +267,24 @@ def pair_reply(prompt: str) -> str | None:
     return f"A ends on {na}, B on {nb}.\n\n[[{'A' if na >= nb else 'B'}]]"
 
 
+_ARENA_A = ("<|The Start of Assistant A's Answer|>\n", "\n<|The End of Assistant A's Answer|>")
+_ARENA_B = ("<|The Start of Assistant B's Answer|>\n", "\n<|The End of Assistant B's Answer|>")
+
+
+def arena_reply(prompt: str) -> str | None:
+    """A judge's reply to ArenaHard's prompt, by a rule a test predicts: the answers' last numbers
+    compared (A's larger by 5 or more: [[A>>B]], by less: [[A>B]], equal: [[A=B]], and so for B);
+    the reply quotes every label before its verdict, so only a reader of the last label reads it
+    right. None for another prompt."""
+    if _ARENA_A[0] not in prompt or _ARENA_B[0] not in prompt:
+        return None
+    a, b = (prompt.split(start, 1)[1].split(end, 1)[0] for start, end in (_ARENA_A, _ARENA_B))
+    na, nb = (int(found[-1]) if (found := re.findall(r"\d+", text)) else -1 for text in (a, b))
+    d = na - nb
+    label = "A>>B" if d >= 5 else "A>B" if d > 0 else "A=B" if d == 0 else "B>A" if d > -5 else "B>>A"
+    return f"A ends on {na}, B on {nb} (labels: [[A>>B]], [[A>B]], [[A=B]], [[B>A]], [[B>>A]]).\n\nMy final verdict is: [[{label}]]"
+
+
 def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int | None = None) -> str:
     """The full (untruncated) reply of `model` to `prompt` (sampled with `seed`, when not None);
     a prompt that is a conversation written as one text (evaltui.conversation.text) is answered
@@ -274,7 +292,7 @@ def generate(key: AnswerKey, model: str, prompt: str, accuracy: float, seed: int
     (`judge_reply`): any simulated model can judge."""
     answer = key.gen_answer(prompt)
     if answer is None:
-        graded = judge_reply(prompt) or rating_reply(prompt) or pair_reply(prompt)
+        graded = judge_reply(prompt) or rating_reply(prompt) or pair_reply(prompt) or arena_reply(prompt)
         if graded is not None:
             return graded
         turns = user_texts(prompt)

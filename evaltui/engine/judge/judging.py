@@ -27,6 +27,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.judge.verdicts import VerdictWriter, judged, read_verdicts
 from evaltui.engine.stream import events as ev
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan.baseline import BaselineFileError, read_baseline_file
 from evaltui.plan.judges import JUDGED, answer_hash
 
 if TYPE_CHECKING:  # scoring is imported in the scorer's threads, off the start-up path
@@ -47,12 +48,15 @@ def judging_fingerprint(plan: Plan, ds: DatasetConfig, grader: Grader) -> str:
 
 
 def grader_for(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> Grader:
-    """The dataset's grader; for pairwise, with the baseline model's answers read from its predictions."""
+    """The dataset's grader; for pairwise, with the baseline's answers: read from the baseline
+    model's predictions, or from the baseline file."""
     from evaltui.scoring.judges import grader_of
     from evaltui.scoring.score import epoch_answers
     from evaltui.scoring.think import stripped_entries
 
     baseline = ds.evaluator.baseline
+    if ds.evaluator.type == "pairwise" and ds.evaluator.baseline_file is not None:
+        return _file_grader(plan, ds, ds.evaluator.baseline_file)
     if ds.evaluator.type != "pairwise" or baseline is None or baseline == model:
         return grader_of(ds, itself=baseline == model)
     answers: dict[int, list[str | None]] = {}
@@ -60,6 +64,22 @@ def grader_for(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> G
         if isinstance(entry.get("index"), int):
             answers[entry["index"]] = [None if error is not None else answer for answer, error in epoch_answers(entry)]
     return grader_of(ds, answers)
+
+
+def _file_grader(plan: Plan, ds: DatasetConfig, path: str) -> Grader:
+    """Pairwise against a file of the baseline's answers (thinking cut out, as a model's is); a
+    file that became unusable since the plan was checked leaves every sample without a baseline
+    answer (each unit fails, saying why), not the run."""
+    from evaltui.scoring.judges import grader_of
+    from evaltui.scoring.think import strip_reasoning
+
+    try:
+        found = read_baseline_file(path)
+    except BaselineFileError as e:
+        return grader_of(ds, {}, digest="unusable", label=f"{Path(path).name} ({e})")
+    answers = found.for_records(load_records(plan, ds) if found.by != "index" else None)
+    stripped = {i: [None if a is None else strip_reasoning(a) for a in epochs] for i, epochs in answers.items()}
+    return grader_of(ds, stripped, digest=found.digest)
 
 
 def scoring_judge(plan: Plan, workdir: WorkDir, model: str, ds: DatasetConfig) -> ScoredJudge | None:

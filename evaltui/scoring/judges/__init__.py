@@ -12,12 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from evaltui.conversation import turns_of
 from evaltui.plan import DatasetConfig
 from evaltui.plan.judges import JUDGED, Key, answer_hash
 from evaltui.scoring.judgement import ScoredJudge, Verdict
+from evaltui.scoring.judges.arena_hard import ArenaHard
 from evaltui.scoring.judges.graded import Grading
 from evaltui.scoring.judges.mtbench import SCALE, MtBench, judge_prompts, read_references
 from evaltui.scoring.judges.pairwise import TIE, Pairwise
@@ -25,7 +27,8 @@ from evaltui.scoring.judges.python import load_function, python_judge
 from evaltui.scoring.think import strip_reasoning
 
 __all__ = [
-    "JUDGED", "Grader", "Grading", "Key", "MtBench", "Pairwise", "Request", "answer_hash", "grader_of", "grading_fingerprint", "judged_text", "load_function",
+    "JUDGED", "ArenaHard", "Grader",
+    "Grading", "Key", "MtBench", "Pairwise", "Request", "answer_hash", "grader_of", "grading_fingerprint", "judged_text", "load_function",
     "python_judge", "requests", "verdicts_judge",
 ]
 
@@ -41,12 +44,16 @@ class Request(NamedTuple):
     error: str = ""
 
 
-def grader_of(ds: DatasetConfig, baseline: Mapping[int, Sequence[str | None]] | None = None, itself: bool = False) -> Grader:
-    """The dataset's grading: FastChat's for mt_bench and pairwise (`baseline`: the baseline
-    model's answers by sample; `itself`: the baseline's own pair); else Inspect's (or the template file's)."""
+def grader_of(
+    ds: DatasetConfig, baseline: Mapping[int, Sequence[str | None]] | None = None, itself: bool = False, digest: str | None = None, label: str | None = None
+) -> Grader:
+    """The dataset's grading: FastChat's for mt_bench and pairwise (`baseline`: the baseline's
+    answers by sample; `itself`: the baseline model's own pair; `digest`: the baseline file's
+    sha-256; `label`: what a sample's error calls it), ArenaHard's for pairwise with scale = "arena_hard"; else Inspect's (or the template file's)."""
     ev = ds.evaluator
     if ev.type == "pairwise":
-        return Pairwise(ev.baseline or "", baseline or {}, itself)
+        kind = ArenaHard if ev.scale == "arena_hard" else Pairwise
+        return kind(label or ev.baseline or Path(ev.baseline_file or "").name, baseline or {}, itself, digest)
     if ev.type == "mt_bench":
         return MtBench(read_references(ev.references))
     template = None
@@ -58,8 +65,8 @@ def grader_of(ds: DatasetConfig, baseline: Mapping[int, Sequence[str | None]] | 
 
 def grading_fingerprint(grader: Grader) -> dict[str, Any]:
     """What of the grading a verdict depends on (the engine adds the judge model's settings)."""
-    if isinstance(grader, Pairwise):
-        return {"prompt": grader.prompt, "baseline": grader.baseline}
+    if isinstance(grader, Pairwise):  # a baseline file by its content (a changed file re-judges), a model by its abbr
+        return {"prompt": grader.prompt, **({"baseline": grader.baseline} if grader.digest is None else {"baseline_file": grader.digest})}
     if isinstance(grader, MtBench):
         refs = hashlib.sha256(json.dumps(grader.references, sort_keys=True, default=str).encode()).hexdigest()
         return {"prompts": judge_prompts(), "references": refs}

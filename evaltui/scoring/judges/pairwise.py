@@ -1,4 +1,9 @@
-"""`pairwise`: each answer set against a baseline model's answer to the same sample, by the judge.
+"""`pairwise`: each answer set against a baseline's answer to the same sample, by the judge.
+
+The baseline is a model of the plan (`baseline`) or a file of its answers (`baseline_file`,
+plan/baseline.py); either way the grader gets its answers by sample. This is FastChat's scale;
+ArenaHard's `[[A>>B]]` one (`scale = "arena_hard"`) is arena_hard.py, the same pairs asked
+with another prompt and read by other labels.
 
 FastChat's `pair-v2` prompt (its `judge_prompts.jsonl`, shipped with mt_bench's): the question,
 assistant A's answer and assistant B's; the judge ends on `[[A]]`, `[[B]]` or `[[C]]` (a tie),
@@ -12,6 +17,7 @@ asked of no judge.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from evaltui.scoring.judges.mtbench import judge_prompts
 
@@ -23,11 +29,21 @@ TIE = 0.5
 class Pairwise:
     """One dataset's pairwise grading: the baseline's answers, and the judge's two requests per answer."""
 
-    def __init__(self, baseline: str, answers: Mapping[int, Sequence[str | None]], itself: bool) -> None:
-        self.baseline = baseline
+    def __init__(self, baseline: str, answers: Mapping[int, Sequence[str | None]], itself: bool, digest: str | None = None) -> None:
+        self.baseline = baseline  # the baseline model's abbr, or the baseline file's name
         self.answers = answers
         self.itself = itself  # the baseline's own pair: ties, asked of no judge
-        self.prompt = judge_prompts()["pair-v2"]
+        self.digest = digest  # a baseline file's sha-256 (its answers are what is judged against): None for a model
+        self.prompt = self.prompts()
+
+    @staticmethod
+    def prompts() -> dict[str, Any]:
+        """What the judge is asked with (in the judging fingerprint: another prompt re-judges)."""
+        return judge_prompts()["pair-v2"]
+
+    def ask(self, question: str, answer_a: str, answer_b: str) -> tuple[str, str]:
+        """The system prompt and the prompt of one order."""
+        return self.prompt["system_prompt"], self.prompt["prompt_template"].format(question=question, answer_a=answer_a, answer_b=answer_b)
 
     def baseline_answer(self, index: int, epoch: int) -> str | None:
         """The baseline's answer to the same sample (its same epoch, else its first)."""
@@ -41,11 +57,7 @@ class Pairwise:
         base = self.baseline_answer(index, epoch)
         if base is None:
             return [(0, f"the baseline {self.baseline} has no answer for sample {index}")]
-        template, system = self.prompt["prompt_template"], self.prompt["system_prompt"]
-        return [
-            (0, system, template.format(question=question, answer_a=answer, answer_b=base)),
-            (1, system, template.format(question=question, answer_a=base, answer_b=answer)),
-        ]
+        return [(0, *self.ask(question, answer, base)), (1, *self.ask(question, base, answer))]
 
     @staticmethod
     def grade(reply: str) -> str | None:
