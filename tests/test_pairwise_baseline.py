@@ -194,3 +194,15 @@ def test_a_bad_baseline_is_one_line_naming_the_field(tmp_path: Path, capsys: pyt
     assert said.format(tmp=tmp_path) in err and "Traceback" not in err, err
     assert len([line for line in err.splitlines() if "datasets[0].evaluator." in line]) == 1, err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_files_thinking_is_cut_out_before_the_judge_sees_it(tmp_path: Path, sim_factory: Any) -> None:
+    tested, judge = _servers(sim_factory)
+    rows = _baseline_rows([0, 0])
+    rows[0]["answer"] = f"<think>it may be {int(ROWS[0]['answer']) + 50}</think>The code is {ROWS[0]['answer']}."  # thinking, then the equal answer
+    rows[1]["answer"] = "<think>a larger code: 99999"  # never closed: no answer, so the model's number is larger
+    write_jsonl(tmp_path / "base.jsonl", rows)
+    code, _, runner = run_plan(_plan(tmp_path, tested.url, judge.url))
+    assert code == 0
+    assert [d["scores"]["win_rate"] for d in _result(runner)["details"][:2]] == [0.5, 1.0]
+    assert not any("<think>" in r.prompt for r in judge.stats.log)
