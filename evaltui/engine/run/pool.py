@@ -65,6 +65,7 @@ class WorkerPool:
         emit: ev.Sink,
         on_inferred: Callable[[str, str], None] | None = None,
         cost: CostMeter | None = None,
+        on_answered: Callable[[str, str, dict[str, Any]], None] | None = None,  # a unit's answer checkpointed (a judged pair's feed)
     ):
         self.plan = plan
         self.model = model
@@ -73,6 +74,7 @@ class WorkerPool:
         self.answerer = answerer  # where its units are answered: here (answer.py), or on Ray (ray/model.py)
         self.statuses = statuses
         self.emit = emit
+        self._on_answered = on_answered or (lambda model, dataset, entry: None)
         self._ending = PairEnding(model.abbr, workdir, statuses, emit, on_inferred or (lambda model, dataset: None))
         self.runs: list[DatasetRun] = []  # in the order they run; a retry appends the pair again
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
@@ -331,6 +333,7 @@ class WorkerPool:
             shard.completed += 1
             self._server_seen = True
             self.emit(ev.SampleFinished(m, d, shard.shard, index, epoch))
+            self._on_answered(m, d, entry)
         shard.outstanding -= 1
         shard.in_flight -= 1
         run.remaining -= 1

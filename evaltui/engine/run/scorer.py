@@ -226,7 +226,7 @@ class Scorer:
         self.run_code = run_code
         self.gate = gate or ScoreGate()
         self.inferring = inferring
-        self.judges = judges  # a judged pair's answers are sent to its judge before it is scored
+        self.judges = judges  # a judged pair's answers not judged while it was inferred are sent to its judge before it is scored
         self.running = False  # run() is watching (a pair added now is seen)
         self._scoring: dict[Pair, anyio.CancelScope] = {}
         self._wake = anyio.Event()

@@ -68,7 +68,7 @@ class Session:
         self.cost = CostMeter(plan)  # the session's spend, over every model; cost_limit
         self.urls: dict[str, list[str]] = {}
         self.totals: dict[str, int] = {}
-        self.judges = Judges(plan, lambda: self.urls, emit)  # the judge models, their clients made at their first verdict
+        self.judges = Judges(plan, workdir, lambda: self.urls, emit)  # the judge models, their clients made at their first verdict
         self.scorer = Scorer(
             plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code, judges=self.judges,
             inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
@@ -94,10 +94,10 @@ class Session:
                     async with anyio.create_task_group() as outer:
                         outer.start_soon(self._report_heartbeats)
                         async with anyio.create_task_group() as work:
-                            self._work = work
+                            self._work = self.judges.tasks = work  # a judged pair's answers are drained into its judge here
                             self._opened.set()
                             work.start_soon(self._add, pairs, retry)
-                        self._work = None  # no await since its last task ended: nothing slips in
+                        self._work = self.judges.tasks = None  # no await since its last task ended: nothing slips in
                         outer.cancel_scope.cancel()
         finally:
             self.close_intake()
@@ -153,10 +153,11 @@ class Session:
             self._work.start_soon(self.scorer.run)
 
     def _maybe_finished(self) -> None:
-        """Tell the scorer inference is over once no pool runs and no pair is being planned
-        (a retry being planned brings more)."""
+        """Tell the scorer (and the judges' feeds) inference is over once no pool runs and no
+        pair is being planned (a retry being planned brings more)."""
         if not self._running and not self._planning:
             self.scorer.inference_finished()
+            self.judges.close_feeds()
 
     def _retryable(self, pairs: list[Pair]) -> list[Pair]:
         """The pairs not being planned or inferred right now (those are already on their way)."""
@@ -189,7 +190,8 @@ class Session:
                 urls = self.urls.get(model) or list(cfg.urls)
                 answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
                 pool = WorkerPool(
-                    self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda m, d: self.scorer.inferred((m, d)), cost=self.cost
+                    self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda m, d: self.scorer.inferred((m, d)), cost=self.cost,
+                    on_answered=self.judges.answered,
                 )
                 self._pools[model] = pool
             return pool
