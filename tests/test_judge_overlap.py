@@ -91,23 +91,25 @@ def test_a_slow_judge_never_holds_back_the_model_it_grades(tmp_path: Path, sim_f
     assert json.loads(runner.workdir.result_file("m", "qa").read_text())["accuracy"] == round(100 * sum(right) / len(rows), 2)
 
 
-@pytest.mark.parametrize("baseline_first", [True, False], ids=["baseline-answered-first", "baseline-answered-after"])
-def test_pairwise_waits_for_the_baselines_answer_and_never_deadlocks(tmp_path: Path, sim_factory: Any, baseline_first: bool) -> None:
+@pytest.mark.parametrize("baseline", ["model-answered-first", "model-answered-after", "file"])
+def test_pairwise_waits_for_the_baselines_answer_and_never_deadlocks(tmp_path: Path, sim_factory: Any, baseline: str) -> None:
     """A unit is judged against the baseline's answer to the same sample: with the baseline's
-    answers in, as it is answered; with them not yet in (models run one at a time, the baseline
-    after), at the end — never blocking inference, every pair judged once in both orders."""
+    answers in (a model answered first, or a file), as it is answered; with them not yet in
+    (models run one at a time, the baseline after), at the end — never blocking inference, every
+    pair judged once in both orders."""
     sim = sim_factory(SimConfig(answer_key=key_for(ROWS), models={"m": ModelProfile(accuracy=0.5, latency=SLOW), "b": ModelProfile(accuracy=1.0)}))
-    tested = [chat("m", sim.url, max_workers=2), chat("b", sim.url)]
-    models = [*(tested[::-1] if baseline_first else tested), {**chat("grader", sim.url), "role": "judge"}]
-    ds = _qa(tmp_path, ROWS, {"type": "pairwise", "judge": "grader", "baseline": "b"})
+    tested = [chat("m", sim.url, max_workers=2)] + ([] if baseline == "file" else [chat("b", sim.url)])
+    models = [*(tested[::-1] if baseline == "model-answered-first" else tested), {**chat("grader", sim.url), "role": "judge"}]
+    against = {"baseline_file": str(write_jsonl(tmp_path / "base.jsonl", [{"index": i, "answer": r["answer"]} for i, r in enumerate(ROWS)]))}
+    ds = _qa(tmp_path, ROWS, {"type": "pairwise", "judge": "grader", **(against if baseline == "file" else {"baseline": "b"})})
     code, _, runner = run_plan(write_plan(tmp_path, models=models, datasets=[ds]))
     assert code == 0
     served = _served_before(sim.stats.log, "m")
     assert len(served) == 2 * len(ROWS)
-    if baseline_first:
-        assert min(served) < len(ROWS) // 2  # judged while m still answered
+    if baseline == "model-answered-after":
+        assert min(served) == len(ROWS)  # every unit waited for the baseline's answers
     else:
-        assert min(served) == len(ROWS)  # the baseline answered after m: every unit waited for it
+        assert min(served) < len(ROWS) // 2  # judged while m still answered
     wrong = [not answers_correctly("m", r["question"], 0.5) for r in ROWS]
     values = [1.0 if w else 0.5 for w in wrong]  # tests/test_pairwise.py: the larger number wins, equal ones go to A
     result = json.loads(runner.workdir.result_file("m", "qa").read_text())
