@@ -72,17 +72,19 @@ def test_answers_are_judged_while_the_model_still_answers_and_each_once(tmp_path
 @pytest.mark.reliability
 def test_a_slow_judge_never_holds_back_the_model_it_grades(tmp_path: Path, sim_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The feed is bounded and never waits: with room for 2 answers and a judge far slower than the
-    model, the model answers on; what the queue had no room for is judged at the end, once each."""
+    model, the model answers on; what the queue had no room for is judged at the end, once each.
+    (A feed that waited would let m's 2 workers put at most ~4 answers ahead of the judge, one at
+    a time: m's 16th answer only after 10 or more verdicts.)"""
     monkeypatch.setattr(feed, "FEED_SIZE", 2)
     rows = ROWS[:16]
-    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=0.5), "grader": ModelProfile(latency=0.1)}))
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), models={"m": ModelProfile(accuracy=0.5), "grader": ModelProfile(latency=0.15)}))
     models = [chat("m", sim.url, max_workers=2), {**chat("grader", sim.url, max_workers=1), "role": "judge"}]
     plan = write_plan(tmp_path, models=models, datasets=[_qa(tmp_path, rows, {"type": "model_graded_fact", "judge": "grader"})])
     code, events, runner = run_plan(plan)
     assert code == 0
     log = list(sim.stats.log)
     last_answer = max(n for n, r in enumerate(log) if r.model == "m")
-    assert sum(r.model == "grader" for r in log[:last_answer]) <= 2  # a feed that waited would have held m for ~10 verdicts
+    assert sum(r.model == "grader" for r in log[:last_answer]) <= 5  # a feed that waited would have held m for 10 verdicts or more
     at_the_end = [e.message for e in events if isinstance(e, ev.Notice) and "answers sent to the judge" in e.message]
     assert len(at_the_end) == 1 and 0 < int(at_the_end[0].split(": ")[1].split()[0]) < len(rows)  # some as they came, the rest at the end
     assert sum(r.model == "grader" for r in log) == len(rows)
