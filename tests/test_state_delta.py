@@ -63,6 +63,7 @@ CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
     ("inference done: its row and status", running(), ev.DatasetInferred("m", "d", PairStatus.DONE, 10, 0), Delta(MD, statuses=True)),
     ("inference failed: and its part in the session is over", running(), ev.DatasetInferred("m", "d", PairStatus.FAIL, 9, 1), Delta(MD, statuses=True, settled=MD)),
     ("scoring", running(), ev.DatasetScoring("m", "d"), Delta(MD, statuses=True)),
+    ("its judge's verdicts so far (coalesced): its row", running(), ev.PairJudged("m", "d", "grader", 3, 10), Delta(MD)),
     ("scored: the leaderboard too, and its part is over", running(), ev.DatasetScored("m", "d", "accuracy", 50.0), Delta(MD, statuses=True, scores=True, settled=MD)),
     ("scoring failed: the same", running(), ev.DatasetScored("m", "d", "accuracy", None, "boom"), Delta(MD, statuses=True, scores=True, settled=MD)),
     ("a pair planned: every row, the failures anew", RunState(), ev.DatasetPlanned("m", "d", 10, 1), Delta(every_pair=True, statuses=True, failures_reset=True)),

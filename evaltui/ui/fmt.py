@@ -49,6 +49,19 @@ def bar(completed: int, failed: int, total: int, width: int, styles: Styles) -> 
     return text
 
 
+def judging_bar(label: str, short: str, done: int, failed: int, total: int, width: int, styles: Styles) -> Text:
+    """A pair being judged: `judged 37/120 ━━━━` — the label, then a bar in what is left (of its
+    verdicts over its answers, or of its answers while they still come: the caller's counts);
+    where the label does not fit, `short` (cut at the edge)."""
+    if width < len(label):
+        return Text(short[:width], style=styles(look.MUTED))
+    text = Text(label, style=styles(look.MUTED))
+    if width - len(label) >= 3:
+        text.append(" ")
+        text.append_text(bar(done, failed, total, width - len(label) - 1, styles))
+    return text
+
+
 def same(a: Text, b: Text) -> bool:
     """Whether two cells look alike. rich's Text == compares the words and their spans only, not
     the Text's own style: a status word recoloured by a new theme would compare equal."""

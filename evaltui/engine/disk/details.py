@@ -20,6 +20,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.stream.events import PairStatus, SampleError
 from evaltui.engine.stream.pair import Failure
 from evaltui.plan import Plan
+from evaltui.plan.judges import JUDGED
 from evaltui.scoring.score import epoch_answers, epoch_verdict, gold_answer
 
 
@@ -32,6 +33,7 @@ class PredictionSample(NamedTuple):
     epoch: int = 0
     extracted: str | None = None  # the answer the evaluator took from the prediction, once scored
     gold_answer: str | None = None  # what of the gold it compares with (gsm8k: the number); None: the gold whole
+    explanation: str | None = None  # why its verdict (a judge's reasoning: its reply, REPLY_KEPT characters), when its evaluator says
 
 
 class PairDetails(NamedTuple):
@@ -45,6 +47,7 @@ class PairDetails(NamedTuple):
     # lacks: its checkpoint line's, none of those)
     records: dict[tuple[int, int], dict[str, Any]]
     parts: dict[str, dict[str, Any]] = {}  # a grouped benchmark's parts, as its result has them
+    judge: str = ""  # a judged dataset's judge model: the explanations are its reasoning
 
 
 RECORDED = 20  # failed units whose log records the details show
@@ -68,17 +71,20 @@ def read_pair_details(
         failed, answered = _from_predictions(workdir.predictions_file(model, dataset), predictions, max_failures)
     failures = [Failure(model, dataset, i, SampleError.from_dict(e.get("error") or {}), epoch=ep) for (i, ep), e in failed]
     verdicts = _verdicts(workdir.result_file(model, dataset), {i for (i, _), _ in answered})
+    judge = ds.evaluator.judge or "" if ds.evaluator.type in JUDGED else ""
+    # not scored yet (being judged): the judge's verdicts as they come back
+    judging = _judging(workdir.verdicts_file(model, dataset), {k for k, _ in answered if k[0] not in verdicts}) if judge else {}
     shown = []
     for (index, epoch), e in answered:
-        own = epoch_verdict(verdicts[index], epoch) if index in verdicts else {}
+        own = epoch_verdict(verdicts[index], epoch) if index in verdicts else judging.get((index, epoch), {})
         correct = own.get("correct") if isinstance(own.get("correct"), bool) else None
         extracted = own.get("extracted")
         gold = _text(e.get("gold"))
         shown.append(PredictionSample(index, _text(e.get("origin_prompt")), _text(e.get("prediction")), gold, correct, epoch,
-                                      extracted if isinstance(extracted, str) else None, gold_answer(ds.evaluator.type, gold)))
+                                      extracted if isinstance(extracted, str) else None, gold_answer(ds.evaluator.type, gold), _explanation(own)))
     wanted = {(f.sample_index, f.epoch) for f in failures[:RECORDED]} | {(p.sample_index, p.epoch) for p in shown}
     records = records_of(workdir.sample_log_files(model, dataset), wanted, checkpoints) if wanted else {}
-    return PairDetails(model, dataset, status, failures, shown, records, result_parts(workdir.read_result(model, dataset)))
+    return PairDetails(model, dataset, status, failures, shown, records, result_parts(workdir.read_result(model, dataset)), judge)
 
 
 Units = list[tuple[tuple[int, int], dict[str, Any]]]  # ((index, epoch), its checkpoint entry), in order
@@ -141,6 +147,36 @@ def _verdicts(result: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
             if len(found) == len(wanted):
                 break
     return found
+
+
+def _judging(path: Path, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The latest verdict line of each wanted (sample, epoch) — its first turn — from the pair's
+    verdicts file, as `extracted` (the grade) and `explanation` (the judge's reply): what the
+    details show of a pair still being judged, before its result holds them."""
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    if not wanted:
+        return found
+    try:
+        with open(path, "rb") as f:
+            for raw in f:
+                try:
+                    line = fastjson.loads(raw)
+                except ValueError:  # a line torn by a kill
+                    continue
+                if not isinstance(line, dict) or line.get("turn", 0) != 0:
+                    continue
+                key = (line.get("index"), line.get("epoch", 0))
+                if key in wanted:
+                    grade = line.get("grade")
+                    found[key] = {"extracted": str(grade) if grade is not None else None, "explanation": line.get("reply") or line.get("error")}
+    except OSError:  # not judged yet
+        pass
+    return found
+
+
+def _explanation(verdict: dict[str, Any]) -> str | None:
+    why = verdict.get("explanation")
+    return why if isinstance(why, str) and why else None
 
 
 def _text(value: Any) -> str:

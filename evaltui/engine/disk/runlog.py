@@ -131,7 +131,16 @@ def ends_a_run(line: str) -> bool:
     return line.partition(" ")[2].startswith((_FINISHED + " in ", _FINISHED + ": "))
 
 
+def _judged(e: ev.PairJudged) -> str | None:
+    """A pair's judging, said once when it ends (the progress lines say it while it goes on)."""
+    if not e.ended:
+        return None
+    failed = f", no grade for {e.failed}" if e.failed else ""
+    return f"{e.model}/{e.dataset}: judged {e.judged}/{e.answered} by {e.judge}{failed}"
+
+
 _LINES: dict[type, Callable[[Any], str | None]] = {
+    ev.PairJudged: _judged,
     ev.DatasetStarted: _started,
     ev.DatasetInferred: _inferred,
     ev.DatasetScored: _scored,

@@ -31,6 +31,7 @@ from evaltui.datasets import load_records
 from evaltui.engine.disk.predictions import iter_predictions
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.judge.feed import Asked, PairFeed
+from evaltui.engine.judge.progress import Reports, Tally
 from evaltui.engine.judge.verdicts import VerdictWriter, judged, read_verdicts
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
@@ -148,15 +149,16 @@ def _records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]] | None:
     return load_records(plan, ds) if ds.evaluator.template is not None or ds.evaluator.type == "mt_bench" else None
 
 
-def units_to_judge(plan: Plan, model: str, ds: DatasetConfig, grader: Grader, predictions: Path, verdicts: Path) -> list[Unit]:
-    """The requests of the pair's answered units that have no verdict of this judging yet."""
+def units_to_judge(plan: Plan, model: str, ds: DatasetConfig, grader: Grader, predictions: Path, verdicts: Path) -> tuple[list[Unit], int]:
+    """The requests of the pair's answered units that have no verdict of this judging yet, and
+    how many its answered units make in all (the judged/answered the screens show)."""
     from evaltui.scoring.score import epoch_answers
     from evaltui.scoring.think import stripped_entries
 
     done = read_verdicts(verdicts, judging_fingerprint(plan, ds, grader))
     tags = plan.model(model).reasoning_tags
     records = _records(plan, ds)
-    todo = []
+    todo, asked = [], 0
     for entry in stripped_entries(iter_predictions(predictions), tags):
         index = entry.get("index")
         if not isinstance(index, int):
@@ -165,8 +167,10 @@ def units_to_judge(plan: Plan, model: str, ds: DatasetConfig, grader: Grader, pr
         for epoch, (answer, error) in enumerate(epoch_answers(entry)):
             if error is not None:
                 continue
-            todo += [u for u in entry_units(grader, entry, epoch, answer, record, tags) if not judged(done.get((index, epoch, u.turn)), u.answer)]
-    return todo
+            units = entry_units(grader, entry, epoch, answer, record, tags)
+            asked += len(units)
+            todo += [u for u in units if not judged(done.get((index, epoch, u.turn)), u.answer)]
+    return todo, asked
 
 
 class Judging(NamedTuple):
@@ -204,6 +208,7 @@ class Judges:
         self._made: dict[str, tuple[Backend, anyio.CapacityLimiter]] = {}
         self._lock = anyio.Lock()
         self._feeds: dict[Pair, PairFeed] = {}
+        self.reports = Reports(emit)  # how far each pair's judging is, said on the stream
         self.stack: AsyncExitStack | None = None  # the session's, while it runs
         self.tasks: TaskGroup | None = None  # the session's, while it takes work: where feeds are drained
 
@@ -224,9 +229,13 @@ class Judges:
         if self.tasks is None or ds.evaluator.type not in JUDGED or ds.evaluator.baseline == model:  # the baseline's own: ties, no judge
             return
         feed = self._feeds.get((model, dataset))
+        tally = self.reports.tally(model, dataset, ds.evaluator.judge or "")
         if feed is None or feed.closed:
             feed = self._feeds[(model, dataset)] = PairFeed(feed)
+            tally.judged = tally.answered = tally.failed = 0  # counted from its answers as they come; again from the files at the end
             self.tasks.start_soon(self._drain, model, ds, feed)
+        if line.get("error") is None:  # the verdicts it needs: one, or mt_bench's two turns, pairwise's two orders
+            tally.answered += 2 if ds.evaluator.type in ("mt_bench", "pairwise") else 1
         feed.put(line)
 
     def close_feeds(self) -> None:
@@ -257,6 +266,7 @@ class Judges:
         self.emit(ev.Notice(f"{model}/{ds.abbr}: answers go to the judge {cfg.abbr} as they come"))
         writer = await anyio.to_thread.run_sync(VerdictWriter, self.workdir.verdicts_file(model, ds.abbr))
         slots = anyio.Semaphore(cfg.max_workers)  # this drain's requests out or waiting for the judge's limiter
+        tally = self.reports.tally(model, ds.abbr, cfg.abbr)
 
         async def ask(unit: Unit, judging: Judging) -> None:
             try:
@@ -265,16 +275,20 @@ class Judges:
             finally:
                 slots.release()
             writer.write(_verdict_line(unit, judging.fingerprint, line))
+            self.reports.verdict(tally, "grade" in line)
             if "grade" not in line:
                 feed.asked.failed.add(unit.key())
 
         try:
-            async with anyio.create_task_group() as tg:
+            async with self.reports.reporting(tally, cfg, backend), anyio.create_task_group() as tg:
                 async for answered in feed.receive:
                     if not judging.complete and self.workdir.predictions_file(ds.evaluator.baseline or "", ds.abbr).exists():
                         judging = await anyio.to_thread.run_sync(live_judging, self.plan, self.workdir, model, ds)  # the baseline's answers are in
                     for unit in line_units(judging.grader, answered, tags, judging.records):
-                        if unit.error or judging.given.get((unit.sample, unit.epoch, unit.turn)) == unit.answer:
+                        if judging.given.get((unit.sample, unit.epoch, unit.turn)) == unit.answer:
+                            tally.judged += 1
+                            continue
+                        if unit.error:
                             continue  # cannot be asked yet (a baseline answer not in): asked at the end, or said why there
                         await slots.acquire()  # waits here, with the queue filling, never in the pool
                         feed.asked.count += 1
@@ -304,20 +318,24 @@ class Judges:
         asked = await self._drained((model, dataset))
         grader = await anyio.to_thread.run_sync(grader_for, self.plan, workdir, model, ds)
         path = workdir.verdicts_file(model, dataset)
-        todo = await anyio.to_thread.run_sync(units_to_judge, self.plan, model, ds, grader, workdir.predictions_file(model, dataset), path)
-        todo = [unit for unit in todo if unit.key() not in asked.failed]
+        todo, needed = await anyio.to_thread.run_sync(units_to_judge, self.plan, model, ds, grader, workdir.predictions_file(model, dataset), path)
         cfg = self.plan.model(ds.evaluator.judge or "")
+        tally = self.reports.tally(model, dataset, cfg.abbr)
+        tally.judged, tally.answered, tally.failed = needed - len(todo), needed, len(asked.failed)  # counted again from the files
+        todo = [unit for unit in todo if unit.key() not in asked.failed]
         failed = [len(asked.failed)]
         if todo:
-            failed[0] += await self._judge_units(cfg, grader, judging_fingerprint(self.plan, ds, grader), path, todo, f"{model}/{dataset}")
+            failed[0] += await self._judge_units(cfg, grader, judging_fingerprint(self.plan, ds, grader), path, todo, tally)
+        if needed:
+            self.reports.say(tally, cfg, None, ended=True)
         if failed[0]:
             said = f"{model}/{dataset}: the judge {cfg.abbr} gave no grade for {failed[0]} of {asked.count + len(todo)} answers (errors of class judge)"
             self.emit(ev.Notice(said, "warning"))
 
-    async def _judge_units(self, cfg: ModelConfig, grader: Grader, fingerprint: str, path: Path, todo: list[Unit], pair: str) -> int:
+    async def _judge_units(self, cfg: ModelConfig, grader: Grader, fingerprint: str, path: Path, todo: list[Unit], tally: Tally) -> int:
         """Ask the judge about `todo`, at most its max_workers at once; how many it gave no grade for."""
         backend, limiter = await self._of(cfg)
-        self.emit(ev.Notice(f"{pair}: {len(todo)} answers sent to the judge {cfg.abbr}"))
+        self.emit(ev.Notice(f"{tally.model}/{tally.dataset}: {len(todo)} answers sent to the judge {cfg.abbr}"))
         writer = await anyio.to_thread.run_sync(VerdictWriter, path)
         work, failed = iter(todo), [0]
 
@@ -330,9 +348,10 @@ class Judges:
                         line = await _judge_one(backend, cfg, grader, unit)
                 failed[0] += "grade" not in line
                 writer.write(_verdict_line(unit, fingerprint, line))
+                self.reports.verdict(tally, "grade" in line)
 
         try:
-            async with anyio.create_task_group() as tg:
+            async with self.reports.reporting(tally, cfg, backend), anyio.create_task_group() as tg:
                 for _ in range(min(cfg.max_workers, len(todo))):
                     tg.start_soon(worker)
         finally:

@@ -242,6 +242,21 @@ class DatasetScored(NamedTuple):
     intervals: Intervals = ()  # each metric's standard error and 95 % interval (none under two samples)
 
 
+class PairJudged(NamedTuple):
+    """A judged pair's judging so far: sent when it begins, about once a second while its judge
+    works (counters read, never one event per verdict: a judge answering hundreds a second must
+    not cost a repaint each), and when it ends (`ended`). Counted in verdicts, one per request to
+    the judge: one per answered (sample, epoch), two for mt_bench (its turns) and pairwise (its orders)."""
+
+    model: str
+    dataset: str
+    judge: str  # the judge model's abbr
+    judged: int  # verdicts that stand, those kept from earlier runs included
+    answered: int  # verdicts the pair's answers need (its answered units' requests to the judge)
+    failed: int = 0  # of those, the ones the judge gave no grade for in this run (errors of class judge)
+    ended: bool = False  # the judging of the pair is over (the pair is scored next)
+
+
 class ScoringSkipped(NamedTuple):
     pairs: tuple[Pair, ...]
     reason: str
@@ -289,6 +304,7 @@ Event = (
     | Heartbeat
     | DatasetScoring
     | DatasetScored
+    | PairJudged
     | ScoringSkipped
     | RetryStarted
     | Notice

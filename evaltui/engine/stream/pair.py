@@ -77,6 +77,11 @@ class PairState:
     sample_retries: int = 0  # whole-sample tries after the first (retry_on_error), in this run
     requests: int = 0  # requests answered in this run: a conversation's each (TurnAnswered), one per unit answered
     conversation: bool = False  # some unit of it made several requests in this run (its requests are shown)
+    judge: str = ""  # a judged pair's judge model, once its judging began (PairJudged)
+    judged: int = 0  # verdicts that stand (PairJudged)
+    to_judge: int = 0  # verdicts its answers need
+    judge_failed: int = 0  # answers the judge gave no grade for in this run
+    judging: bool = False  # its judge is at work now
     clock: Clock = field(default=time.monotonic, repr=False, compare=False)
     # the deltas of the events that come by the thousand, shared: only this pair's counters moved
     counted: Delta = field(init=False, repr=False, compare=False)
@@ -85,6 +90,20 @@ class PairState:
     def __post_init__(self) -> None:
         self.counted = Delta(frozenset({(self.model, self.dataset)}))
         self.failed_one = Delta(self.counted.pairs, failures=1)
+
+    def judged_text(self) -> str:
+        """`judged 37/120` (and `, 2 no grade`): its judging as the progress row and lines say it."""
+        failed = f", {self.judge_failed} no grade" if self.judge_failed else ""
+        return f"judged {self.judged}/{self.to_judge}{failed}"
+
+    def judged_by(self, e: ev.PairJudged) -> Delta:
+        """Its verdicts so far (PairJudged, coalesced by the engine: about one a second): its row."""
+        self.judge, self.judged, self.to_judge, self.judge_failed, self.judging = e.judge, e.judged, e.answered, e.failed, not e.ended
+        return self.counted
+
+    def judging_said(self) -> list[ev.PairJudged]:
+        """What rebuilds its judging in a late subscriber's state (RunState.replay)."""
+        return [ev.PairJudged(self.model, self.dataset, self.judge, self.judged, self.to_judge, self.judge_failed, not self.judging)] if self.judge else []
 
     def turn_answered(self) -> Delta:
         """A conversation's request answered before its last (TurnAnswered): one more sent."""
@@ -130,3 +149,18 @@ def board_values(pairs: Iterable[PairState], only: Container[Pair] | None = None
         {(*key, metric): value for key, p in scored for metric, value in p.extra},
         {(*key, metric): interval for key, p in scored for metric, interval in p.intervals},
     )
+
+
+def combine_shards(shard_status: dict[int, PairStatus], shards: int) -> PairStatus:
+    """A pair's status from its shards': running while one runs (or one failed and others are
+    still to run), fail once all ended and one failed, done once all are done, else pending."""
+    states = [shard_status.get(i, PairStatus.PENDING) for i in range(shards)]
+    if PairStatus.RUNNING in states:
+        return PairStatus.RUNNING
+    if PairStatus.FAIL in states and all(s in (PairStatus.DONE, PairStatus.FAIL) for s in states):
+        return PairStatus.FAIL
+    if all(s == PairStatus.DONE for s in states):
+        return PairStatus.DONE
+    if PairStatus.FAIL in states:
+        return PairStatus.RUNNING
+    return PairStatus.PENDING

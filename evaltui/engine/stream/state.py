@@ -20,7 +20,7 @@ from typing import Any
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import NOTHING, Delta
 from evaltui.engine.stream.events import Pair, PairStatus
-from evaltui.engine.stream.pair import RATE_MIN_SPAN, Clock, Failure, PairState, ReplicaView
+from evaltui.engine.stream.pair import RATE_MIN_SPAN, Clock, Failure, PairState, ReplicaView, combine_shards
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
 
@@ -133,7 +133,7 @@ class RunState:
         p.shards = max(p.shards, e.shards)
         p.shard_status[e.shard] = e.status
         p.shard_events[e.shard] = e
-        self._set_inference_status(p, _combine(p.shard_status, p.shards))
+        self._set_inference_status(p, combine_shards(p.shard_status, p.shards))
         if e.error and e.status == PairStatus.FAIL:
             p.error = e.error
         return _changed(p, before)
@@ -249,8 +249,10 @@ class RunState:
             self._samples_started_at = p.started_at if p.started_at is not None else self.clock()
 
     def _forget_failures(self, p: PairState) -> None:
-        """The pair is planned or started again: its earlier failures no longer stand."""
+        """The pair is planned or started again: its earlier failures no longer stand (nor its
+        judging: the engine says it anew when it judges)."""
         p.failed = 0
+        p.judge, p.judged, p.to_judge, p.judge_failed, p.judging = "", 0, 0, 0, False
         if any(f.model == p.model and f.dataset == p.dataset for f in self.failures):
             kept = [f for f in self.failures if f.model != p.model or f.dataset != p.dataset]
             self.failures.clear()
@@ -279,6 +281,7 @@ class RunState:
             score = (p.metric, p.score, p.extra, p.parts, p.intervals) if p.status == PairStatus.SCORED else ("", None, (), (), ())
             out.append(ev.DatasetPlanned(p.model, p.dataset, p.total, p.shards, p.completed, max(0, p.failed - kept.get(key, 0)), p.status, *score))
             out.extend(p.shard_events[k] for k in sorted(p.shard_events))
+            out.extend(p.judging_said())
         out.extend(ev.SampleFailed(f.model, f.dataset, f.shard, f.sample_index, f.error, f.epoch) for f in self.failures)
         out.extend(ev.DatasetScored(p.model, p.dataset, p.metric, None, p.error) for p in self.pairs.values() if p.status == PairStatus.ERROR)
         if self.skipped:
@@ -368,6 +371,7 @@ _FOLDS: dict[type, Callable[[RunState, Any], Delta]] = {
     ev.DatasetScoring: RunState._dataset_scoring,
     ev.DatasetScored: RunState._dataset_scored,
     ev.DatasetPlanned: RunState._dataset_planned,
+    ev.PairJudged: lambda s, e: s.pair(e.model, e.dataset).judged_by(e),
     ev.RetryStarted: RunState._retry_started,
     ev.ScoringSkipped: RunState._scoring_skipped,
     ev.RunStarted: RunState._run_started,
@@ -385,16 +389,3 @@ def _changed(p: PairState, before: PairStatus, *, scores: bool = False, failures
         return p.counted
     pair = p.counted.pairs
     return Delta(pair, statuses=statuses, scores=scores, failures_reset=failures_reset, settled=pair if settled else frozenset())
-
-
-def _combine(shard_status: dict[int, PairStatus], shards: int) -> PairStatus:
-    states = [shard_status.get(i, PairStatus.PENDING) for i in range(shards)]
-    if PairStatus.RUNNING in states:
-        return PairStatus.RUNNING
-    if PairStatus.FAIL in states and all(s in (PairStatus.DONE, PairStatus.FAIL) for s in states):
-        return PairStatus.FAIL
-    if all(s == PairStatus.DONE for s in states):
-        return PairStatus.DONE
-    if PairStatus.FAIL in states:
-        return PairStatus.RUNNING
-    return PairStatus.PENDING

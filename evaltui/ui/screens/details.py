@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, LoadingIndicator, Static
 
-from evaltui.engine.disk.details import PairDetails
+from evaltui.engine.disk.details import PairDetails, PredictionSample
 from evaltui.scoring.leaderboard import format_score
 from evaltui.text import one_line
 from evaltui.ui import keys
@@ -29,6 +29,7 @@ class DetailsScreen(Screen[None]):
         said it: the fail_on_error that would score the others)."""
         super().__init__()
         self.model, self.dataset, self._load, self.reason = model, dataset, load, reason
+        self._predictions: list[PredictionSample] = []  # the answers shown, by row: whose reasoning to show
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"{self.model} / {self.dataset}", style="bold"), id="details-title")
@@ -41,6 +42,8 @@ class DetailsScreen(Screen[None]):
             yield DataTable(id="details-failures", cursor_type="row")
             yield Static("Answers beside their gold (→ scrolls to the whole prediction)", classes="details-heading")
             yield DataTable(id="details-predictions", cursor_type="row")
+            yield Static("", classes="details-heading", id="details-reasoning-heading")
+            yield Static("", id="details-reasoning")
             yield Static("Their attempts (the per-sample log)", classes="details-heading")
             yield DataTable(id="details-records", cursor_type="row")
             yield Static("Their conversations, message by message", classes="details-heading", id="details-messages-heading")
@@ -88,10 +91,35 @@ class DetailsScreen(Screen[None]):
             preds.add_row(Text(_unit(p.sample_index, p.epoch)), Text(ok), Text(answer), Text(gold), Text(one_line(p.prediction, 200, cut="…")))
         if not d.predictions:
             preds.add_row(Text("none yet"), Text(""), Text(""), Text(""), Text(""))
+        self._show_reasoning(d)
         self._show_records(d)
         self._show_messages(d)
         self._show_parts(d)
         failures.focus()
+
+    def _show_reasoning(self, d: PairDetails) -> None:
+        """Under the answers, why the highlighted one got its grade: a judge's reasoning (its reply
+        as kept with the verdict), or another evaluator's explanation; hidden when none has one."""
+        self._predictions = list(d.predictions)
+        shown = any(p.explanation for p in d.predictions)
+        heading = self.query_one("#details-reasoning-heading", Static)
+        heading.display = self.query_one("#details-reasoning").display = shown
+        if shown:
+            whose = f"The judge's reasoning ({d.judge})" if d.judge else "Why (the evaluator's explanation)"
+            heading.update(f"{whose}, for the answer highlighted above")
+            self._reason_for(0)
+
+    def on_data_table_row_highlighted(self, message: DataTable.RowHighlighted) -> None:
+        if message.data_table.id == "details-predictions":
+            self._reason_for(message.cursor_row)
+
+    def _reason_for(self, row: int) -> None:
+        if not 0 <= row < len(self._predictions):
+            return
+        p = self._predictions[row]
+        text = Text(f"sample {_unit(p.sample_index, p.epoch)} · grade {p.extracted or '–'}\n", style="bold")
+        text.append(p.explanation or "(none)")
+        self.query_one("#details-reasoning", Static).update(text)
 
     def _show_parts(self, d: PairDetails) -> None:
         """A grouped benchmark's parts (MMLU's subjects), each with its metrics; hidden for any other dataset."""

@@ -14,10 +14,10 @@ _INFERRING = (PairStatus.PENDING, PairStatus.RUNNING)
 
 
 def strip_models(state: RunState, max_workers: dict[str, int]) -> dict[str, int]:
-    """The models whose load the strip shows: those with inference still to do, while any has
-    (a finished one would keep its place at the front and push the others past 80 columns);
-    every model once none has."""
-    busy = {p.model for p in state.pairs.values() if p.status in _INFERRING}
+    """The models whose load the strip shows: those with inference still to do and the judges
+    grading answers now, while any is busy (a finished one would keep its place at the front
+    and push the others past 80 columns); every model once none is."""
+    busy = {p.model for p in state.pairs.values() if p.status in _INFERRING} | {p.judge for p in state.pairs.values() if p.judging}
     if not busy or busy >= max_workers.keys():
         return max_workers
     return {m: w for m, w in max_workers.items() if m in busy}

@@ -281,12 +281,21 @@ class ProgressTable(DataTable[Text]):
         throughput = p.throughput(now) if p.status == ev.PairStatus.RUNNING else None
         score = Text(f"{p.score:.2f}", style=self.look(look.SCORE)) if p.score is not None else Text(MISSING)  # the leaderboard's sign
         failed = Text(str(p.failed), style=self.look(look.FAILED)) if p.failed else Text("0")
+        progress, status = fmt.bar(p.completed, p.failed, p.total, self._bar_width, self.look), fmt.status_text(p.status, self.look)
+        if p.judge and (p.judging or p.status == ev.PairStatus.SCORING):  # its judge at work: its verdicts before the bar
+            short = f"j {p.judged}/{p.to_judge}"
+            if p.status == ev.PairStatus.RUNNING:  # judged as it is answered: the bar stays its answers'
+                progress = fmt.judging_bar(p.judged_text(), short, p.completed, p.failed, p.total, self._bar_width, self.look)
+            else:  # its answers are in: the bar is its verdicts'
+                progress = fmt.judging_bar(p.judged_text(), short, p.judged, p.judge_failed, p.to_judge, self._bar_width, self.look)
+                if p.judging:
+                    status = Text("judging", style=self.look(look.STATUS[ev.PairStatus.SCORING]))
         return [
             Text("  " + fmt.middle(p.dataset, self._name_width - 2)),
-            fmt.bar(p.completed, p.failed, p.total, self._bar_width, self.look),
+            progress,
             Text(f"{p.completed + p.failed}/{p.total}" + (f" · {p.requests} req" if p.conversation else ""), justify="right"),
             failed,
-            fmt.status_text(p.status, self.look),
+            status,
             Text(fmt.rate(throughput), justify="right"),
             Text(duration(eta), justify="right"),
             score,
