@@ -1,18 +1,24 @@
-"""OpenAI-compatible `/v1/chat/completions` and `/v1/completions` (vLLM, SGLang, LightLLM's chat API, ...)."""
+"""OpenAI-compatible `/v1/chat/completions` and `/v1/completions` (vLLM, SGLang, LightLLM's chat API, ...).
+
+A reasoning model's thinking that its server sends beside the answer (`message.reasoning_content`,
+streamed as `delta.reasoning_content`; `reasoning` on some servers) is never part of the answer:
+it goes to the request's Trace, for the per-sample log.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from yarl import URL
 
-from evaltui.backends.base import Backend, BackendError
+from evaltui.backends.base import Backend, BackendError, Streamed
 from evaltui.backends.loglikelihood import NoLogprobs, completion_payload, completion_sum
 from evaltui.backends.params import Settings, epoch_seed, max_new_tokens
 from evaltui.backends.replies import Unparseable, count_tokens, ppl_from_logprobs
 from evaltui.backends.sse import Stream, StreamUnparseable
-from evaltui.backends.trace import Trace
+from evaltui.backends.trace import NO_TRACE, Trace, Untraced
 from evaltui.conversation import Conversation
 from evaltui.conversation.tools import NotToolCalls, answer_of
 from evaltui.failure import ErrorKind
@@ -101,7 +107,30 @@ def _first_choice(data: Any) -> Any:
 def _chat_content(data: Any) -> str:
     """The reply's text; its tool calls, when it makes some, as the answer (a JSON list of
     {name, arguments}: conversation/tools.py) — no tool is run."""
-    message = _first_choice(data)["message"]
+    return _message_text(_first_choice(data)["message"])
+
+
+#: Where servers put a reasoning model's thinking beside the answer's content (vLLM, SGLang and
+#: DeepSeek: `reasoning_content`; vLLM's newer releases and others: `reasoning`).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def _traced_chat(trace: Trace) -> Callable[[Any], str]:
+    """`_chat_content` that also keeps the message's reasoning in `trace` (for the per-sample log;
+    never in the answer): only a traced request looks for it."""
+
+    def parse(data: Any) -> str:
+        message = _first_choice(data)["message"]
+        text = _message_text(message)
+        thought = message.get(REASONING_FIELDS[0]) or message.get(REASONING_FIELDS[1])
+        if thought and isinstance(thought, str):
+            trace.think(thought)
+        return text
+
+    return parse
+
+
+def _message_text(message: Any) -> str:
     calls = message.get("tool_calls") if isinstance(message, dict) else None
     if calls:
         if not isinstance(calls, list):
@@ -152,9 +181,27 @@ class _ChunkStream(Stream):
 
 
 class _ChatStream(_ChunkStream):
+    """A chat's chunks; the thinking streamed beside the answer goes to `trace` once the answer is whole."""
+
+    def __init__(self, clock: Callable[[], float], trace: Untraced = NO_TRACE) -> None:
+        super().__init__(clock)
+        self.trace = trace
+
+    def answer(self) -> str:
+        text = super().answer()
+        if self.thinking:
+            self.trace.think(self.reasoning())
+        return text
+
     def text(self, choice: dict[str, Any]) -> Any:
         delta = choice.get("delta")
-        return delta.get("content") if isinstance(delta, dict) else None
+        if not isinstance(delta, dict):
+            return None
+        thought = delta.get(REASONING_FIELDS[0]) or delta.get(REASONING_FIELDS[1])  # the thinking, kept apart
+        if thought and isinstance(thought, str):
+            self.thinking.append(thought)
+            self.thought = True
+        return delta.get("content")
 
 
 class _CompletionStream(_ChunkStream):
@@ -184,8 +231,8 @@ class OpenAIChatBackend(_OpenAIBackend):
         self, prompt: str, system: str = "", *, epoch: int = 0, trace: Trace | None = None, settings: Settings | None = None, join: str = "\n\n"
     ) -> str:
         payload = self.payload(prompt, system, epoch=epoch, settings=settings)
-        stream = _ChatStream if self.cfg.stream else None
-        return await self._post(payload, _chat_content, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace, stream)
+        parse, stream = self._chat_parsers(trace)
+        return await self._post(payload, parse, self._cost(f"{system}\n{prompt}" if system else prompt, settings), trace, stream)
 
     def conversation_payload(self, conversation: Conversation, *, epoch: int = 0, settings: Settings | None = None, join: str = "\n\n") -> dict[str, Any]:
         """The conversation's messages as they are, and its tools when it offers some."""
@@ -199,7 +246,15 @@ class OpenAIChatBackend(_OpenAIBackend):
     ) -> str:
         payload = self.conversation_payload(conversation, epoch=epoch, settings=settings)
         text = "\n".join(m.content for m in conversation.messages)
-        return await self._post(payload, _chat_content, self._cost(text, settings), trace, _ChatStream if self.cfg.stream else None)
+        parse, stream = self._chat_parsers(trace)
+        return await self._post(payload, parse, self._cost(text, settings), trace, stream)
+
+    def _chat_parsers(self, trace: Trace | None) -> tuple[Callable[[Any], str], Streamed | None]:
+        """How a reply is read (whole, and streamed when the model streams): a traced request's
+        also keep the server's reasoning in `trace`; an untraced one does not look for it."""
+        if trace is None:
+            return _chat_content, _ChatStream if self.cfg.stream else None
+        return _traced_chat(trace), partial(_ChatStream, trace=trace) if self.cfg.stream else None
 
 
 class LightLLMChatBackend(OpenAIChatBackend):

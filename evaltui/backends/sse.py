@@ -8,7 +8,8 @@ does not care where the bytes come from.)
 
 What a stream means is the protocol's (backends/openai.py, backends/lightllm.py): a `Stream`
 per attempt takes each event's data and says which text it carries, the usage it reports, and
-whether it is the last; what is timed here is the time of each piece of text. From those: the
+whether it is the last (and, kept apart, the thinking a reasoning model streams beside its
+answer); what is timed here is the time of each piece of text. From those: the
 time to the first token (sent → first text), the inter-token latency (the mean time between
 tokens after the first) and the tokens, as the server counts them or as the events were.
 """
@@ -48,6 +49,10 @@ class Stream:
         self.done = False  # the last event came ([DONE], or the protocol's own end)
         self.finished = False  # an event said why the answer ended (finish_reason): enough when no [DONE] follows
         self.broken = ""  # why reading stopped before the end: an event that is not the protocol's
+        # A reasoning model's thinking, streamed beside the answer (`delta.reasoning_content`):
+        # kept apart from it, for the log; its events are tokens the server generated, timed as the answer's.
+        self.thinking: list[str] = []
+        self.thought = False  # the event `take` just read carried thinking
 
     def event(self, data: str, at: float) -> None:
         if self.done:
@@ -62,10 +67,13 @@ class Stream:
         text = self.take(obj)
         if text:
             self.parts.append(text)
-            self.pieces += 1
-            if self.first is None:
-                self.first = at
-            self.last = at
+        elif not self.thought:
+            return
+        self.thought = False
+        self.pieces += 1
+        if self.first is None:
+            self.first = at
+        self.last = at
 
     def take(self, obj: Any) -> str:
         """The text an event carries ("" for none), noting its usage and whether it ends the stream."""
@@ -77,6 +85,10 @@ class Stream:
         if not (self.done or self.finished):
             raise StreamUnparseable(f"the stream ended before its last event ({self.pieces} pieces of text came)")
         return "".join(self.parts)
+
+    def reasoning(self) -> str:
+        """The thinking streamed beside the answer ("" for none)."""
+        return "".join(self.thinking)
 
     def tokens(self) -> int:
         """The completion tokens: the server's count, else the events that carried text."""

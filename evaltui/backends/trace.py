@@ -7,7 +7,8 @@ millions: (wall-clock start, seconds it took, HTTP status or None, outcome). The
 `ok`, the error class a failure shows (`http`, `timeout`, `connect`, `connection`,
 `bad-reply`, ...), or the limit that cut it short. A backend with several replicas of a model
 sets `replica` before an attempt: that attempt then has it as a fifth item (readers take it
-when it is there).
+when it is there). A chat reply's `reasoning_content` (a reasoning model's thinking, which
+its server sends beside the answer) is kept here, for the log, never in the answer.
 """
 
 from __future__ import annotations
@@ -43,12 +44,16 @@ class Untraced:
     def end(self, status: int | None, outcome: str, usage: tuple[int, int] | None = None, stream: Timings | None = None) -> None:
         return None
 
+    def think(self, text: str) -> None:
+        """The answered reply's reasoning, as its server sent it beside the answer: kept by a Trace."""
+        return None
+
 
 NO_TRACE = Untraced()
 
 
 class Trace(Untraced):
-    __slots__ = ("attempts", "prompt_tokens", "completion_tokens", "budget", "replica", "ttft", "itl", "_at", "_t0", "_held")
+    __slots__ = ("attempts", "prompt_tokens", "completion_tokens", "budget", "replica", "ttft", "itl", "reasoning", "_at", "_t0", "_held")
 
     def __init__(self, budget: SampleBudget | None = None):
         self.attempts: list[Attempt] = []
@@ -58,6 +63,7 @@ class Trace(Untraced):
         self.replica: str | None = None  # the replica the next attempt goes to, when a backend has several
         self.ttft: float | None = None  # streamed: the answered attempt's time to first token
         self.itl: float | None = None  # and its mean time between tokens
+        self.reasoning: str | None = None  # a server's `reasoning_content` beside the answer (the per-sample log keeps it)
         self._at = self._t0 = 0.0
         self._held: int | None = None  # the estimate the budget holds for the attempt in flight
 
@@ -86,6 +92,9 @@ class Trace(Untraced):
         if self.budget is not None and self._held is not None:
             self.budget.settle(self._held, 0 if usage is None else usage[0] + usage[1])
             self._held = None
+
+    def think(self, text: str) -> None:
+        self.reasoning = text
 
     def interrupted(self, outcome: str) -> None:
         """The attempt in flight, if any, was cut short (a time limit); say so in its record."""

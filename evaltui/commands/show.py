@@ -172,6 +172,11 @@ def _attempts_said(n: int, choices: int) -> str:
     return f"{n} request{'s' if n > 1 else ''} ({choices} choices{', retries included' if n > choices else ''})"
 
 
+#: A record's text as `show` labels it: a server's reasoning_content is the model's thinking,
+#: shown before the answer it came with (never part of what was scored).
+TEXT_LABELS = {"reasoning_content": "reasoning"}
+
+
 def _texts(out: TextIO, r: dict[str, Any]) -> None:
     """The sample's texts; a conversation's every message in order (README "Conversations"),
     then the answer scored (a shuffled multiple choice's mapped back to the record's letter)."""
@@ -179,10 +184,12 @@ def _texts(out: TextIO, r: dict[str, Any]) -> None:
     if isinstance(messages, list):
         for m in messages:
             if isinstance(m, dict):
+                if m.get("reasoning_content"):  # the thinking its server sent beside this answer
+                    _block(out, "reasoning", str(m["reasoning_content"]))
                 _block(out, _said(m), str(m.get("content", "")))
-    for label in ("answer",) if isinstance(messages, list) else ("system", "prompt", "answer"):
-        if r.get(label):
-            _block(out, label, str(r[label]))
+    for key in ("answer",) if isinstance(messages, list) else ("system", "prompt", "reasoning_content", "answer"):
+        if r.get(key):
+            _block(out, TEXT_LABELS.get(key, key), str(r[key]))
 
 
 def _said(m: dict[str, Any]) -> str:

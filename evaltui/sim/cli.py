@@ -21,7 +21,7 @@ from typing import Any
 from evaltui.cliargs import OneLineParser
 from evaltui.exitcode import ExitCode
 from evaltui.sim.answers import AnswerKey
-from evaltui.sim.config import Faults, ModelProfile, SimConfig, normalize_fault_kind
+from evaltui.sim.config import REASONING_FIELDS, Faults, ModelProfile, SimConfig, normalize_fault_kind
 from evaltui.sim.server import SimServer
 
 PROG = "evaltui-sim"
@@ -117,6 +117,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--token-latency", dest="sim_token_latency", type=_seconds, metavar="SECONDS", default=0.0,
                    help="streamed replies (stream: true, /generate_stream): seconds between tokens after the first, "
                    "which comes after --latency (default: 0)")
+    g.add_argument("--reasoning", dest="sim_reasoning", metavar="TEXT", default="",
+                   help="a reasoning model's thinking, sent beside every chat answer (streamed before it) as "
+                   "vLLM and SGLang send it (default: none)")
+    g.add_argument("--reasoning-field", dest="sim_reasoning_field", choices=REASONING_FIELDS, default=REASONING_FIELDS[0],
+                   help="the field --reasoning goes in (default: %(default)s)")
     g.add_argument("--model", dest="sim_models", type=parse_model_spec, action="append", default=[],
                    metavar="NAME[:accuracy=A,latency=S,jitter=S,token_latency=S]",
                    help="a named model's profile (repeatable); unset fields use the defaults above")
@@ -161,10 +166,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """Raises ValueError with a one-line reason."""
-    default = ModelProfile(args.sim_accuracy, args.sim_latency, args.sim_jitter, args.sim_token_latency)
+    thinking = {"reasoning": args.sim_reasoning, "reasoning_field": args.sim_reasoning_field}
+    default = ModelProfile(args.sim_accuracy, args.sim_latency, args.sim_jitter, args.sim_token_latency, **thinking)
     models: dict[str, ModelProfile] = {}
     for name, overrides in args.sim_models:
-        fields: dict[str, Any] = {k: getattr(default, k) for k in _PROFILE_KEYS}
+        fields: dict[str, Any] = {**{k: getattr(default, k) for k in _PROFILE_KEYS}, **thinking}
         fields.update(overrides)
         models[name] = ModelProfile(**fields)
     key = AnswerKey()

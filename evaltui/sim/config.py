@@ -15,6 +15,8 @@ from evaltui.sim.answers import AnswerKey
 
 #: fail_first_kind values that are not a bare HTTP status.
 FAULT_KINDS = ("429", "500", "malformed", "drop", "slow")
+#: Where servers put a reasoning model's thinking beside a chat answer's content.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 def _check_number(name: str, value: float, lo: float, hi: float = math.inf) -> float:
@@ -53,8 +55,17 @@ class ModelProfile:
     latency: float = 0.0
     jitter: float = 0.0
     token_latency: float = 0.0  # streamed replies: seconds between tokens after the first (which comes after `latency`)
+    #: A reasoning model's thinking, sent beside each chat answer's `content` (and streamed in
+    #: deltas before it) as vLLM, SGLang and DeepSeek send it: under `reasoning_field`
+    #: (`reasoning_content`, or `reasoning` as some servers call it); "" sends none.
+    reasoning: str = ""
+    reasoning_field: str = "reasoning_content"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.reasoning, str):
+            raise ValueError(f"reasoning must be a string, got {self.reasoning!r}")
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise ValueError(f"reasoning_field must be one of {', '.join(REASONING_FIELDS)}, got {self.reasoning_field!r}")
         self.accuracy = _check_number("accuracy", self.accuracy, 0.0, 1.0)
         self.latency = _check_number("latency", self.latency, 0.0)
         self.jitter = _check_number("jitter", self.jitter, 0.0)

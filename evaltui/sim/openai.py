@@ -2,7 +2,9 @@
 
 Both answer whole or, with `stream`, as server-sent events: a chunk per token (the first one
 after the model's latency, the others its token_latency apart), the finish, the usage when
-`stream_options.include_usage` asks for it, then `[DONE]` — as vLLM and SGLang stream. Completions echo the prompt's
+`stream_options.include_usage` asks for it, then `[DONE]` — as vLLM and SGLang stream. A model
+profile's `reasoning` goes beside each chat answer's content (`reasoning_content`, or its
+`reasoning_field`), streamed a delta per token before the answer's. Completions echo the prompt's
 log-probabilities with `echo` and `logprobs`, which ppl-mode datasets are ranked by.
 """
 
@@ -92,10 +94,13 @@ class OpenAIDialect:
         model_field = body.get("model") if isinstance(body.get("model"), str) else call.model
         all_text = "\n".join(texts)
 
+        profile = self.config.profile(call.model)
+        thought, field_name = profile.reasoning, profile.reasoning_field
+
         def make(accuracy: float) -> Reply:
             text, n_out, finish = answers.truncate(
                 answers.generate(self.config.answer_key, call.model, user, accuracy, answers.sampling_seed(body)), limit)
-            message: dict[str, Any] = {"role": "assistant", "content": text}
+            message: dict[str, Any] = {"role": "assistant", "content": text, **({field_name: thought} if thought else {})}
             if tools and not stream and (calls := _tool_calls(text, self._ids)) is not None:
                 message, finish = {"role": "assistant", "content": None, "tool_calls": calls}, "tool_calls"
             n_in = len(answers.tokenize(all_text))
@@ -105,10 +110,12 @@ class OpenAIDialect:
             if stream:
                 head = {"id": ident, "object": "chat.completion.chunk", "created": created,
                         "model": model_field}
+                deltas = [{field_name: piece} for piece in answers.tokenize(thought)]  # the thinking streams first, as vLLM's
+                deltas += [{"content": piece} for piece in answers.tokenize(text) or [""]]
                 chunks: list[dict[str, Any]] = [
-                    dict(head, choices=[{"index": 0, "delta": {"role": "assistant", "content": piece} if not k else {"content": piece},
+                    dict(head, choices=[{"index": 0, "delta": {"role": "assistant", **delta} if not k else delta,
                                          "logprobs": None, "finish_reason": None}])
-                    for k, piece in enumerate(answers.tokenize(text) or [""])
+                    for k, delta in enumerate(deltas)
                 ]
                 chunks.append(dict(head, choices=[{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}]))
                 if include_usage:

@@ -210,18 +210,18 @@
     if (r.u) bits.push(`${r.u[0] + r.u[1]} tokens`);
     const short = r.v === "f" ? `${r.err[0]}${r.err[1] ? " " + r.err[1] : ""}: ${r.err[2] || ""}` : r.x !== undefined ? `extracted ${JSON.stringify(r.x)}` : "";
     const summary = el("summary", {}, el("span", { class: `verdict v-${r.v}`, text: VERDICT[r.v] }), `${where}  `, el("span", { text: short.slice(0, 120) }), el("span", { class: "meta", text: bits.join(" · ") }));
-    const conversation = r.m ? el("div", { class: "field" }, el("b", { text: "conversation" }), ...r.m.map((t) => el("div", { class: "turn" }, el("span", { text: t.role }), el("pre", { text: t.content })))) : null;
+    const conversation = r.m ? el("div", { class: "field" }, el("b", { text: "conversation" }), ...r.m.map((t) => el("div", { class: "turn" }, el("span", { text: t.role }), t.reasoning_content ? el("pre", { class: "reasoning", text: t.reasoning_content }) : null, el("pre", { text: t.content })))) : null;
     const attempts = r.t ? el("div", { class: "field" }, el("b", { text: "attempts" }), el("table", {}, el("tbody", {},
       ...r.t.map((a, k) => el("tr", {}, el("td", { text: `${k + 1}` }), el("td", { text: a[1] === null ? "–" : String(a[1]) }), el("td", { text: a[2] }), el("td", { class: "num", text: secs(a[0]) }), el("td", { text: a[3] || "" })))))) : null;
     const tokens = r.u ? `prompt ${r.u[0]}, completion ${r.u[1]}` + (r.ttft !== undefined ? ` · time to first token ${secs(r.ttft)}, between tokens ${secs(r.itl)}` : "") : null;
-    const detail = el("div", {}, field("system", r.s), conversation, field("prompt", r.p), field("answer", r.a),
+    const detail = el("div", {}, field("system", r.s), conversation, field("prompt", r.p), field("reasoning", r.rc), field("answer", r.a),
       field("extracted", r.x), field("gold", r.g), field("verdict", VERDICT[r.v] + (r.sc ? ` · scores ${JSON.stringify(r.sc)}` : ""), false),
       field("judge's reasoning", r.j), field("result", r.res, false), r.err ? field("error", `${r.err[0]}${r.err[1] ? " " + r.err[1] : ""}: ${r.err[2] || ""}`) : null,
       field("perplexities", r.ppl ? r.ppl.map((v) => fmt(v, 3)).join(", ") : null, false), attempts, field("tries", r.n, false), field("tokens", tokens, false), field("took", r.l !== undefined ? secs(r.l) : null, false));
     return el("details", { class: "sample", "data-index": r.i, "data-verdict": r.v, open: open ? "" : null }, summary, detail);
   }
   function matches(r, q) {
-    const hay = [r.p, r.s, r.a, r.x, r.g, r.j, r.res, r.err && r.err[2], ...(r.m || []).map((t) => t.content)];
+    const hay = [r.p, r.s, r.rc, r.a, r.x, r.g, r.j, r.res, r.err && r.err[2], ...(r.m || []).map((t) => t.content)];
     return hay.some((h) => h !== undefined && h !== null && String(h).toLowerCase().includes(q));
   }
   let drawing = 0;

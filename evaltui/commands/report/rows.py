@@ -1,7 +1,8 @@
 """A pair's records as the page's sample browser holds them: compact rows in gzip'd chunks, and
 a verdict letter per row so that filtering needs no chunk opened.
 
-A row keeps what a person reading one sample wants — the prompt or conversation, the answer,
+A row keeps what a person reading one sample wants — the prompt or conversation, the model's
+reasoning its server sent beside the answer (`reasoning_content`), the answer,
 what the evaluator extracted, the gold, the verdict, a judge's reasoning, the error, attempts,
 tries, tokens and time — under short keys (the page's script reads them; report.js `row`).
 Rows are packed CHUNK at a time: gzip'd (the browser's own DecompressionStream opens them) and
@@ -22,7 +23,10 @@ from evaltui import fastjson
 CHUNK = 500  # rows per chunk: a page of the browser shows 50, a search opens them all in turn
 
 RIGHT, WRONG, FAILED, UNSCORED = "r", "w", "f", "u"
-TEXTS = (("e", "epoch"), ("s", "system"), ("p", "prompt"), ("a", "answer"), ("x", "extracted"), ("g", "gold"), ("res", "result"), ("n", "tries"), ("l", "took"))
+TEXTS = (
+    ("e", "epoch"), ("s", "system"), ("p", "prompt"), ("rc", "reasoning_content"), ("a", "answer"),
+    ("x", "extracted"), ("g", "gold"), ("res", "result"), ("n", "tries"), ("l", "took"),
+)
 JUDGE_KEYS = ("explanation", "judge", "reasoning")  # a judge's reasoning, as a scored detail may carry it
 
 

@@ -12,8 +12,11 @@ off when reopened, skipped when read). It holds the inference facts, known then:
 
 (`epoch` only after epoch 0; `system`, `tries` (whole tries, when more than one), `error`,
 `usage` and `ppl` only when there is one; `ttft` and `itl`, a streamed answer's time to first
-token and between tokens, only when the model streams.) A conversation's line adds its `messages`: every
-message in order, each answer with its request's usage and time —
+token and between tokens, only when the model streams; `reasoning_content`, a reasoning model's
+thinking as its server sent it beside the answer (`message.reasoning_content` or `reasoning`,
+streamed deltas joined), only when it sent some — never part of the `answer` evaluators score,
+which keeps the reply's own `<think>…</think>` whole.) A conversation's line adds its `messages`: every
+message in order, each answer with its request's usage and time (and its `reasoning_content`) —
 
     "messages": [{"role": "system", "content": "…"}, {"role": "user", "content": "…"},
                    {"role": "assistant", "content": "…", "took": 0.8, "usage": {…}}, {"role": "user", "content": "…"}, …]
@@ -58,6 +61,8 @@ def record(
     if tries > 1:
         line["tries"] = tries
     line["answer"] = entry["prediction"]
+    if trace is not None and trace.reasoning is not None:
+        line["reasoning_content"] = trace.reasoning
     if "error" in entry:
         line["error"] = entry["error"]
     if trace is not None and (trace.prompt_tokens or trace.completion_tokens):

@@ -21,13 +21,13 @@ from evaltui.plan import DatasetConfig
 #: (the request's number from 0, its turn line's fields) → once that line is on disk.
 WriteTurn = Callable[[int, dict[str, Any]], Awaitable[None]]
 _TURN = ("kind", "prompt", "answer")  # what the entry keeps of a request
-_FACTS = ("usage", "took")  # what the per-sample log adds
+_FACTS = ("usage", "took", "reasoning_content")  # what the per-sample log adds
 
 
 class TurnLog:
     """A conversation unit's answered requests — those an earlier run checkpointed (`earlier`,
     turn lines read back), then this run's — as the entry keeps them (`turns`: kind, prompt,
-    answer) and what the log says of each (`facts`: usage, took, and whether an earlier run
+    answer) and what the log says of each (`facts`: usage, took, the server's reasoning_content, and whether an earlier run
     answered it); `write` puts each one this run answers on disk (None: nowhere, as on Ray)."""
 
     def __init__(self, earlier: Sequence[dict[str, Any]] = (), write: WriteTurn | None = None):
@@ -55,6 +55,8 @@ async def converse(backend: Backend, cfg: DatasetConfig, script: Script, epoch: 
         facts: dict[str, Any] = {"took": round(time.monotonic() - started, 4)}
         if trace is not None and tokens is not None and (trace.prompt_tokens, trace.completion_tokens) != tokens:
             facts["usage"] = {"prompt_tokens": trace.prompt_tokens - tokens[0], "completion_tokens": trace.completion_tokens - tokens[1]}
+        if trace is not None and trace.reasoning is not None:  # each answer's own thinking, in its message
+            facts["reasoning_content"], trace.reasoning = trace.reasoning, None
         answers.append(answer)
         await log.answered(k, Turn(request.kind, request.prompt, answer).as_dict(), facts, last=k == last)
     return script.prediction(answers)

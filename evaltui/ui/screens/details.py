@@ -137,7 +137,9 @@ class DetailsScreen(Screen[None]):
 
     def _show_records(self, d: PairDetails) -> None:
         table = self.query_one("#details-records", DataTable)
-        table.add_columns("sample", "epoch", "tries", "attempts", "took", "tokens")
+        # a reasoning model's thinking, as its server sent it beside the answer: a column only when there is some
+        thinking = any(r.get("reasoning_content") for r in d.records.values())
+        table.add_columns("sample", "epoch", "tries", "attempts", "took", "tokens", *(("reasoning",) if thinking else ()))
         for (index, epoch), r in sorted(d.records.items()):
             attempts = " · ".join(f"{a[2] or '-'} {a[3]} {a[1]:.2f}s" for a in r.get("attempts", []) if isinstance(a, list) and len(a) >= 4)
             usage = r.get("usage") or {}
@@ -145,6 +147,8 @@ class DetailsScreen(Screen[None]):
             took = f"{r['took']:.2f}s" if isinstance(r.get("took"), (int, float)) else "-"
             said = attempts or ("none" if "attempts" in r else "(not in the per-sample log)")
             cells = [str(index), str(epoch), str(r.get("tries", 1)), one_line(said, 120, cut="…"), took, tokens]
+            if thinking:
+                cells.append(one_line(str(r.get("reasoning_content") or ""), 160, cut="…"))
             table.add_row(*map(Text, cells))
         if not d.records:
             table.add_row(Text("none"), Text(""), Text(""), Text("(nothing run yet)"), Text(""), Text(""))
