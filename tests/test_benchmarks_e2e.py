@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from benchkit import shared
 from planmaker import lightllm, run_plan, write_plan
+from test_ui_app import until, until_run_ends
 
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.run.simproc import write_answer_key
@@ -143,15 +144,9 @@ def test_the_details_screen_lists_a_grouped_benchmarks_parts(tmp_path: Path) -> 
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(600):
-                if app.run_screen.state.finished is not None and not app.engine.busy:
-                    break
-                await pilot.pause(0.1)
+            await until_run_ends(pilot, app, settle=0)
             await pilot.press("enter")
-            for _ in range(600):
-                if isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display:
-                    break
-                await pilot.pause(0.1)
+            await until(pilot, lambda: isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display, "the details")
             parts = app.screen.query_one("#details-parts", DataTable)
             assert parts.display
             rows = [[str(c) for c in parts.get_row_at(k)] for k in range(parts.row_count)]

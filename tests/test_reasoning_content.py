@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from browser import dump_dom, needs_chromium
 from planmaker import chat, run_plan, write_jsonl, write_plan
+from test_ui_app import until, until_run_ends
 
 from evaltui.cli import main
 from evaltui.commands.report.rows import row
@@ -188,15 +189,9 @@ def test_the_details_screen_shows_the_reasoning_beside_the_attempts(tmp_path: Pa
     async def scenario() -> None:
         app = EvalApp(runner, theme="evaltui-dark")
         async with app.run_test(size=(200, 40)) as pilot:
-            for _ in range(600):  # at most 60 s of pauses
-                if app.run_screen.state.finished is not None and not app.engine.busy:
-                    break
-                await pilot.pause(0.1)
+            await until_run_ends(pilot, app, settle=0)
             await pilot.press("enter")
-            for _ in range(600):
-                if isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display:
-                    break
-                await pilot.pause(0.1)
+            await until(pilot, lambda: isinstance(app.screen, DetailsScreen) and app.screen.query_one("#details-body").display, "the details")
             records = app.screen.query_one("#details-records", DataTable)
             assert [str(c.label) for c in records.columns.values()][-1] == "reasoning"
             assert records.row_count == 4 and all(str(records.get_row_at(k)[-1]) == THOUGHT for k in range(4))
