@@ -75,7 +75,7 @@ class HeadlessRenderer:
                 sent = f" ({p.requests} requests)" if p.conversation else ""  # a conversation's units take several
                 sent += f" ({p.judged_text()} by {p.judge})" if p.judging else ""
                 parts.append(f"{p.model}/{p.dataset} {p.completed + p.failed}/{p.total}{sent}{fails}{extra}")
-            elif p.status == PairStatus.SCORING and p.judging:  # a judge grading its answers: how far it is
+            elif p.status in (PairStatus.DONE, PairStatus.SCORING) and p.judging:  # a judge grading its answers (watched: not yet said scoring): how far it is
                 parts.append(f"{p.model}/{p.dataset} {p.judged_text()} by {p.judge}")
             elif p.status == PairStatus.SCORING:  # code execution can take a while: say what is going on
                 parts.append(f"{p.model}/{p.dataset} scoring")

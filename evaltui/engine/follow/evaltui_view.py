@@ -16,7 +16,7 @@ from evaltui.engine.disk.lockstate import local_filesystem, run_holder
 from evaltui.engine.disk.runlog import ends_a_run
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.follow.tail import AppendedLines
-from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
+from evaltui.engine.follow.view import JudgeSpec, Outcome, PairSpec, Score, ShardStatus, StatKey, stat_key
 from evaltui.engine.stream.events import Pair, PairStatus, SampleError
 from evaltui.failure import ErrorKind
 from evaltui.fsutil import Unreadable, open_regular
@@ -195,6 +195,21 @@ class EvaltuiView:
 
     def result_file(self, model: str, dataset: str) -> Path:
         return self.workdir.result_file(model, dataset)
+
+    def judging(self, model: str, dataset: str) -> JudgeSpec | None:
+        """As the run's judges take it (engine/judge/judging.py): a judged evaluator's pairs but
+        the pairwise baseline's own (its ties need no judge)."""
+        from evaltui.plan.judges import JUDGED
+
+        if self.plan is None:
+            return None
+        try:
+            ev = self.plan.dataset(dataset).evaluator
+        except KeyError:  # a pair of a plan since rewritten: it is followed anew
+            return None
+        if ev.type not in JUDGED or not ev.judge or ev.baseline == model:
+            return None
+        return JudgeSpec(ev.judge, 2 if ev.type in ("mt_bench", "pairwise") else 1, self.workdir.verdicts_file(model, dataset))
 
     def score(self, model: str, dataset: str) -> Score | None:
         """The result's metrics as the run's reducer names them (`accuracy_at_least_3`; pass@1

@@ -11,6 +11,8 @@ evaltui_view.py, opencompass.py) and what it makes of it:
   `SampleFailed` per line, as the engine emitted them (the engine appends exactly one line per
   sample that ends). The failures come from there, not from logs/failures.jsonl: a checkpoint
   line says which shard, and whether a later line for the same sample answered it;
+- a judged pair's verdicts (judgments/, follow/judged.py), from where they were last read:
+  `PairJudged` when its counts move, ended once the pair has its result (or the run ended);
 - results: `DatasetScored`; infer_heartbeat: `Heartbeat`;
 - the end: once no process holds the work dir's lock — where /proc/locks can tell (lockstate.py:
   a local filesystem) at once, a killed run included; elsewhere once its files say it is over
@@ -318,6 +320,9 @@ class Follower:
     def _finish(self) -> None:
         """The run has ended: say what it left, then RunFinished with its leaderboard."""
         watches = list(self._watches.values())
+        for watch in watches:  # a judging the run left under way is over too
+            for e in watch.judging_over():
+                self.emit(e)
         unscored = tuple(w.pair for w in watches if w.done and w.score is None)
         if unscored:
             self.emit(ev.ScoringSkipped(unscored, "the run ended before they were scored"))

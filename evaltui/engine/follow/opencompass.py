@@ -39,7 +39,7 @@ from evaltui.engine.disk.workdir import RESULT_BYTES, STATUS_BYTES, WorkDir
 from evaltui.engine.follow.evaltui_view import newest_summary
 from evaltui.engine.follow.opencompass_samples import part_files, read_entries
 from evaltui.engine.follow.opencompass_tally import PredictionCount
-from evaltui.engine.follow.view import PairSpec, Score, ShardStatus, stat_key
+from evaltui.engine.follow.view import JudgeSpec, PairSpec, Score, ShardStatus, stat_key
 from evaltui.engine.stream.events import Pair, PairStatus
 from evaltui.fsutil import Unreadable, read_json, read_regular
 
@@ -226,6 +226,10 @@ class OpenCompassView:
 
     def result_file(self, model: str, dataset: str) -> Path:
         return self.root / "results" / model / f"{dataset}.json"
+
+    def judging(self, model: str, dataset: str) -> JudgeSpec | None:
+        """OpenCompass's judged datasets write no verdicts file evaltui knows: not counted."""
+        return None
 
     def score(self, model: str, dataset: str) -> Score | None:
         path = self.result_file(model, dataset)

@@ -69,6 +69,15 @@ class Tally(Protocol):
         ...
 
 
+class JudgeSpec(NamedTuple):
+    """A judged pair's judging, as the plan says it: who judges, how many verdicts each answered
+    unit needs (mt_bench's two turns, pairwise's two orders), and where the verdicts are written."""
+
+    judge: str  # the judge model's abbr
+    per_answer: int
+    verdicts: Path
+
+
 class PairSpec(NamedTuple):
     model: str
     dataset: str
@@ -127,6 +136,10 @@ class View(Protocol):
     def tally(self, model: str, dataset: str, shard: int, shards: int) -> Tally: ...
 
     def predictions_file(self, model: str, dataset: str) -> Path: ...
+
+    def judging(self, model: str, dataset: str) -> JudgeSpec | None:
+        """The pair's judging, when a judge grades its answers (None: not judged, or not said)."""
+        ...
 
     def result_file(self, model: str, dataset: str) -> Path: ...
 

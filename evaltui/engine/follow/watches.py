@@ -8,6 +8,7 @@ samples its checkpoints (or, for OpenCompass, its prediction files) hold, throug
 
 from __future__ import annotations
 
+from evaltui.engine.follow.judged import VerdictCount
 from evaltui.engine.follow.view import Outcome, PairSpec, Score, ShardStatus, View, stat_key
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair, PairStatus, SampleError
@@ -104,6 +105,9 @@ class PairWatch:
         self.inferred = False
         self.result_key: object = None
         self.score: Score | None = None
+        self.judge = view.judging(spec.model, spec.dataset)
+        self.verdicts = VerdictCount(self.judge.verdicts) if self.judge is not None else None
+        self.judged_said: ev.PairJudged | None = None  # what the state was last told of its judging
 
     @property
     def pair(self) -> Pair:
@@ -139,7 +143,7 @@ class PairWatch:
         self.total = sum(s.total for s in self.shards)
         ok = sum(len(s.ok) for s in self.shards)
         out: list[ev.Event] = [ev.DatasetPlanned(m, d, self.total, n, ok)]
-        self.running, self.inferred, self.result_key, self.score = False, False, None, None
+        self.running, self.inferred, self.result_key, self.score, self.judged_said = False, False, None, None, None
         if any(s.running for s in self.shards):
             self.running = True
             if live:
@@ -152,7 +156,7 @@ class PairWatch:
             out += [ev.SampleFailed(m, d, s.shard, i, s.standing[(i, e)], e) for i, e in failures]
             if s.status is not None:
                 out.append(s.changed())
-        return out + self._inferred() + self._scored()
+        return out + self._inferred() + self._judged_then_scored()
 
     def look(self) -> list[ev.Event]:
         """What changed since the last look; the pair planned anew when its files started over."""
@@ -166,6 +170,7 @@ class PairWatch:
             ok = sum(len(s.ok) for s in self.shards)
             for s in self.shards:
                 s.counted = {}
+            self.judged_said = None  # (the state forgets a pair's judging as it starts)
             out.append(ev.DatasetStarted(m, d, self.total, max(0, self.total - ok)))
         for s in self.shards:
             if s.touched or not s.final:  # an ended shard is read once more as it ends: settled, nothing put off
@@ -176,7 +181,7 @@ class PairWatch:
         out += [s.changed() for s, moved in zip(self.shards, changed, strict=True) if moved and s.status is not None]
         if self.running and not any(s.running for s in self.shards):
             self.running = False
-        return out + self._inferred() + self._scored()
+        return out + self._inferred() + self._judged_then_scored()
 
     def _starts_over(self, changed: list[bool]) -> bool:
         """A new run re-planned the pair (a final status went back, a file was set aside), its
@@ -200,6 +205,31 @@ class PairWatch:
         status = PairStatus.DONE if self.done else PairStatus.FAIL
         path = str(self.view.predictions_file(m, d)) if self.done else ""
         return [ev.DatasetInferred(m, d, status, completed, failed, path, error, self.total)]
+
+    def _judged_then_scored(self) -> list[ev.Event]:
+        """As the run says them: its judging (ended once the pair has a result), then its score."""
+        scored = self._scored()
+        return self._judged(ended=self.score is not None) + scored
+
+    def _judged(self, *, ended: bool = False) -> list[ev.Event]:
+        """PairJudged when the counts moved: the verdicts that stand (verdicts file) of those its
+        answered units need (its checkpoints' answers times the verdicts each needs), as the run
+        counts them from its files when the pair's judging ends; while it runs, the run's own
+        counts only this session's answers, the watcher every answer the files hold."""
+        if self.judge is None or self.verdicts is None or (self.judged_said is not None and self.judged_said.ended):
+            return []  # not judged, or its judging over: the file no longer grows (a re-run plans the pair anew)
+        judged, failed = self.verdicts.counts()
+        # (a verdict read after the checkpoints may be of an answer they did not hold yet: it was answered)
+        answered = max(self.judge.per_answer * sum(len(s.ok) for s in self.shards), judged + failed)
+        now = ev.PairJudged(self.spec.model, self.spec.dataset, self.judge.judge, judged, answered, failed, ended)
+        if now == self.judged_said or not (judged or answered or failed):
+            return []
+        self.judged_said = now
+        return [now]
+
+    def judging_over(self) -> list[ev.Event]:
+        """The run ended with the pair's judging under way (killed, interrupted): said over."""
+        return self._judged(ended=True) if self.judged_said is not None else []
 
     def _scored(self) -> list[ev.Event]:
         m, d, _ = self.spec
