@@ -10,13 +10,14 @@ way long enough to be followed.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from planmaker import of_type, run_plan
 from test_judges import ROWS, _plan, _tested
-from watchkit import follow_to_end, start_writer, tree
+from watchkit import follow_to_end, start_writer, tree, wait_for
 
 from evaltui.cli import main
 from evaltui.engine.follow.judged import VerdictCount
@@ -97,3 +98,51 @@ def test_the_verdicts_count_is_the_newest_judgings_latest_verdict_per_unit(tmp_p
     path.rename(tmp_path / "aside.jsonl")
     path.write_text(line(5, "new", "a", True))
     assert count.counts() == (1, 0)
+
+
+def _slow_judged_plan(tmp_path: Path, sim_factory: Any, **run: Any) -> Path:
+    tested = _tested(sim_factory)
+    judge = sim_factory(SimConfig(models={"grader": ModelProfile(latency=0.25)}))  # one verdict at a time, ~3 s in all
+    plan = _plan(tmp_path, tested.url, judge.url, judge={"max_workers": 1})
+    for key, value in run.items():
+        plan.write_text(plan.read_text().replace(f"{key} = 60.0", f"{key} = {value}", 1))
+    return plan
+
+
+def test_watch_no_ui_prints_the_judged_count_in_its_progress_lines(tmp_path: Path, sim_factory: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """While the judge works after the answers are in (the pair done, not yet scored), the
+    watcher's progress line says how far, as a headless run's does."""
+    plan = _slow_judged_plan(tmp_path, sim_factory, log_interval=0.3)
+    assert "log_interval = 0.3" in plan.read_text()
+    root = tmp_path / "out"
+    root.mkdir()
+    writer = start_writer(plan, tmp_path / "writer.log")
+    try:
+        wait_for(lambda: (root / "plan.toml").exists())  # (the watcher's interval between lines is the plan's)
+        assert main(["watch", str(root), "--no-ui"]) == 0
+    finally:
+        writer.wait(timeout=60)
+    printed = capsys.readouterr().out
+    under_way = [int(m.group(1)) for m in re.finditer(rf"progress: .*\| m/qa(?: \d+/{N})? \(?judged (\d+)/{N} by grader", printed)]
+    assert any(0 < k < N for k in under_way), printed
+    assert under_way == sorted(under_way)
+    assert f"m/qa: judged {N}/{N} by grader\n" in printed
+
+
+def test_a_run_killed_while_judging_is_watched_with_what_its_judge_gave(tmp_path: Path, sim_factory: Any) -> None:
+    plan = _slow_judged_plan(tmp_path, sim_factory)
+    root = tmp_path / "out"
+    writer = start_writer(plan, tmp_path / "writer.log")
+    verdicts = root / "judgments" / "m" / "qa.jsonl"
+    try:
+        wait_for(lambda: verdicts.exists() and verdicts.read_bytes().count(b"\n") >= 2)
+    finally:
+        writer.kill()
+        writer.wait(timeout=60)
+    given = sum(1 for line in verdicts.read_bytes().splitlines() if b'"grade"' in line)
+    assert 2 <= given < N
+    code, events, follower = follow_to_end(root)
+    assert code == 1
+    said = of_type(events, ev.PairJudged)
+    assert said[-1] == ev.PairJudged("m", "qa", "grader", given, N, 0, True)  # its judging over with the run
+    assert not follower.state.pairs[("m", "qa")].judging
