@@ -152,7 +152,9 @@ def _verdicts(result: Path, wanted: set[int]) -> dict[int, dict[str, Any]]:
 def _judging(path: Path, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
     """The latest verdict line of each wanted (sample, epoch) — its first turn — from the pair's
     verdicts file, as `extracted` (the grade) and `explanation` (the judge's reply): what the
-    details show of a pair still being judged, before its result holds them."""
+    details show of a pair still being judged, before its result holds them. Read here, not with
+    engine/judge/verdicts.py's reader: the judge sits above the work dir's files (and this one
+    wants every judging's latest line, not one fingerprint's)."""
     found: dict[tuple[int, int], dict[str, Any]] = {}
     if not wanted:
         return found
@@ -170,7 +172,7 @@ def _judging(path: Path, wanted: set[tuple[int, int]]) -> dict[tuple[int, int], 
                     grade = line.get("grade")
                     found[key] = {"extracted": str(grade) if grade is not None else None, "explanation": line.get("reply") or line.get("error")}
     except OSError:  # not judged yet
-        pass
+        return {}
     return found
 
 

@@ -10,6 +10,7 @@ judge never holds back a tested model, and what it holds is at most FEED_SIZE li
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio
@@ -45,10 +46,8 @@ class PairFeed:
     def put(self, line: dict[str, Any]) -> None:
         """Queue an answered unit's line, or leave it to the judging at the end (a full queue, or
         a drain that stopped): never waits."""
-        try:
+        with contextlib.suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._send.send_nowait(line)
-        except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
 
     def close(self) -> None:
         """No more lines come: the drain ends once it has judged those queued."""
