@@ -13,6 +13,7 @@ import hashlib
 import io
 import itertools
 import json
+import os
 import sys
 import zlib
 from collections.abc import Container, Iterator
@@ -172,50 +173,59 @@ def _csv_records(path: Path, columns: list[str] | None) -> Iterator[dict[str, An
             yield dict(zip(header, row, strict=False))
 
 
-# Record counts seen while validating, keyed by the file's identity, so a run does not parse a
-# dataset once more just to learn its size.
+# Facts learnt of a data file, kept for the process and keyed by the file's identity as a stat
+# gives it (device, inode, size, mtime): asked again, the file is stat'ed (one call, not the six
+# of resolving its path), and one edited, replaced or re-pointed since has another key, so
+# nothing stale is served. Record counts are those seen while validating, so a run does not parse
+# a dataset once more just to learn its size.
 _COUNTS: dict[tuple[Any, ...], int] = {}
+_FINGERPRINTS: dict[tuple[int, int, int, int], str] = {}
 
 
-def _count_key(plan: Plan, ds: DatasetConfig) -> tuple[Any, ...] | None:
-    path = plan.dataset_path(ds)
+def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _file_key(path: Path) -> tuple[int, int, int, int] | None:
     try:
-        st = path.stat()
+        return _identity(os.stat(path))
     except OSError:
         return None
-    return (str(path.resolve()), st.st_mtime_ns, st.st_size, tuple(ds.columns), ds.limit)
 
 
-_FINGERPRINTS: dict[tuple[Any, ...], str] = {}
+def _count_key(path: Path, ds: DatasetConfig) -> tuple[Any, ...] | None:
+    key = _file_key(path)
+    return None if key is None else (*key, tuple(ds.columns), ds.limit)
 
 
 def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
     """sha256 of the data file's bytes (None when unreadable): an edited file makes earlier
     predictions stale."""
-    key = _count_key(plan, ds)
-    if key is not None and key[:3] in _FINGERPRINTS:
-        return _FINGERPRINTS[key[:3]]
     if ds.benchmark:
         from evaltui.benchmarks import data_fingerprint
 
         return data_fingerprint(ds, plan.base_dir)
+    path = plan.dataset_path(ds)
+    key = _file_key(path)
+    if key is not None and key in _FINGERPRINTS:
+        return _FINGERPRINTS[key]
     digest = hashlib.sha256()
     try:
-        with open_regular(plan.dataset_path(ds), _ANY_SIZE) as f:
+        with open_regular(path, _ANY_SIZE) as f:
+            read = _identity(os.fstat(f.fileno()))  # the file hashed, whatever was at the path before
             while chunk := f.read(1 << 20):
                 digest.update(chunk)
     except OSError:
         return None
     value = digest.hexdigest()[:16]
-    if key is not None:
-        _FINGERPRINTS[key[:3]] = value
+    _FINGERPRINTS[read] = value
     return value
 
 
 def count_records(plan: Plan, ds: DatasetConfig) -> int:
     if ds.benchmark:
         return len(_benchmark_records(plan, ds))
-    key = _count_key(plan, ds)
+    key = _count_key(plan.dataset_path(ds), ds)
     if key is not None and key in _COUNTS:
         return _COUNTS[key]
     return sum(1 for _ in open_records(plan, ds))
@@ -272,21 +282,22 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     checks = {name: tpl for name, tpl in templates.items() if needs[name]}  # no field: nothing to fail
     if ds.benchmark:
         return _check_benchmark(plan, ds, checks, needs)
-    records = iter_records(plan.dataset_path(ds), ds.columns or None)
+    path = plan.dataset_path(ds)
+    key = _count_key(path, ds)  # before the file is read: a change while it is, is a change after
+    records = iter_records(path, ds.columns or None)
     try:
         count, problems = _check_records(records, ds.limit, checks, needs, field_checks(ds))
     except DatasetError as e:
         return [f"path: {e}"]
-    key = _count_key(plan, ds)
     if key is not None:
         _COUNTS[key] = count
-    if plan.dataset_path(ds).name.endswith(".csv") and not ds.columns:
+    if path.name.endswith(".csv") and not ds.columns:
         problems = [p + _CSV_HEADER_HINT if " has no field " in p else p for p in problems]
     if count == 0:
         hint = ""
-        if plan.dataset_path(ds).name.endswith(".csv") and not ds.columns:
+        if path.name.endswith(".csv") and not ds.columns:
             hint = " (its first row was read as the header; a CSV without one needs `columns`)"
-        problems.append(f"path: {plan.dataset_path(ds).name} has no records{hint}")
+        problems.append(f"path: {path.name} has no records{hint}")
     return problems
 
 

@@ -18,7 +18,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from evaltui.backends import BACKENDS
 from evaltui.plan.evaluator import Epochs, EvaluatorConfig
 from evaltui.plan.price import Price
-from evaltui.plan.strict import DAY, HOUR, Strict, without_later
+from evaltui.plan.strict import DAY, HOUR, Strict, private, without_later
 from evaltui.redaction import REDACTED, SECRET_HEADER_RE
 
 ABBR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -313,14 +313,27 @@ class Plan(Strict):
     # Filled by load_plan: where the plan came from, for relative paths and messages.
     source: Path = Field(default=Path("plan.toml"), exclude=True)
     _by_abbr: tuple[list[DatasetConfig], dict[str, DatasetConfig]] | None = PrivateAttr(default=None)
+    _paths: tuple[Path, dict[str, Path]] | None = PrivateAttr(default=None)  # see dataset_path
 
     @property
     def base_dir(self) -> Path:
         return self.source.parent
 
     def dataset_path(self, ds: DatasetConfig) -> Path:
-        p = expand_home(ds.path)
-        return p if p.is_absolute() else self.base_dir / p
+        """Where its data file is: kept per `path` for the plan's folder, as a run of 10,000
+        datasets asks this a dozen times a dataset. A `~` path is expanded each time (it follows
+        $HOME, which is the environment's, not the plan's)."""
+        memo = private(self)
+        cache: tuple[Path, dict[str, Path]] | None = memo["_paths"]
+        if cache is None or cache[0] is not self.source:  # a copy from another source (model_copy shares the cache)
+            cache = memo["_paths"] = (self.source, {})
+        found = cache[1].get(ds.path)
+        if found is None:
+            p = expand_home(ds.path)
+            found = p if p.is_absolute() else self.base_dir / p
+            if not ds.path.startswith("~"):
+                cache[1][ds.path] = found
+        return found
 
     def default_work_dir(self) -> Path:
         if self.run.work_dir:
@@ -339,9 +352,10 @@ class Plan(Strict):
     def dataset(self, abbr: str) -> DatasetConfig:
         """By its abbr, from an index kept beside the list (a run of 10,000 datasets asks this
         for every status it reads: a walk of the list each time was quadratic)."""
-        index = self._by_abbr
+        memo = private(self)
+        index: tuple[list[DatasetConfig], dict[str, DatasetConfig]] | None = memo["_by_abbr"]
         if index is None or index[0] is not self.datasets:  # a copy with other datasets (select): index anew
-            index = self._by_abbr = (self.datasets, {d.abbr: d for d in self.datasets})
+            index = memo["_by_abbr"] = (self.datasets, {d.abbr: d for d in self.datasets})
         return index[1][abbr]
 
     def key_variables(self) -> list[str]:

@@ -48,11 +48,16 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
 def evaluator_version(ds: DatasetConfig) -> str:
     """Fingerprint of how a dataset is scored (its settings and the judge's revision); a result
     made another way is scored again."""
+    known = _EVALUATORS.get(id(ds.evaluator))
+    if known is not None and known[0] is ds.evaluator:
+        return known[1]
     keys = ds.evaluator.versioned_dump()
     revision = JUDGE_REVISIONS.get(keys["type"])
     if revision is not None:
         keys["revision"] = revision
-    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    _remember(_EVALUATORS, id(ds.evaluator), (ds.evaluator, value))
+    return value
 
 
 def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
@@ -64,10 +69,31 @@ def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
     data = file_fingerprint(plan, ds)
     if data is None:
         return ""
+    count = plan.epochs(ds).count
+    known = _DATASETS.get((id(ds), count, data))
+    if known is not None and known[0] is ds:
+        return known[1]
     keys = {
         "dataset": ds.model_dump(mode="json", include={"columns", "prompt", "system", "target", "mode", "choices", "limit", "sample_ids"}),
-        "epochs": plan.epochs(ds).count,
+        "epochs": count,
         "evaluator": evaluator_version(ds),
         "data": data,
     }
-    return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    _remember(_DATASETS, (id(ds), count, data), (ds, value))
+    return value
+
+
+# Versions made, by the settings object they were made of (a plan's models are frozen), which is
+# kept with each so its id names it while the entry lasts: a run asks a dataset's a few times,
+# and dumping its settings to hash them again each time was most of its cost. The data file's
+# fingerprint and the epochs are part of the key: they are not the dataset's settings.
+_EVALUATORS: dict[int, tuple[Any, str]] = {}
+_DATASETS: dict[tuple[int, int, str], tuple[Any, str]] = {}
+_REMEMBERED = 100_000  # entries each keeps before it starts over (a long session loading plan after plan)
+
+
+def _remember(memo: dict[Any, tuple[Any, str]], key: Any, entry: tuple[Any, str]) -> None:
+    if len(memo) >= _REMEMBERED:
+        memo.clear()
+    memo[key] = entry

@@ -83,6 +83,7 @@ class WorkDir:
     # this run's superseded/<time> folder once made: everything the run sets aside goes there
     _superseded: list[Path] = field(default_factory=list, compare=False, repr=False)
     _listings: threading.local = field(default_factory=threading.local, compare=False, repr=False)  # see listed()
+    _paths: dict[tuple[str, str, str], Path] = field(default_factory=dict, compare=False, repr=False)  # see _file()
 
     # -- paths
     @property
@@ -117,23 +118,32 @@ class WorkDir:
                     tmp.unlink(missing_ok=True)
 
     def status_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
-        return self.root / "infer_status" / model / f"{dataset}{shard_suffix(shard, shards)}.json"
+        return self._file("infer_status", model, f"{dataset}{shard_suffix(shard, shards)}.json")
 
     def checkpoint_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
-        return self.root / "predictions" / model / f"tmp_{dataset}{shard_suffix(shard, shards)}.jsonl"
+        return self._file("predictions", model, f"tmp_{dataset}{shard_suffix(shard, shards)}.jsonl")
 
     def predictions_file(self, model: str, dataset: str) -> Path:
-        return self.root / "predictions" / model / f"{dataset}.json"
+        return self._file("predictions", model, f"{dataset}.json")
 
     def result_file(self, model: str, dataset: str) -> Path:
-        return self.root / "results" / model / f"{dataset}.json"
+        return self._file("results", model, f"{dataset}.json")
 
     def verdicts_file(self, model: str, dataset: str) -> Path:
         """A judged pair's verdicts, one line each as the judge gave it (engine/judge/verdicts.py)."""
-        return self.root / "judgments" / model / f"{dataset}.jsonl"
+        return self._file("judgments", model, f"{dataset}.jsonl")
 
     def sample_log_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
-        return self.logs_dir / "samples" / model / f"{dataset}{shard_suffix(shard, shards)}.jsonl"
+        return self._file("logs/samples", model, f"{dataset}{shard_suffix(shard, shards)}.jsonl")
+
+    def _file(self, folder: str, model: str, name: str) -> Path:
+        """`<root>/<folder>/<model>/<name>`, made once: a run of 10,000 datasets asks each pair's
+        paths dozens of times, and each was three pathlib joins."""
+        key = (folder, model, name)
+        path = self._paths.get(key)
+        if path is None:
+            path = self._paths[key] = self.root / folder / model / name
+        return path
 
     # -- whole-pair housekeeping
     def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
@@ -353,22 +363,8 @@ class StatusWriter:
         self._final: dict[Path, str] = {}
 
     def write(
-        self,
-        model: str,
-        dataset: str,
-        shard: int,
-        shards: int,
-        status: str,
-        *,
-        total: int,
-        completed: int,
-        failed: int,
-        error: str = "",
-        version: str = "",
-        reset: bool = False,
-        epochs: int = 1,
-        samples: str = "",
-        urls: tuple[str, ...] = (),
+        self, model: str, dataset: str, shard: int, shards: int, status: str, *, total: int, completed: int, failed: int, error: str = "",
+        version: str = "", reset: bool = False, epochs: int = 1, samples: str = "", urls: tuple[str, ...] = (),
     ) -> bool:
         """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs;
         `samples`: the selection run (sample_ids, --samples) when not all of them; `urls`: the

@@ -1,0 +1,122 @@
+"""What a run keeps of each dataset so that 10,000 small ones cost little more than one large one
+(a data file's count and fingerprint, its path, its versions, a pair's work-dir paths): none of it
+may serve stale facts. A data file edited or replaced between two runs of one process is seen as
+it is now, a plan copied from elsewhere finds its files there, and a dataset's settings changed
+by a copy get their own fingerprint."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from evaltui.datasets import check_dataset, count_records, file_fingerprint
+from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.plan import DatasetConfig, Plan, load_plan
+
+RECORDS = '{"question": "one", "answer": "1"}\n{"question": "two", "answer": "2"}\n'
+
+
+def plan_for(folder: Path, **ds: Any) -> tuple[Plan, DatasetConfig]:
+    dataset = {"abbr": "d", "path": "d.jsonl", "prompt": "{question}", "target": "{answer}", **ds}
+    data = {"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": [dataset]}
+    path = folder / "plan.toml"
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    plan = load_plan(path)
+    return plan, plan.datasets[0]
+
+
+def test_a_data_file_edited_between_two_runs_is_counted_and_fingerprinted_anew(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)  # load_plan's check counted the records
+    assert count_records(plan, ds) == 2
+    before, version = file_fingerprint(plan, ds), dataset_fingerprint(plan, ds)
+    assert file_fingerprint(plan, ds) == before and dataset_fingerprint(plan, ds) == version  # asked again: the same
+    with (tmp_path / "d.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"question": "three", "answer": "3"}\n')
+    assert count_records(plan, ds) == 3
+    assert file_fingerprint(plan, ds) not in (None, before)
+    assert dataset_fingerprint(plan, ds) != version
+    assert check_dataset(plan, ds) == []
+
+
+def test_a_data_file_replaced_by_one_of_the_same_size_and_time_is_seen(tmp_path: Path) -> None:
+    """A rename over the file (a download put in place, a copy that kept the time) leaves its size
+    and mtime as they were: the file is another (its inode), so it is counted and hashed again."""
+    data = tmp_path / "d.jsonl"
+    data.write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)
+    assert count_records(plan, ds) == 2
+    before = file_fingerprint(plan, ds)
+    old = data.stat()
+    one = '{"question": "one", "answer": "9"}\n'
+    new = tmp_path / "new.jsonl"
+    new.write_text(one + "\n" * (len(RECORDS) - len(one)), encoding="utf-8")  # one record, blank lines to the same size
+    os.utime(new, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(new, data)
+    assert (data.stat().st_size, data.stat().st_mtime_ns) == (old.st_size, old.st_mtime_ns)
+    assert count_records(plan, ds) == 1
+    assert file_fingerprint(plan, ds) not in (None, before)
+
+
+def test_a_data_file_gone_is_no_fingerprint_however_often_it_was_hashed(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)
+    assert file_fingerprint(plan, ds) is not None
+    (tmp_path / "d.jsonl").unlink()
+    assert file_fingerprint(plan, ds) is None
+    assert dataset_fingerprint(plan, ds) == ""
+
+
+def test_a_dataset_copied_with_other_settings_has_its_own_fingerprint(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)
+    version = dataset_fingerprint(plan, ds)
+    chosen = ds.model_copy(update={"sample_ids": [1]})
+    assert dataset_fingerprint(plan, chosen) != version
+    assert dataset_fingerprint(plan, ds) == version
+    thrice = plan.model_copy(update={"run": plan.run.model_copy(update={"epochs": 3})})
+    assert dataset_fingerprint(thrice, ds) != version  # the epochs are the plan's: part of the key
+    other = ds.model_copy(update={"evaluator": ds.evaluator.model_copy(update={"type": "gsm8k"})})
+    assert evaluator_version(other) != evaluator_version(ds)
+    assert dataset_fingerprint(plan, other) != version
+
+
+def test_a_plan_copied_from_another_folder_finds_its_data_there(tmp_path: Path) -> None:
+    (tmp_path / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)
+    assert plan.dataset_path(ds) == tmp_path / "d.jsonl"
+    moved = plan.model_copy(update={"source": tmp_path / "elsewhere" / "plan.toml"})
+    assert moved.dataset_path(ds) == tmp_path / "elsewhere" / "d.jsonl"
+    assert plan.dataset_path(ds) == tmp_path / "d.jsonl"
+
+
+def test_a_home_relative_path_follows_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for home in ("a", "b"):
+        (tmp_path / home).mkdir()
+        (tmp_path / home / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    monkeypatch.setenv("HOME", str(tmp_path / "a"))
+    plan, ds = plan_for(tmp_path, path="~/d.jsonl")
+    assert plan.dataset_path(ds) == tmp_path / "a" / "d.jsonl"
+    monkeypatch.setenv("HOME", str(tmp_path / "b"))
+    assert plan.dataset_path(ds) == tmp_path / "b" / "d.jsonl"
+
+
+def test_a_pairs_paths_are_those_of_the_work_dir_layout(tmp_path: Path) -> None:
+    """SPEC §6's names, asked for more than once (the second answer is the one kept)."""
+    wd = WorkDir(tmp_path)
+    for _ in range(2):
+        assert wd.status_file("m", "d") == tmp_path / "infer_status" / "m" / "d.json"
+        assert wd.status_file("m", "d", 1, 3) == tmp_path / "infer_status" / "m" / "d_1.json"
+        assert wd.checkpoint_file("m", "d", 2, 3) == tmp_path / "predictions" / "m" / "tmp_d_2.jsonl"
+        assert wd.checkpoint_file("m", "d") == tmp_path / "predictions" / "m" / "tmp_d.jsonl"
+        assert wd.predictions_file("m", "d") == tmp_path / "predictions" / "m" / "d.json"
+        assert wd.result_file("m", "d") == tmp_path / "results" / "m" / "d.json"
+        assert wd.result_file("n", "d") == tmp_path / "results" / "n" / "d.json"
+        assert wd.verdicts_file("m", "d") == tmp_path / "judgments" / "m" / "d.jsonl"
+        assert wd.sample_log_file("m", "d", 0, 2) == tmp_path / "logs" / "samples" / "m" / "d_0.jsonl"
+    assert WorkDir(tmp_path / "x").result_file("m", "d") == tmp_path / "x" / "results" / "m" / "d.json"
