@@ -36,8 +36,8 @@ from evaltui.templates import (
 )
 
 __all__ = [  # the templates' names, long imported from here
-    "DatasetError", "Sample", "check_dataset", "count_records", "file_fingerprint", "is_conversation", "iter_records", "load_records",
-    "open_records", "render_sample", "template_fields", "templates_of",
+    "DatasetError", "Sample", "check_dataset", "count_records", "file_fingerprint", "is_conversation", "iter_records", "known_count",
+    "load_records", "open_records", "render_sample", "template_fields", "templates_of",
 ]
 
 if TYPE_CHECKING:  # only read here: the plan is above the datasets (it checks them)
@@ -225,10 +225,15 @@ def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
 def count_records(plan: Plan, ds: DatasetConfig) -> int:
     if ds.benchmark:
         return len(_benchmark_records(plan, ds))
-    key = _count_key(plan.dataset_path(ds), ds)
-    if key is not None and key in _COUNTS:
-        return _COUNTS[key]
-    return sum(1 for _ in open_records(plan, ds))
+    known = known_count(plan, ds)
+    return known if known is not None else sum(1 for _ in open_records(plan, ds))
+
+
+def known_count(plan: Plan, ds: DatasetConfig) -> int | None:
+    """The records counted when the data file was checked, if it is the same file still (a stat,
+    no read); None when they are to be counted."""
+    key = None if ds.benchmark else _count_key(plan.dataset_path(ds), ds)
+    return None if key is None else _COUNTS.get(key)
 
 
 def open_records(plan: Plan, ds: DatasetConfig, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:

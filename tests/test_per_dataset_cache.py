@@ -12,11 +12,15 @@ from typing import Any
 
 import pytest
 import tomli_w
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
 
 from evaltui.datasets import check_dataset, count_records, file_fingerprint
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.stream import events as ev
+from evaltui.fsutil import real_path
 from evaltui.plan import DatasetConfig, Plan, load_plan
+from evaltui.sim import SimConfig
 
 RECORDS = '{"question": "one", "answer": "1"}\n{"question": "two", "answer": "2"}\n'
 
@@ -120,3 +124,52 @@ def test_a_pairs_paths_are_those_of_the_work_dir_layout(tmp_path: Path) -> None:
         assert wd.verdicts_file("m", "d") == tmp_path / "judgments" / "m" / "d.jsonl"
         assert wd.sample_log_file("m", "d", 0, 2) == tmp_path / "logs" / "samples" / "m" / "d_0.jsonl"
     assert WorkDir(tmp_path / "x").result_file("m", "d") == tmp_path / "x" / "results" / "m" / "d.json"
+
+
+def test_a_path_resolved_by_its_folder_is_the_path_resolved_whole(tmp_path: Path) -> None:
+    """The plan snapshot resolves each data file's folder once (fsutil.real_path): a file that is a
+    link, a folder that is one, a file not there, `..` come out as Path.resolve() has them."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    (tmp_path / "linked").symlink_to(real)
+    (real / "link.jsonl").symlink_to(tmp_path / "other.jsonl")
+    (real / "loop.jsonl").symlink_to(real / "loop.jsonl")
+    folders: dict[Path, Path] = {}
+    for path in (real / "d.jsonl", tmp_path / "linked" / "d.jsonl", tmp_path / "linked" / "link.jsonl", tmp_path / "linked" / "gone.jsonl",
+                 tmp_path / "linked" / "..", tmp_path / "no" / "such" / "d.jsonl", tmp_path / "linked" / "d.jsonl"):
+        assert real_path(path, folders) == path.resolve(), path
+    with pytest.raises(RuntimeError):
+        (real / "loop.jsonl").resolve()
+    with pytest.raises(RuntimeError):
+        real_path(real / "loop.jsonl", folders)
+
+
+def test_the_plan_snapshot_names_each_data_file_by_its_real_path(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+    (real / "e.jsonl").write_text(RECORDS, encoding="utf-8")
+    (tmp_path / "linked").symlink_to(real)
+    (tmp_path / "f.jsonl").symlink_to(real / "e.jsonl")
+    plan, _ = plan_for(tmp_path, path="linked/d.jsonl")
+    two = plan.model_copy(update={"datasets": [*plan.datasets, plan.datasets[0].model_copy(update={"abbr": "e", "path": "f.jsonl"})]})
+    assert [d["path"] for d in two.snapshot()["datasets"]] == [str((real / "d.jsonl").resolve()), str((real / "e.jsonl").resolve())]
+
+
+def test_a_run_counts_a_data_file_edited_after_its_plan_was_checked(tmp_path: Path, sim_factory: Any) -> None:
+    """The run takes the counts load_plan's check made only while the file is that file: one that
+    grew between the check and the run (and again between two runs of one process, with one
+    plan object) has all its records run."""
+    rows = arithmetic(6)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "data" / "d.jsonl", rows[:2])
+    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)]))
+    write_jsonl(data, rows[:4])
+    code, events, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 4
+    assert [e.total for e in of_type(events, ev.DatasetPlanned)] == [4]
+    write_jsonl(data, rows)
+    code, events, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 4 + 6  # a changed file: its pair starts over
+    assert [e.total for e in of_type(events, ev.DatasetPlanned)] == [6]
