@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +36,7 @@ from evaltui.engine.run.fetch import fetch_benchmarks
 from evaltui.engine.run.scorer import ScoreGate
 from evaltui.engine.run.session import Session
 from evaltui.engine.run.simproc import SimulatorError, SimulatorProcess, sim_url_for
-from evaltui.engine.run.verdict import current_result, only_os_errors
+from evaltui.engine.run.verdict import EndReads, current_result, only_os_errors
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.events import Pair
@@ -252,6 +252,7 @@ class Runner:
             self.plan, self.workdir, self._statuses, self.emit, code_workers=self.code_workers, gate=self._gate, executor=self.executor
         )
         started = time.monotonic()
+        ending = EndReads(self.plan, self.workdir)  # the end reads each result once, for the exit code and the leaderboard
         exit_code: int = ExitCode.FAILED
         stopped = 0  # a fatal stop's exit code: whatever the files say, the run did not do its work
         try:
@@ -271,7 +272,7 @@ class Runner:
                         self.emit(ev.Notice(f"stopped: {err} — finished samples are kept; fix this and run again", "error"))
                         # a work-dir file that is no file of its kind: as a work dir that cannot be used
                         stopped = ExitCode.USAGE if isinstance(err, Unreadable) else ExitCode.FAILED
-            exit_code = ExitCode.INTERRUPTED if self.interrupted else stopped or self._exit_code(self.pairs)
+            exit_code = ExitCode.INTERRUPTED if self.interrupted else stopped or self._exit_code(self.pairs, ending)
         finally:
             with anyio.CancelScope(shield=True):
                 self._cancel_scope = None
@@ -279,7 +280,7 @@ class Runner:
                 if self.interrupted:
                     self._stop_simulator()  # stopped for good; a retry after a quit starts it again
                 summary = self._run_summary()
-                scores, extra, intervals = summary.result_metrics(self._result)
+                scores, extra, intervals = summary.result_metrics(ending)
                 table = summary.leaderboard(scores, extra, intervals)
                 files = {}
                 if not self.interrupted or any(v is not None for v in scores.values()):
@@ -370,8 +371,9 @@ class Runner:
             return {}
         return {ext: str(p) for ext, p in paths.items()}
 
-    def _exit_code(self, pairs: list[Pair]) -> int:
-        return ExitCode.OK if all((r := self._result(*p)) is not None and "error" not in r for p in pairs) else ExitCode.FAILED
+    def _exit_code(self, pairs: list[Pair], read: Callable[[str, str], dict[str, Any] | None] | None = None) -> int:
+        read = read or self._result
+        return ExitCode.OK if all((r := read(*p)) is not None and "error" not in r for p in pairs) else ExitCode.FAILED
 
     def _result(self, model: str, dataset: str) -> dict[str, Any] | None:
         return current_result(self.plan, self.workdir, model, dataset)
