@@ -234,6 +234,7 @@ class BlockedScoring:
 
         monkeypatch.setattr(scoring, "iter_details", iter_details)
         monkeypatch.setattr(watch, "score_pair", score_pair)
+        monkeypatch.setattr(watch, "INLINE_BYTES", -1)  # in a thread, as a large pair is: only a thread can be left behind
 
 
 def test_a_scoring_cancelled_by_quit_never_writes_its_result(tmp_path: Path, sim_factory, monkeypatch) -> None:

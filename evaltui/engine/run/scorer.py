@@ -6,8 +6,10 @@ status says `done` and the final predictions file exists. The in-process runner 
 early and tells it when inference has ended, so it neither waits out `watch_interval` for a
 finished dataset nor `heartbeat_timeout` at the end of a run.
 
-Scoring runs in worker threads (code execution in subprocesses), never on the event loop, at
-most `eval_workers` at a time; an evaluator that raises becomes an error result for its pair.
+Scoring runs in worker threads (code execution in subprocesses), at most `eval_workers` at a
+time; a small pair of a light evaluator is scored on the event loop instead, in one of those
+slots (`_score_here`: a thread hop cost more than its scoring). An evaluator that raises
+becomes an error result for its pair.
 A thread cannot be stopped, so a scoring that a retry or a quit abandons is fenced off instead:
 it may only put its result in place while the pair's generation in the ScoreGate is the one it
 started under, checked under a lock together with the rename. It keeps its `eval_workers` slot
@@ -22,10 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
-import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -35,22 +34,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import anyio
 from anyio.abc import TaskGroup
 
-from evaltui.datasets import load_records
 from evaltui.engine.disk.heartbeat import stale
-from evaltui.engine.disk.predictions import iter_predictions, read_predictions
-from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.run.pairscore import Replace, Scored, score_pair
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
-from evaltui.fsutil import atomic_writer, dumps_readable, json_bytes
-from evaltui.plan import DatasetConfig, Epochs, Plan, samples_spec
+from evaltui.fsutil import atomic_writer, dumps_readable
+from evaltui.plan import Plan
 
 if TYPE_CHECKING:
     from evaltui.engine.judge.judging import Judges
     from evaltui.scoring.code.code_exec import CodeRunner
-    from evaltui.scoring.reference.parts import PartSums
-
-Replace = Callable[[str, Path], None]
 
 
 class StaleResult(Exception):
@@ -95,107 +89,24 @@ class ScoreGate:
         return replace
 
 
-class Scored(NamedTuple):
-    metrics: dict[str, float]  # the main one first
-    parts: ev.Parts = ()  # a grouped benchmark's parts
-    intervals: ev.Intervals = ()  # each metric's standard error and 95 % interval
+class Ready(NamedTuple):
+    """What the scan read of a pair it found ready: its shards' statuses (all `done`) and the
+    size of its predictions file (what decides whether it is scored on the loop)."""
+
+    statuses: tuple[dict[str, Any], ...]
+    size: int
 
 
-def score_pair(
-    plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace, run_code: CodeRunner | None = None
-) -> Scored:
-    """Score one pair from its files, write its result file, return its metrics (the main one first).
-
-    Runs in a worker thread. Text evaluators stream: predictions are read, judged and written
-    out as details one at a time, so scoring a million samples holds none of them; code_exec
-    runs samples in parallel subprocesses (or Ray tasks: `run_code`) and takes the (small)
-    dataset whole.
-    """
-    from evaltui import scoring  # first imported here, in a worker thread, off the start-up path
-    from evaltui.engine.judge.judging import scoring_judge
-    from evaltui.scoring.reference.parts import as_parts, mean_of_parts
-    from evaltui.scoring.think import stripped_entries
-
-    ds = plan.dataset(dataset)
-    epochs = plan.epochs(ds)
-    path = workdir.predictions_file(model, dataset)
-    scored_with = evaluator_version(ds)  # a later run with another evaluator scores again
-    out = workdir.result_file(model, dataset)
-    if ds.evaluator.type == "code_exec":
-        predictions = read_predictions(path)
-        if predictions is None:
-            raise ValueError(f"predictions file missing or unreadable: {path}")
-        runner = {} if run_code is None else {"run_code": run_code}
-        predictions = list(stripped_entries(predictions, plan.model(model).reasoning_tags))
-        result = scoring.score(ds.evaluator, predictions, load_records(plan, ds), workers=workers, tmp_root=str(workdir.sandbox_dir), epochs=epochs, **runner)
-        details = result.pop("details")
-        uncertainty = result.pop("uncertainty", {})
-        head = {**_run_as(plan, ds, epochs, workdir, model), **({"uncertainty": uncertainty} if uncertainty else {})}
-        with atomic_writer(out, replace=replace) as w:
-            w.write(dumps_readable({**result, **head, "scored_with": scored_with, "details": details}).encode("utf-8"))
-        return Scored({name: float(value) for name, value in result.items()}, intervals=scoring.result_intervals(head))
-    reduction = scoring.Reduction.of(ds.evaluator, epochs)
-    sums = scoring.MetricSums(reduction)
-    parts = _part_sums(plan, ds, reduction)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=str(out.parent)) as details:  # a file past 4 MiB
-        answers = stripped_entries(iter_predictions(path), plan.model(model).reasoning_tags)  # a reasoning model's thinking cut out
-        for detail in scoring.iter_details(ds.evaluator, answers, reduction, scoring_judge(plan, workdir, model, ds)):
-            details.write(b"%s\n    %s" % (b"," if sums.count else b"", json_bytes(detail)))
-            sums.add(detail)
-            if parts is not None:
-                parts.add(detail)
-        metrics, head, intervals = sums.result(), _run_as(plan, ds, epochs, workdir, model), sums.intervals()
-        if parts is not None:
-            head["parts"] = by_part = parts.result()
-            if ds.evaluator.aggregate == "parts":  # OpenCompass's naive average of the parts
-                metrics = mean_of_parts(by_part, reduction.metrics)
-                intervals = parts.mean_intervals(metrics)
-        if intervals:
-            head["uncertainty"] = {name: interval.as_json() for name, interval in intervals.items()}
-        details.seek(0)
-        with atomic_writer(out, replace=replace) as w:
-            w.write(b"{\n")
-            for name, value in {**metrics, **head}.items():
-                w.write(b"  %s: %s,\n" % (json.dumps(name).encode(), json.dumps(value).encode()))
-            w.write(b'  "scored_with": "%s",\n  "details": [' % scored_with.encode())
-            shutil.copyfileobj(details, w)
-            w.write(b"\n  ]\n}\n" if sums.count else b"]\n}\n")
-    return Scored(metrics, as_parts(head.get("parts"), reduction.metrics), tuple(intervals.items()))
-
-
-def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None:
-    """A grouped benchmark's per-part sums (its records name each sample's `subset`), else None."""
-    if not ds.benchmark:
-        return None
-    records = load_records(plan, ds)
-    if not records or "subset" not in records[0]:
-        return None
-    from evaltui.scoring.reference.parts import PartSums
-
-    def part_of(index: int) -> str | None:
-        return records[index].get("subset") if 0 <= index < len(records) else None
-
-    return PartSums(reduction, part_of)
-
-
-def _run_as(plan: Plan, ds: DatasetConfig, epochs: Epochs, workdir: WorkDir, model: str) -> dict[str, Any]:
-    """What a result says of how its samples were run: the dataset's fingerprint (which
-    `evaltui compare` checks), and when not all once by mean, its epochs and reducer, the
-    selection (`samples`) when not all of them; the urls whose answers it scored (its status
-    files keep them over runs: a server moved to another host is on record)."""
-    head: dict[str, Any] = {"dataset_version": dataset_fingerprint(plan, ds)}
-    if not epochs.trivial:
-        head.update(epochs=epochs.count, reducer=epochs.reducer)
-    if ds.sample_ids is not None:
-        head["samples"] = samples_spec(ds.sample_ids)
-    urls: dict[str, None] = {}
-    for k in range(ds.shards):
-        status = workdir.read_status(model, ds.abbr, k, ds.shards) or {}
-        urls.update((u, None) for u in status.get("urls", ()) if isinstance(u, str))
-    if urls:
-        head["urls"] = list(urls)
-    return head
+#: Evaluators that judge text in this process alone, in microseconds a sample: no code run, no
+#: judge model, no user function, no model of their own to load (ifeval's NLTK, OpenCompass's).
+#: gsm8k asks math-verify's worker of an answer that is an expression: on the loop that raises
+#: NeedsThread and the pair is scored in a thread after all.
+LIGHT = frozenset({"exact", "includes", "regex", "gsm8k", "choice", "exact_match", "loglikelihood", "tool_call_match"})
+#: Predictions files up to this size (~30 answers of a page each; a short answer takes ~100 bytes)
+#: are scored on the event loop: ~1-3 ms of Python, less than a thread hop costs the loop once the
+#: worker holds the GIL. Scoring reads, parses and judges every byte, so bytes, not samples, bound
+#: how long the loop (and every request in flight, whose latency it measures) waits.
+INLINE_BYTES = 32 * 1024
 
 
 class Scorer:
@@ -270,20 +181,23 @@ class Scorer:
             scope.cancel()
         self._wake.set()
 
-    def _ready(self, pair: Pair) -> bool:
+    def _ready(self, pair: Pair) -> Ready | None:
+        """What it read of `pair` when every shard says `done` and its predictions are there, else None."""
         model, dataset = pair
         n = self.plan.dataset(dataset).shards
+        statuses = []
         try:
             for k in range(n):
                 status = self.workdir.read_status(model, dataset, k, n)
                 if not status or status.get("status") != "done":
-                    return False
+                    return None
+                statuses.append(status)
             baseline = self.plan.dataset(dataset).evaluator.baseline  # pairwise: judged against its answers
-            if baseline is not None and baseline != model and not self._ready((baseline, dataset)):
-                return False
-            return self.workdir.predictions_file(model, dataset).exists()
-        except OSError:  # cannot look now (e.g. out of file handles): not ready yet
-            return False
+            if baseline is not None and baseline != model and self._ready((baseline, dataset)) is None:
+                return None
+            return Ready(tuple(statuses), self.workdir.predictions_file(model, dataset).stat().st_size)
+        except OSError:  # not there (FileNotFoundError), or cannot look now (e.g. out of file handles): not ready yet
+            return None
 
     async def run(self) -> None:
         """Score pending pairs as they become ready; return when none is pending or scoring."""
@@ -312,10 +226,10 @@ class Scorer:
     def _scan(self, tg: TaskGroup, started: float, timeout: float) -> None:
         final_scan = self._inference_done  # read before scanning: no finish slips between
         due, self._due = self.pending if final_scan or self.inferring is None else [p for p in self._due if p in self.pending], {}
-        for pair in [p for p in due if self._ready(p)]:
+        for pair, ready in [(p, r) for p in due if (r := self._ready(p)) is not None]:
             del self.pending[pair]
             self._scoring[pair] = anyio.CancelScope()
-            tg.start_soon(self._score, pair, self._scoring[pair])
+            tg.start_soon(self._score, pair, self._scoring[pair], ready)
         if not self.pending:
             return
         if final_scan:
@@ -344,14 +258,49 @@ class Scorer:
         await anyio.sleep(0.5)
         await anyio.to_thread.run_sync(importlib.import_module, "evaltui.scoring")
 
-    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace) -> Scored:
+    def _score_in_slot(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored:
         """In a worker thread: score `pair` once one of the `eval_workers` slots is free."""
         with self._slots:
-            if not self.gate.current(pair, token):
-                raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
-            return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace, self.run_code)
+            return self._score_now(pair, token, replace, ready)
 
-    async def _score(self, pair: Pair, scope: anyio.CancelScope) -> None:
+    def _score_now(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored:
+        if not self.gate.current(pair, token):
+            raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
+        return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace, self.run_code, ready.statuses)
+
+    def _score_here(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
+        """Score a small pair of a LIGHT evaluator on the loop, in one of the `eval_workers` slots,
+        as a thread would; None (nothing written) when it is not one, no slot is free now, or it
+        needs math-verify's worker: then a thread scores it.
+
+        The engine has a loop of its own (ui/engine_thread.py), so no key press waits on this.
+        Once a thread holds the GIL the loop's own syscalls wait for it: a hop per dataset of
+        three samples cost more than scoring it. Being synchronous, it cannot be abandoned half
+        way: the gate is checked before it begins and again (with the rename) as it ends."""
+        from evaltui.scoring.readers.mathcheck import ON_LOOP, NeedsThread
+
+        ds = self.plan.dataset(pair[1])
+        if ds.evaluator.type not in LIGHT or ds.benchmark or ready.size > INLINE_BYTES:
+            return None
+        try:
+            self._limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            return None
+        on_loop = ON_LOOP.set(True)
+        try:
+            if not self._slots.acquire(blocking=False):  # an abandoned thread still holds it
+                return None
+            try:
+                return self._score_now(pair, token, replace, ready)
+            finally:
+                self._slots.release()
+        except NeedsThread:
+            return None
+        finally:
+            ON_LOOP.reset(on_loop)
+            self._limiter.release()
+
+    async def _score(self, pair: Pair, scope: anyio.CancelScope, ready: Ready) -> None:
         from evaltui.scoring import Reduction
 
         model, dataset = pair
@@ -370,7 +319,11 @@ class Scorer:
                         await self.judges.judge_pair(self.workdir, model, dataset)
                     # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
-                    scored = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, abandon_on_cancel=True, limiter=self._limiter)
+                    scored = self._score_here(pair, token, replace, ready)
+                    if scored is None:
+                        scored = await anyio.to_thread.run_sync(
+                            self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter
+                        )
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's

@@ -27,6 +27,7 @@ import select
 import subprocess
 import sys
 import time
+from contextvars import ContextVar
 from types import TracebackType
 
 from ..judgement import Judgement
@@ -119,6 +120,15 @@ def reference_region(gold: str) -> str:
     return "\\boxed{" + gold + "}"
 
 
+#: True while a small dataset is scored on the engine's event loop (engine/run/scorer.py): there
+#: no worker process may be started, nor waited on for seconds; the scoring goes to a thread instead.
+ON_LOOP: ContextVar[bool] = ContextVar("evaltui_scoring_on_loop", default=False)
+
+
+class NeedsThread(Exception):
+    """A scoring on the event loop came to an answer only math-verify's worker can judge."""
+
+
 class MathChecker:
     """One math-verify worker, started at the first sample and closed at the end (a context manager).
 
@@ -161,6 +171,8 @@ class MathChecker:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._proc is not None:
             return self._proc
+        if ON_LOOP.get():
+            raise NeedsThread("math-verify's worker is not started on the event loop")
         # A bare environment (no API keys): the worker reads model text with sympy, whose parser
         # evaluates what it reads. It imports what this interpreter imports, from the same paths.
         env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
