@@ -16,9 +16,9 @@ from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_p
 
 from evaltui.datasets import check_dataset, count_records, file_fingerprint
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
-from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.disk.workdir import _LEFTOVERS, WorkDir
 from evaltui.engine.stream import events as ev
-from evaltui.fsutil import real_path
+from evaltui.fsutil import atomic_write_bytes, atomic_write_json, atomic_writer, real_path
 from evaltui.plan import DatasetConfig, Plan, load_plan
 from evaltui.sim import SimConfig
 
@@ -173,3 +173,30 @@ def test_a_run_counts_a_data_file_edited_after_its_plan_was_checked(tmp_path: Pa
     code, events, _ = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 4 + 6  # a changed file: its pair starts over
     assert [e.total for e in of_type(events, ev.DatasetPlanned)] == [6]
+
+
+def test_a_whole_file_write_makes_its_folder_and_leaves_no_temporary(tmp_path: Path) -> None:
+    """atomic_write_bytes/atomic_writer make their temporaries themselves (not through mkstemp):
+    still `.<name>.<8 letters>.tmp` beside the file (what clear_leftovers knows as evaltui's), the
+    folder made when it is missing, the file's mode the umask's, nothing left after a failure."""
+    umask = os.umask(0)
+    os.umask(umask)
+    target = tmp_path / "results" / "m" / "d.json"
+    with atomic_writer(target) as f:
+        f.write(b"{}\n")
+        (tmp,) = target.parent.iterdir()
+        assert _LEFTOVERS["results/*"].match(tmp.name), tmp.name
+    assert target.read_bytes() == b"{}\n" and list(target.parent.iterdir()) == [target]
+    atomic_write_json(target, {"accuracy": 1.0})
+    assert target.read_text() == '{\n  "accuracy": 1.0\n}\n' and (target.stat().st_mode & 0o777) == 0o666 & ~umask
+    assert list(target.parent.iterdir()) == [target]
+
+    def refuse(tmp: str, path: Path) -> None:
+        raise OSError("stale")
+
+    with pytest.raises(OSError, match="stale"), atomic_writer(target, replace=refuse) as f:
+        f.write(b"new")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):  # a file where its folder should be: said as mkdir says it
+        atomic_write_bytes(tmp_path / "file" / "d.json", b"{}")
+    assert list(target.parent.iterdir()) == [target] and target.read_bytes() == b'{\n  "accuracy": 1.0\n}\n'

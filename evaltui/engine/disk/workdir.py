@@ -136,13 +136,13 @@ class WorkDir:
     def sample_log_file(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> Path:
         return self._file("logs/samples", model, f"{dataset}{shard_suffix(shard, shards)}.jsonl")
 
-    def _file(self, folder: str, model: str, name: str) -> Path:
-        """`<root>/<folder>/<model>/<name>`, made once: a run of 10,000 datasets asks each pair's
-        paths dozens of times, and each was three pathlib joins."""
+    def _file(self, folder: str, model: str, name: str = "") -> Path:
+        """`<root>/<folder>/<model>/<name>` (the folder itself for name ""), made once: a run of
+        10,000 datasets asks each pair's paths dozens of times, and each was three pathlib joins."""
         key = (folder, model, name)
         path = self._paths.get(key)
         if path is None:
-            path = self._paths[key] = self.root / folder / model / name
+            path = self._paths[key] = self._file(folder, model) / name if name else self.root / folder / model
         return path
 
     # -- whole-pair housekeeping
@@ -170,14 +170,14 @@ class WorkDir:
 
     def checkpoint_files(self, model: str, dataset: str) -> list[Path]:
         """Every checkpoint of the pair, including those of an earlier shard layout."""
-        return self._pair_files(self.root / "predictions" / model, "tmp_", dataset, ".jsonl")
+        return self._pair_files(self._file("predictions", model), "tmp_", dataset, ".jsonl")
 
     def status_files(self, model: str, dataset: str) -> list[Path]:
-        return self._pair_files(self.root / "infer_status" / model, "", dataset, ".json")
+        return self._pair_files(self._file("infer_status", model), "", dataset, ".json")
 
     def sample_log_files(self, model: str, dataset: str) -> list[Path]:
         """Every per-sample log of the pair, of any shard layout."""
-        return self._pair_files(self.logs_dir / "samples" / model, "", dataset, ".jsonl")
+        return self._pair_files(self._file("logs/samples", model), "", dataset, ".jsonl")
 
     def set_aside_pair(self, model: str, dataset: str) -> Path | None:
         """Move everything a run wrote for one model×dataset under `superseded/<time>/` (for
@@ -188,7 +188,7 @@ class WorkDir:
         so a kill half-way leaves the next run still knowing to set aside what is left.
         """
         files = [self.predictions_file(model, dataset), self.result_file(model, dataset)]
-        files += self.checkpoint_files(model, dataset) + self._pair_files(self.root / "predictions" / model, "tmp_", dataset, ".jsonl.damaged")
+        files += self.checkpoint_files(model, dataset) + self._pair_files(self._file("predictions", model), "tmp_", dataset, ".jsonl.damaged")
         files += self.sample_log_files(model, dataset) + self.status_files(model, dataset)
         files = [p for p in files if p.exists()]
         if not files:
