@@ -393,7 +393,7 @@ def expand_home(path: str) -> Path:
 
 def _drop_none(obj: Any) -> Any:
     if isinstance(obj, dict):
-        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+        return {k: _drop_none(v) if isinstance(v, (dict, list)) else v for k, v in obj.items() if v is not None}
     if isinstance(obj, list):
-        return [_drop_none(v) for v in obj]
+        return [_drop_none(v) if isinstance(v, (dict, list)) else v for v in obj]
     return obj

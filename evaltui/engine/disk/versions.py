@@ -41,13 +41,25 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     keys: dict[str, Any] = {
         "dataset": ds.model_dump(include={"columns", "prompt", "system", "target", "mode", "choices"}),
         "data": data,
-        "model": model.model_dump(include={"type", "model", "generation_kwargs"}),
+        **_model_keys(model),
     }
-    if model.is_sim:  # its accuracy is the model itself (0.9 and 0.8 answer differently); latency is not
-        keys["sim"] = sim_options(model.urls[0]).get("accuracy")
     value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
     _remember(_PAIRS, (id(model), id(ds), data), ((model, ds), value))
     return value
+
+
+def _model_keys(model: ModelConfig) -> dict[str, Any]:
+    """What of the model a pair_version hashes: the same for each of its datasets."""
+    known = _MODELS.get(id(model))
+    if known is not None and known[0] is model:
+        return known[1]
+    keys: dict[str, Any] = {"model": model.model_dump(include={"type", "model", "generation_kwargs"})}
+    if model.is_sim:  # its accuracy is the model itself (0.9 and 0.8 answer differently); latency is not
+        keys["sim"] = sim_options(model.urls[0]).get("accuracy")
+    _MODELS[id(model)] = (model, keys)
+    if len(_MODELS) > _REMEMBERED:
+        _MODELS.clear()
+    return keys
 
 
 def evaluator_version(ds: DatasetConfig) -> str:
@@ -96,6 +108,7 @@ def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
 _EVALUATORS: dict[int, tuple[Any, str]] = {}
 _DATASETS: dict[tuple[int, int, str], tuple[Any, str]] = {}
 _PAIRS: dict[tuple[int, int, str], tuple[Any, str]] = {}
+_MODELS: dict[int, tuple[ModelConfig, dict[str, Any]]] = {}
 _REMEMBERED = 100_000  # entries each keeps before it starts over (a long session loading plan after plan)
 
 

@@ -54,20 +54,21 @@ def _plan_pairs(
     for ds in datasets:
         total = totals[ds.abbr]
         epochs = plan.epochs(ds).count
-        version, urls = _drop_stale_work(plan, model, wd, ds, emit)
+        version, urls, result = _drop_stale_work(plan, model, wd, ds, emit)
+        scored = result is not None and "error" not in result  # (wd.has_scored_result, without reading it again)
         if len(urls) > len(model.urls):
             moved.append(ds.abbr)
         count = total if ds.sample_ids is None else len(ds.sample_ids)
         # A pair scored whole is kept without reading its checkpoints again; any other has them
         # read through first: a damaged line (set aside) means its predictions are to be rebuilt.
-        if wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
+        if scored and _kept_whole(m, wd, ds, count, plan.epochs(ds), result, emit):
             continue
         chosen = None if ds.sample_ids is None else set(ds.sample_ids)
         answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit, by its key (disk/units.py)
         damaged, answered_turns = _sort_lines(wd, m, ds, version, epochs, chosen, answered, failures, total)
         if damaged:
             _say_damaged(wd, m, ds.abbr, damaged, emit)
-        elif not wd.has_scored_result(m, ds.abbr) and _kept_whole(m, wd, ds, count, plan.epochs(ds), emit):
+        elif not scored and _kept_whole(m, wd, ds, count, plan.epochs(ds), result, emit):
             continue
         rebuilt_now: list[Path] = []  # (the listing planning reads was made before it)
         if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
@@ -109,9 +110,12 @@ def _plan_pairs(
     return runs
 
 
-def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink) -> tuple[str, tuple[str, ...]]:
-    """Forget what earlier runs did under other settings; the pair's version for this run, and
-    the urls whose answers it holds (earlier runs' kept, as their status files say)."""
+def _drop_stale_work(
+    plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, emit: ev.Sink
+) -> tuple[str, tuple[str, ...], dict[str, Any] | None]:
+    """Forget what earlier runs did under other settings; the pair's version for this run, the
+    urls whose answers it holds (earlier runs' kept, as their status files say), and its result
+    file's head as it is now (None once set aside), which planning reads no more."""
     m = model.abbr
     data = file_fingerprint(plan, ds)
     version = pair_version(model, ds, data or "")
@@ -134,11 +138,13 @@ def _drop_stale_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetCon
     result = wd.read_result(m, ds.abbr)
     if result is not None and result.get("scored_with") != evaluator_version(ds):
         wd.set_aside(wd.result_file(m, ds.abbr))  # scored another way (or failed): score again
-    return version, tuple(dict.fromkeys([*earlier, *model.urls]))
+        result = None
+    return version, tuple(dict.fromkeys([*earlier, *model.urls])), result
 
 
-def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, of: Epochs, emit: ev.Sink) -> bool:
-    """Whether an earlier run finished this pair as this plan wants it (then it is announced)."""
+def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, of: Epochs, result: dict[str, Any] | None, emit: ev.Sink) -> bool:
+    """Whether an earlier run finished this pair as this plan wants it (then it is announced);
+    `result` is its result file's head (WorkDir.read_result)."""
     n, epochs = ds.shards, of.count
     statuses = [s for s in (wd.read_status(m, ds.abbr, k, n) for k in range(n)) if s is not None]
     if not wd.predictions_complete(m, ds.abbr) or len(statuses) != n or not all(s.get("status") == "done" for s in statuses):
@@ -153,7 +159,6 @@ def _kept_whole(m: str, wd: WorkDir, ds: DatasetConfig, total: int, of: Epochs, 
         # the pair resumes from its checkpoints, where only they are left to do.
         return False
     completed = sum(s.get("completed", 0) for s in statuses)
-    result = wd.read_result(m, ds.abbr)
     if result is None or "error" in result:
         emit(ev.DatasetPlanned(m, ds.abbr, total * epochs, n, completed, 0, PairStatus.DONE))
         return True
