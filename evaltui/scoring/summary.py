@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evaltui.fsutil import atomic_write_text
+from evaltui.fsutil import atomic_write_text, real_path
 from evaltui.latency import ProfileSnapshot
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
@@ -146,8 +146,9 @@ class RunSummary:
         so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
         if self._rows is None:
             rows = []
+            folders: dict[Path, Path] = {}  # the data files' folders, each resolved once (real_path)
             for d in self.plan.datasets:
-                version = self._version(d)
+                version = self._version(d, folders)
                 # a selection's score is not the dataset's: it says so (and its version differs)
                 subset = "" if d.sample_ids is None else f" (subset of {len(d.sample_ids)})"
                 main, *others = self._metrics(d)
@@ -159,12 +160,12 @@ class RunSummary:
     def _metrics(self, d: DatasetConfig) -> tuple[str, ...]:
         return Reduction.of(d.evaluator, self.plan.epochs(d)).metrics
 
-    def _version(self, d: DatasetConfig) -> str:
+    def _version(self, d: DatasetConfig, folders: dict[Path, Path]) -> str:
         if d.benchmark:  # the reference's task and version, and a hash of what the plan changed
             from evaltui.plan.benchmark import version_label
 
             return version_label(d)
-        data = {**d.versioned_dump(), "path": str(self.plan.dataset_path(d).resolve())}
+        data = {**d.versioned_dump(), "path": str(real_path(self.plan.dataset_path(d), folders))}
         data.pop("epochs", None)
         count = self.plan.epochs(d).count
         if count != 1:  # as resolved: the run's epochs and the dataset's own are the same thing

@@ -71,7 +71,8 @@ def score_pair(
     reduction = scoring.Reduction.of(ds.evaluator, epochs)
     sums = scoring.MetricSums(reduction)
     parts = _part_sums(plan, ds, reduction)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.parent.is_dir():  # (a details file past 4 MiB is made there)
+        out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+b", dir=str(out.parent)) as details:  # a file past 4 MiB
         answers = stripped_entries(iter_predictions(path), plan.model(model).reasoning_tags)  # a reasoning model's thinking cut out
         for detail in scoring.iter_details(ds.evaluator, answers, reduction, scoring_judge(plan, workdir, model, ds)):
