@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import orjson
+
 from evaltui import fastjson
 
 
@@ -145,6 +147,10 @@ def dumps_readable(obj: Any) -> str:
     """
     if not isinstance(obj, dict) or not obj:
         return _dumps(obj) + "\n"
+    if all(type(k) is str and (type(v) in _SCALARS or type(v) is list and all(type(x) in _SCALARS for x in v)) for k, v in obj.items()):
+        # A status file's kind (scalars, lists of them): orjson's indented layout is this one, in one call.
+        with contextlib.suppress(TypeError):  # a lone surrogate, a huge int: the general way below
+            return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
     lines = []
     for key, value in obj.items():
         k = _dumps(str(key))
@@ -154,6 +160,9 @@ def dumps_readable(obj: Any) -> str:
         else:
             lines.append(f"  {k}: {_dumps(value)}")
     return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+_SCALARS = (str, int, float, bool, type(None))
 
 
 def _dumps(obj: Any) -> str:

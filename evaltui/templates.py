@@ -55,7 +55,13 @@ def templates_of(ds: DatasetConfig) -> dict[str, str]:
 
 def template_fields(template: str) -> set[str]:
     """The record fields a str.format template reads; ValueError for a malformed template, or
-    one whose format spec asks for a width or precision above MAX_FORMAT_WIDTH."""
+    one whose format spec asks for a width or precision above MAX_FORMAT_WIDTH. (Parsed once a
+    template: 10,000 datasets share a few; an error is not kept, so it is raised each time.)"""
+    return set(_template_fields(template))
+
+
+@lru_cache(maxsize=4096)
+def _template_fields(template: str) -> frozenset[str]:
     fields: set[str] = set()
     for _, name, spec, _ in string.Formatter().parse(template):
         if name is None:
@@ -67,8 +73,8 @@ def template_fields(template: str) -> set[str]:
         if spec:
             if "{" not in spec:
                 check_spec(spec, f"'{{{name}:{spec}}}'" if len(spec) < 40 else f"'{{{name}:{spec[:40]}…'")
-            fields |= template_fields(spec)
-    return fields
+            fields |= _template_fields(spec)
+    return frozenset(fields)
 
 
 # [[fill]align][sign][z][#][0][width][grouping][.precision][type]: the numbers that size the output.
@@ -246,7 +252,13 @@ def quick_fields(checks: dict[str, str], needs: dict[str, set[str]]) -> dict[str
     """The fields whose presence as strings proves a record fills every template — when each
     template's fields are bare names (`{question}`: a string cannot fail to render there) —
     with the most times one template names each; None when some template needs rendering to be
-    sure."""
+    sure. (Made once for a set of templates; the caller may not change it.)"""
+    return _quick_fields(tuple(checks.values()))
+
+
+@lru_cache(maxsize=1024)
+def _quick_fields(templates: tuple[str, ...]) -> dict[str, int] | None:
+    checks = dict(enumerate(templates))
     if not all(_plain_fields(tpl) for tpl in checks.values()):
         return None
     counts: dict[str, int] = {}

@@ -18,7 +18,7 @@ from evaltui.datasets import check_dataset, count_records, file_fingerprint
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import _LEFTOVERS, WorkDir
 from evaltui.engine.stream import events as ev
-from evaltui.fsutil import atomic_write_bytes, atomic_write_json, atomic_writer, real_path
+from evaltui.fsutil import atomic_write_bytes, atomic_write_json, atomic_writer, dumps_readable, real_path
 from evaltui.plan import DatasetConfig, Plan, load_plan
 from evaltui.sim import SimConfig
 
@@ -200,3 +200,21 @@ def test_a_whole_file_write_makes_its_folder_and_leaves_no_temporary(tmp_path: P
     with pytest.raises(FileExistsError):  # a file where its folder should be: said as mkdir says it
         atomic_write_bytes(tmp_path / "file" / "d.json", b"{}")
     assert list(target.parent.iterdir()) == [target] and target.read_bytes() == b'{\n  "accuracy": 1.0\n}\n'
+
+
+@pytest.mark.parametrize(
+    ("obj", "text"),
+    [
+        ({"status": "done", "total": 3, "error": "", "urls": ["http://a", "http://b"], "ok": True, "x": None, "f": 1.5, "e": []},
+         '{\n  "status": "done",\n  "total": 3,\n  "error": "",\n  "urls": [\n    "http://a",\n    "http://b"\n  ],\n  "ok": true,\n'
+         '  "x": null,\n  "f": 1.5,\n  "e": []\n}\n'),
+        ({"error": "half an emoji \ud83d", "n": 2**70}, '{\n  "error": "half an emoji \\ud83d",\n  "n": 1180591620717411303424\n}\n'),
+        ({"details": [{"a": [1, 2]}, 3], "m": {"k": 1}}, '{\n  "details": [\n    {"a":[1,2]},\n    3\n  ],\n  "m": {"k":1}\n}\n'),
+        ({1: "a"}, '{\n  "1": "a"\n}\n'),
+        ({}, "{}\n"),
+    ],
+)
+def test_readable_json_keeps_its_layout_whichever_way_it_is_made(obj: dict[Any, Any], text: str) -> None:
+    """dumps_readable makes a status file's kind in one orjson call and anything else entry by
+    entry (a lone surrogate, an int beyond 64 bits, nested values): one layout either way."""
+    assert dumps_readable(obj) == text
