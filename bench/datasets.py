@@ -3,7 +3,7 @@ dataset of 30,000, the same requests to the same simulated server, `evaltui --no
 runs it. Goal: within 2× the time. Scheduling cost must not grow with the number of datasets, so
 a middle size (3,000 × 3) shows the per-dataset cost staying put.
 
-    python bench/datasets.py [--datasets 10000] [--per 3] [--repeat 1] [--middle 3000]
+    python bench/datasets.py [--datasets 10000] [--per 3] [--repeat 1] [--middle 3000] [--dir DIR]
 
 Each plan: one lightllm model on `sim://?latency=0.001` (the bundled simulator, 1 ms a reply),
 max_workers 64, timeout 5 s; gsm8k-scored questions. Runs alternate (many, one, middle) `--repeat`
@@ -12,6 +12,12 @@ failures (a timeout the loop caused would show here). Then the physical floor of
 files SPEC §6 asks of each dataset (statuses, checkpoint, sample log, predictions, result),
 written one after another on the same disk by a loop doing nothing else — what 1 × N plus those
 files would take. Run by hand; the machine is noisy.
+
+`--dir`: where the plans, data and work dirs go (default: the system's temporary folder). A
+disk's own cost per file differs by orders of magnitude (this VM's ext4 is mounted `discard`: a
+create and rename costs 50–700 µs, on tmpfs ~10 µs), so the engine's own cost per dataset is
+best seen on a RAM disk (`mount -t tmpfs tmpfs /mnt/ramds`, then `--dir /mnt/ramds`), and the
+disk's beside it in the floor line.
 """
 
 from __future__ import annotations
@@ -98,9 +104,10 @@ def main() -> int:
     ap.add_argument("--per", type=int, default=3)
     ap.add_argument("--middle", type=int, default=3_000, help="a middle number of datasets (0: none)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--dir", default=None, help="where plans and work dirs go (default: the temporary folder)")
     args = ap.parse_args()
     total = args.datasets * args.per
-    with tempfile.TemporaryDirectory(prefix="evaltui-datasets-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="evaltui-datasets-", dir=args.dir) as tmp:
         root = Path(tmp)
         plans = {f"{args.datasets} × {args.per}": (make_plan(root / "many", args.datasets, args.per), args.datasets),
                  f"1 × {total}": (make_plan(root / "one", 1, total), 1)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
 
 from evaltui.sim import SimConfig
@@ -29,27 +30,29 @@ def test_run_log_starts_with_the_run_started_line_each_run(tmp_path: Path, sim_f
     assert finished[0] < started[1]  # the second run's lines follow the first's
 
 
-def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_finishes(tmp_path: Path, sim_factory, monkeypatch) -> None:
+@pytest.mark.parametrize("small", [True, False], ids=["merged-on-the-loop", "merged-in-a-thread"])
+def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_finishes(tmp_path: Path, sim_factory, monkeypatch, small: bool) -> None:
     import json
 
     import anyio
 
-    from evaltui.engine.run import ending
+    from evaltui.engine.run import ending, pool
     from evaltui.engine.run.runner import Runner
     from evaltui.plan import load_plan
 
     _, sim, data = setup(tmp_path, sim_factory)
     plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, shards=2)])
     runner = Runner(load_plan(plan))
-    write_predictions = ending.PairEnding._write_predictions
+    merge = ending.PairEnding._merge
     merges = []
 
-    async def cancelled_merge(self, run):  # type: ignore[no-untyped-def]
+    def cancelled_merge(self, run):  # type: ignore[no-untyped-def]
         merges.append(run.cfg.abbr)
         runner.cancel()  # Ctrl-C as the checkpoints are about to be merged
-        await write_predictions(self, run)
+        return merge(self, run)
 
-    monkeypatch.setattr(ending.PairEnding, "_write_predictions", cancelled_merge)
+    monkeypatch.setattr(ending.PairEnding, "_merge", cancelled_merge)
+    monkeypatch.setattr(pool, "is_small", lambda run, data: small)  # 20 samples: small, unless said otherwise
 
     async def main() -> int:
         with anyio.fail_after(60):
@@ -59,7 +62,7 @@ def test_cancelled_during_the_final_merge_no_shard_is_left_running_and_a_rerun_f
     assert len(merges) == 1
     statuses = [json.loads(p.read_text())["status"] for p in runner.workdir.status_files("m", "d")]
     assert len(statuses) == 2 and "running" not in statuses
-    monkeypatch.setattr(ending.PairEnding, "_write_predictions", write_predictions)
+    monkeypatch.setattr(ending.PairEnding, "_merge", merge)
     sim.reset_stats()
     code, _, runner = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 0

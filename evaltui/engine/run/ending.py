@@ -8,16 +8,18 @@ had not ended `pending`, never `running`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import math
+import time
 from collections.abc import Callable
 
 import anyio
 
 from evaltui.engine.disk.predictions import merge_checkpoints
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
-from evaltui.engine.run.runs import DatasetRun, ShardRun
+from evaltui.engine.run.runs import DatasetRun, ShardRun, where_it_fits
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
 from evaltui.plan import DatasetConfig
@@ -62,6 +64,9 @@ def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0, *, 
     return text
 
 
+PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
+
+
 class PairEnding:
     """Ends one model's shards and datasets; `on_inferred(model, dataset)` wakes the scorer."""
 
@@ -78,6 +83,18 @@ class PairEnding:
             self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
             error=error, version=run.version, epochs=run.epochs, samples=run.samples, urls=run.urls,
         )
+
+    def running_soon(self, run: DatasetRun, shard: ShardRun, live: Callable[[], bool]) -> None:
+        """A small dataset's shard (start_shards said nothing yet) says `running` in
+        PROGRESS_WRITE_INTERVAL, unless by then it has ended, written its progress, or its pool
+        stopped (`live()` false: the stop said `pending`, and that must stay)."""
+        def say() -> None:
+            if live() and shard.status is None and shard.outstanding > 0 and shard.last_write <= time.monotonic() - PROGRESS_WRITE_INTERVAL / 2:
+                shard.last_write = time.monotonic()
+                with contextlib.suppress(OSError):  # a full disk: its `done` (or the stop) says so, where it can be raised
+                    self.write_status(run, shard, "running")
+
+        asyncio.get_running_loop().call_later(PROGRESS_WRITE_INTERVAL, say)
 
     async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
         """Close a shard whose samples are all finished: its final status, and the final
@@ -106,9 +123,10 @@ class PairEnding:
             others_done = all(s.status == PairStatus.DONE for s in run.shards if s is not shard)
             final_status = PairStatus.DONE if status == PairStatus.DONE and others_done else PairStatus.FAIL
             if final_status == PairStatus.DONE:
-                # Predictions before the last `done`: a scorer that sees all shards done finds them.
-                await self._write_predictions(run)
-                await anyio.to_thread.run_sync(say)  # a file the loop need not wait on
+                # Predictions before the last `done`: a scorer that sees all shards done finds
+                # them. The two in one go, where the dataset's file work fits (runs.py).
+                merge = self._merge(run)
+                await where_it_fits(run.small, lambda: (merge(), say()))
             elif error:
                 self._restate_failed_shards(run, shard, error)
         if final_status != PairStatus.DONE:
@@ -168,12 +186,12 @@ class PairEnding:
         self.emit(ev.DatasetInferred(m, d, status, completed, failed, path, error))
         self.on_inferred(m, d)
 
-    async def _write_predictions(self, run: DatasetRun) -> None:
-        """Merge the checkpoints into the final file, in a thread: it reads every line."""
+    def _merge(self, run: DatasetRun) -> Callable[[], int]:
+        """The merge of the checkpoints into the final predictions file (it reads every line)."""
         m, d = self.model, run.cfg.abbr
         paths = run.checkpoints or self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
         out = self.workdir.predictions_file(m, d)
-        await anyio.to_thread.run_sync(functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection))
+        return functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection)
 
     def close_interrupted(self, runs: list[DatasetRun]) -> None:
         """On cancellation: close checkpoints and say in the status files that work is left.

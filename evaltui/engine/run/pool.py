@@ -31,8 +31,8 @@ from evaltui.datasets import DatasetError, open_records
 from evaltui.engine.disk.checkpoint import turn_line
 from evaltui.engine.disk.units import unit_key
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
-from evaltui.engine.run.ending import PairEnding, failure_budget, stops_early
-from evaltui.engine.run.runs import DatasetRun, ShardRun, start_shards
+from evaltui.engine.run.ending import PROGRESS_WRITE_INTERVAL, PairEnding, failure_budget, stops_early
+from evaltui.engine.run.runs import DatasetRun, ShardRun, is_small, start_shards, where_it_fits
 from evaltui.engine.run.todo import first_pass_skip, todo
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus, SampleError
@@ -48,7 +48,6 @@ from evaltui.plan.price import CostMeter
 # wrong URL or a server that is not up would otherwise grind through every sample's retries.
 NO_SERVER_AFTER = 8
 _NO_SERVER_STATUSES = (401, 403, 404, 405)
-PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
 
 
@@ -207,9 +206,10 @@ class WorkerPool:
 
     async def _load(self, run: DatasetRun) -> None:
         m, d = self.model.abbr, run.cfg.abbr
+        run.small = is_small(run, self.plan.dataset_path(run.cfg))
         try:
-            # The file is opened (and a .json array parsed) in a thread; lines are read as needed.
-            records = await anyio.to_thread.run_sync(open_records, self.plan, run.cfg, first_pass_skip(run))
+            # The file is opened (and a .json array parsed) where it fits; lines are read as needed.
+            records = await where_it_fits(run.small, partial(open_records, self.plan, run.cfg, first_pass_skip(run)))
         except (DatasetError, OSError) as e:
             self._ending.end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
@@ -218,12 +218,14 @@ class WorkerPool:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
         if run.remaining:
-            await anyio.to_thread.run_sync(start_shards, run, asyncio.get_running_loop().call_soon, partial(self._ending.write_status, run))
+            await where_it_fits(run.small, partial(start_shards, run, asyncio.get_running_loop().call_soon, partial(self._ending.write_status, run)))
         run.todo = todo(run, records, partial(open_records, self.plan, run.cfg))
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         for s in run.shards:
             if s.outstanding:
                 s.last_write = time.monotonic()
+                if run.small:  # `running` in a second unless it has ended by then (start_shards)
+                    self._ending.running_soon(run, s, lambda: self._workers is not None)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._ending.finish_shard(run, s)
@@ -265,8 +267,7 @@ class WorkerPool:
             await self._sample(run, *job)
 
     def _again_now(self) -> tuple[DatasetRun, ShardRun, int, int, dict[str, Any] | str, Again] | None:
-        """A unit sent back for another try (retry_on_error) whose turn has come: its dataset's
-        other units all handed out, and its backoff waited."""
+        """A unit sent back for another try (retry_on_error) whose turn has come: its dataset's other units all handed out, and its backoff waited."""
         while self._backlog:
             run = self._backlog[0]
             if not run.again:

@@ -10,11 +10,12 @@ resume's peak at 200,000 samples × 5 epochs).
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -76,15 +77,54 @@ def shard_indices(indices: Sequence[int], shards: int) -> list[Sequence[int]]:
     return [indices[r.start : r.stop] for r in shard_ranges(len(indices), shards)]
 
 
+#: A dataset of at most this many units (and a data file of at most SMALL_DATA_BYTES) has its
+#: own file work — loading, opening its files, the merge and its last status — done on the
+#: engine's loop; a larger one in a worker thread. See `where_it_fits`.
+SMALL_UNITS = 64
+SMALL_DATA_BYTES = 1 << 20
+
+T = TypeVar("T")
+
+
+def is_small(run: DatasetRun, data: Path) -> bool:
+    """Whether the dataset's file work is done on the loop (where_it_fits): few units, and a data
+    file small enough to open (or parse, a .json array) in well under a millisecond."""
+    if run.total > SMALL_UNITS or run.cfg.benchmark:
+        return False
+    try:
+        return os.stat(data).st_size <= SMALL_DATA_BYTES
+    except OSError:  # opened in a thread, which says what is wrong with it
+        return False
+
+
+async def where_it_fits(small: bool, work: Callable[[], T]) -> T:
+    """`work` (a dataset's file work) right here when the dataset is small, else in a thread.
+
+    A thread hop is not free under the GIL: the result comes back through the loop's
+    call_soon_threadsafe, and while the worker holds the GIL each syscall of the loop (a socket
+    send, its epoll) waits for it to let go — the convoy effect. At thousands of datasets of a
+    few samples the hops cost more than the work they carried: 2,000 × 3 on a RAM disk took 19 s
+    with a hop for each load, open, merge and status, 10 s with those done on the loop (bench/
+    datasets.py; 1.7 M futex calls against a few hundred). A small dataset's files are a few
+    hundred bytes; a large one's merge reads every line, and goes to a thread as before.
+    """
+    if small:
+        return work()
+    return await anyio.to_thread.run_sync(work)
+
+
 def start_shards(run: DatasetRun, defer: Callable[[Callable[[], None]], object], say: Callable[[ShardRun, str], None]) -> None:
-    """In a thread, before any of the dataset's units is handed out: each shard with units left
-    opens its files (`defer`, the loop's call_soon: a turn's lines go out in one write) and says
-    `running` (`say`: its status file). Three files a dataset, a millisecond or more each of a
-    loaded disk that the event loop waited out: at 10,000 small datasets, requests not sent."""
+    """Before any of the dataset's units is handed out (where_it_fits): each shard with units
+    left opens its files (`defer`, the loop's call_soon: a turn's lines go out in one write) and,
+    unless the dataset is small, says `running` (`say`: its status file). A small dataset says
+    `running` at its first progress write (pool.py), so one that ends within a second writes
+    `pending` and `done` only: a file fewer a dataset, and the status is coalesced the way the
+    screen's counters are (a watcher polling every few seconds would not have seen it anyway)."""
     for s in run.shards:
         if s.outstanding:
             s.open(defer=defer)
-            say(s, "running")
+            if not run.small:
+                say(s, "running")
 
 
 Job = tuple["ShardRun", int, int, "dict[str, Any] | str"]  # (shard, index, epoch, record or why it is unreadable)
@@ -148,5 +188,6 @@ class DatasetRun:
     # units sent back for another try (retry_on_error), each with when it may go: (job + its Again, not before)
     again: deque[tuple[tuple[ShardRun, int, int, dict[str, Any] | str, Again], float]] = field(default_factory=deque)
     started: bool = False
+    small: bool = False  # its file work is done on the loop (where_it_fits); decided as it loads
     loaded: anyio.Event = field(default_factory=anyio.Event)
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written

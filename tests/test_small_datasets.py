@@ -1,0 +1,84 @@
+"""Many small datasets: their file work stays on the engine's loop (no thread hop a dataset, the
+cost that made 10,000 datasets of 3 samples slow), a large one's goes to a thread, and the
+status files still tell the truth — `running` included, for a small dataset that takes long."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, write_jsonl, write_plan
+
+from evaltui.engine.run import runs
+from evaltui.engine.run.runner import Runner
+from evaltui.plan import load_plan
+from evaltui.sim import SimConfig
+from evaltui.sim.config import ModelProfile
+
+
+def _hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions sent to a worker thread from the engine's run package."""
+    sent: list[str] = []
+    real = anyio.to_thread.run_sync
+
+    async def counted(func, *args, **kw):  # type: ignore[no-untyped-def]
+        inner = func.func if isinstance(func, functools.partial) else func
+        sent.append(getattr(inner, "__qualname__", type(inner).__name__))
+        return await real(func, *args, **kw)
+
+    monkeypatch.setattr(runs.anyio.to_thread, "run_sync", counted)
+    return sent
+
+
+def test_small_datasets_are_loaded_opened_and_merged_without_a_thread_and_a_large_one_with_one(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    small_rows, large_rows = arithmetic(3), arithmetic(runs.SMALL_UNITS + 1)
+    sim = sim_factory(SimConfig(answer_key=key_for(large_rows)))
+    datasets = [gsm_dataset(f"s{k}", write_jsonl(tmp_path / f"s{k}.jsonl", small_rows)) for k in range(12)]
+    datasets.append(gsm_dataset("large", write_jsonl(tmp_path / "large.jsonl", large_rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=datasets)
+    sent = _hops(monkeypatch)
+    code, _, runner = run_plan(plan)
+    assert code == 0
+    # The large dataset: its loading, its shards' opening and its merge with its `done`, a hop each.
+    loads = [name for name in sent if name in ("open_records", "start_shards", "PairEnding._finish_shard_now.<locals>.<lambda>")]
+    assert sorted(loads) == ["PairEnding._finish_shard_now.<locals>.<lambda>", "open_records", "start_shards"]
+    for d in [f"s{k}" for k in range(12)] + ["large"]:  # and every file says what a thread would have written
+        status = json.loads(runner.workdir.status_file("m", d, 0, 1).read_text())
+        assert status["status"] == "done" and status["completed"] == status["total"]
+        assert len(json.loads(runner.workdir.predictions_file("m", d).read_text())) == status["total"]
+        assert runner.workdir.read_result("m", d)["accuracy"] == 100.0
+
+
+def test_a_small_dataset_that_takes_long_says_running_while_it_runs(tmp_path: Path, sim_factory) -> None:
+    rows = arithmetic(2)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=30.0)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", write_jsonl(tmp_path / "d.jsonl", rows))])
+    runner = Runner(load_plan(plan))
+    seen: list[str] = []
+
+    async def main() -> int:
+        async with anyio.create_task_group() as tg:
+            async def watch() -> None:
+                path = runner.workdir.status_file("m", "d", 0, 1)
+                for _ in range(400):  # up to 20 s: `running` is due a second after the start
+                    if path.is_file():
+                        status = json.loads(path.read_text())["status"]
+                        if not seen or seen[-1] != status:
+                            seen.append(status)
+                        if status == "running":
+                            break
+                    await anyio.sleep(0.05)
+                runner.cancel()
+
+            tg.start_soon(watch)
+            with anyio.fail_after(60):
+                return await runner.run()
+
+    assert anyio.run(main) == 130
+    assert seen[-1] == "running" and sim.stats.requests_total == 2  # both requests out, none answered yet
+    # Stopped: the status says work is left (pending), not `running`, whatever the timer had said.
+    assert json.loads(runner.workdir.status_file("m", "d", 0, 1).read_text())["status"] == "pending"
