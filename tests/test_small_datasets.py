@@ -64,7 +64,7 @@ def test_a_small_dataset_that_takes_long_says_running_while_it_runs(tmp_path: Pa
         async with anyio.create_task_group() as tg:
             async def watch() -> None:
                 path = runner.workdir.status_file("m", "d", 0, 1)
-                for _ in range(400):  # up to 20 s: `running` is due a second after the start
+                for _ in range(400):  # up to 20 s: `running` is due a quarter second after the start
                     if path.is_file():
                         status = json.loads(path.read_text())["status"]
                         if not seen or seen[-1] != status:

@@ -65,6 +65,10 @@ def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0, *, 
 
 
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
+# s after its start that a small dataset's shard says `running`, unless it has ended by then: a
+# watcher (evaltui watch, a scorer polling every watch_interval) sees every dataset that lasts
+# long enough to be seen going, without a file a dataset for those that come and go at once
+RUNNING_AFTER = 0.25
 
 
 class PairEnding:
@@ -85,16 +89,16 @@ class PairEnding:
         )
 
     def running_soon(self, run: DatasetRun, shard: ShardRun, live: Callable[[], bool]) -> None:
-        """A small dataset's shard (start_shards said nothing yet) says `running` in
-        PROGRESS_WRITE_INTERVAL, unless by then it has ended, written its progress, or its pool
-        stopped (`live()` false: the stop said `pending`, and that must stay)."""
+        """A small dataset's shard (start_shards said nothing yet) says `running` in RUNNING_AFTER,
+        unless by then it has ended, written its progress, or its pool stopped (`live()` false:
+        the stop said `pending`, and that must stay)."""
         def say() -> None:
-            if live() and shard.status is None and shard.outstanding > 0 and shard.last_write <= time.monotonic() - PROGRESS_WRITE_INTERVAL / 2:
+            if live() and shard.status is None and shard.outstanding > 0 and shard.last_write <= time.monotonic() - RUNNING_AFTER / 2:
                 shard.last_write = time.monotonic()
                 with contextlib.suppress(OSError):  # a full disk: its `done` (or the stop) says so, where it can be raised
                     self.write_status(run, shard, "running")
 
-        asyncio.get_running_loop().call_later(PROGRESS_WRITE_INTERVAL, say)
+        asyncio.get_running_loop().call_later(RUNNING_AFTER, say)
 
     async def finish_shard(self, run: DatasetRun, shard: ShardRun) -> None:
         """Close a shard whose samples are all finished: its final status, and the final

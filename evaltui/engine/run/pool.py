@@ -224,7 +224,7 @@ class WorkerPool:
         for s in run.shards:
             if s.outstanding:
                 s.last_write = time.monotonic()
-                if run.small:  # `running` in a second unless it has ended by then (start_shards)
+                if run.small:  # `running` soon, unless it has ended by then (start_shards)
                     self._ending.running_soon(run, s, lambda: self._workers is not None)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:

@@ -117,9 +117,9 @@ def start_shards(run: DatasetRun, defer: Callable[[Callable[[], None]], object],
     """Before any of the dataset's units is handed out (where_it_fits): each shard with units
     left opens its files (`defer`, the loop's call_soon: a turn's lines go out in one write) and,
     unless the dataset is small, says `running` (`say`: its status file). A small dataset says
-    `running` at its first progress write (pool.py), so one that ends within a second writes
-    `pending` and `done` only: a file fewer a dataset, and the status is coalesced the way the
-    screen's counters are (a watcher polling every few seconds would not have seen it anyway)."""
+    it a quarter second in (ending.running_soon), so one that ends sooner writes `pending` and
+    `done` only: a file fewer a dataset, and nothing a watcher polling every second or more
+    would have seen."""
     for s in run.shards:
         if s.outstanding:
             s.open(defer=defer)
