@@ -51,7 +51,7 @@ def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path]
 
     `replace(tmp, path)` puts it in place; a caller may pass one that refuses (raises) when
     the file would be stale by then, and the temporary is removed."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     fd, tmp = _temporary(path)
     try:
         os.fchmod(fd, _MODE)
@@ -108,7 +108,7 @@ def nul_byte(path: str) -> str | None:
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """atomic_writer's file for bytes at hand, written straight to its descriptor (no buffered
     file object made and flushed for them)."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)
     fd, tmp = _temporary(path)
     try:
         try:

@@ -53,13 +53,17 @@ class Checkpoint:
 
     def open(self, defer: Callable[[Callable[[], None]], object] | None = None) -> None:
         """Open for appending, first cutting off a torn last line so the next line starts clean."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o644)
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):  # a FIFO, a device, a folder in its place
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except (FileNotFoundError, NotADirectoryError):  # its folder made only when missing (a file there: mkdir's error)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, flags, 0o644)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # a FIFO, a device, a folder in its place
             os.close(fd)
-            raise not_regular(self.path, mode)
-        size = os.fstat(fd).st_size
+            raise not_regular(self.path, st.st_mode)
+        size = st.st_size
         if size:
             tail_start = max(0, size - 65536)
             while True:
