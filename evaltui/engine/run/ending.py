@@ -65,7 +65,7 @@ def over_budget(ds: DatasetConfig, failed: int, total: int, unsent: int = 0, *, 
 
 
 PROGRESS_WRITE_INTERVAL = 1.0  # s between progress rewrites of a running shard's status file
-# s after its start that a small dataset's shard says `running`, unless it has ended by then: a
+# s after its first unit went out that a small dataset's shard says `running`, unless it has ended by then: a
 # watcher (evaltui watch, a scorer polling every watch_interval) sees every dataset that lasts
 # long enough to be seen going, without a file a dataset for those that come and go at once
 RUNNING_AFTER = 0.25
@@ -88,15 +88,16 @@ class PairEnding:
             error=error, version=run.version, epochs=run.epochs, samples=run.samples, urls=run.urls,
         )
 
-    def running_soon(self, run: DatasetRun, shard: ShardRun, live: Callable[[], bool]) -> None:
-        """A small dataset's shard (start_shards said nothing yet) says `running` in RUNNING_AFTER,
-        unless by then it has ended, written its progress, or its pool stopped (`live()` false:
-        the stop said `pending`, and that must stay)."""
+    def running_soon(self, run: DatasetRun, live: Callable[[], bool]) -> None:
+        """A small dataset's first unit went out (start_shards said nothing): each shard says
+        `running` in RUNNING_AFTER, unless by then it has ended, written its progress, or its
+        pool stopped (`live()` false: the stop said `pending`, and that must stay)."""
         def say() -> None:
-            if live() and shard.status is None and shard.outstanding > 0 and shard.last_write <= time.monotonic() - RUNNING_AFTER / 2:
-                shard.last_write = time.monotonic()
-                with contextlib.suppress(OSError):  # a full disk: its `done` (or the stop) says so, where it can be raised
-                    self.write_status(run, shard, "running")
+            for shard in run.shards:
+                if live() and shard.status is None and shard.outstanding > 0 and shard.last_write <= time.monotonic() - RUNNING_AFTER / 2:
+                    shard.last_write = time.monotonic()
+                    with contextlib.suppress(OSError):  # a full disk: its `done` (or the stop) says so, where it can be raised
+                        self.write_status(run, shard, "running")
 
         asyncio.get_running_loop().call_later(RUNNING_AFTER, say)
 

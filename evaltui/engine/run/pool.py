@@ -224,8 +224,6 @@ class WorkerPool:
         for s in run.shards:
             if s.outstanding:
                 s.last_write = time.monotonic()
-                if run.small:  # `running` soon, unless it has ended by then (start_shards)
-                    self._ending.running_soon(run, s, lambda: self._workers is not None)
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._ending.finish_shard(run, s)
@@ -264,6 +262,9 @@ class WorkerPool:
                 if self.runs[self._cursor] is run:
                     self._cursor += 1
                 continue
+            if run.small and not run.sending:  # its first unit: `running` soon, unless it has ended by then (start_shards)
+                run.sending = True
+                self._ending.running_soon(run, lambda: self._workers is not None)
             await self._sample(run, *job)
 
     def _again_now(self) -> tuple[DatasetRun, ShardRun, int, int, dict[str, Any] | str, Again] | None:
@@ -281,8 +282,7 @@ class WorkerPool:
         return None
 
     async def _await_again(self) -> None:
-        """Nothing to send now: wait for a unit to come back (or to end), or the first one sent
-        back to be due."""
+        """Nothing to send now: wait for a unit to come back (or to end), or the first one sent back to be due."""
         due = math.inf
         if self._backlog and self._backlog[0].again:
             due = max(0.0, self._backlog[0].again[0][1] - time.monotonic())

@@ -116,8 +116,9 @@ async def where_it_fits(small: bool, work: Callable[[], T]) -> T:
 def start_shards(run: DatasetRun, defer: Callable[[Callable[[], None]], object], say: Callable[[ShardRun, str], None]) -> None:
     """Before any of the dataset's units is handed out (where_it_fits): each shard with units
     left opens its files (`defer`, the loop's call_soon: a turn's lines go out in one write) and,
-    unless the dataset is small, says `running` (`say`: its status file). A small dataset says
-    it a quarter second in (ending.running_soon), so one that ends sooner writes `pending` and
+    unless the dataset is small, says `running` (`say`: its status file). A small one says it a
+    quarter second after its first unit went out (ending.running_soon): with the next datasets
+    loaded early, a few hundred milliseconds before their turn, one that ends sooner writes `pending` and
     `done` only: a file fewer a dataset, and nothing a watcher polling every second or more
     would have seen."""
     for s in run.shards:
@@ -189,5 +190,6 @@ class DatasetRun:
     again: deque[tuple[tuple[ShardRun, int, int, dict[str, Any] | str, Again], float]] = field(default_factory=deque)
     started: bool = False
     small: bool = False  # its file work is done on the loop (where_it_fits); decided as it loads
+    sending: bool = False  # its first unit has been handed out
     loaded: anyio.Event = field(default_factory=anyio.Event)
     ended: bool = False  # DatasetInferred is out: its predictions (if any) are written
