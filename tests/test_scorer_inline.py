@@ -161,3 +161,29 @@ def test_a_small_gsm8k_pair_whose_answer_needs_math_verify_is_scored_in_a_thread
     run(Scorer(plan, wd, events.append, gate=gate), [("m", "small")])
     assert [(e.dataset, e.score) for e in events if isinstance(e, ev.DatasetScored)] == [("small", 100.0)]
     assert len(gate.threads[("m", "small")]) == 1 and gate.threads[("m", "small")] != [threading.main_thread()]
+
+
+def test_a_burst_of_small_pairs_ready_at_once_is_scored_on_the_loop_only_up_to_its_budget(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Past INLINE_BUDGET of scoring one after another, the loop hands the rest to threads (a
+    re-run rescoring every dataset must not hold up the requests in flight): with a budget of
+    nothing and any gap taken for one after another, the first pair is scored on the loop and
+    the others in threads, each once, to the same scores."""
+    monkeypatch.setattr(watch, "INLINE_BUDGET", 0.0)
+    monkeypatch.setattr(watch, "INLINE_GAP", 3600.0)
+    data = write_jsonl(tmp_path / "d.jsonl", ROWS)
+    names = [f"d{i}" for i in range(4)]
+    model = {"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:9/generate"}
+    plan = load_plan(write_plan(tmp_path, models=[model], datasets=[gsm_dataset(n, data) for n in names], run={"eval_workers": 4}))
+    wd = WorkDir(tmp_path / "out")
+    wd.prepare()
+    board = StatusWriter(wd)
+    golds = [r["answer"] for r in ROWS]
+    for n in names:
+        finish(wd, board, n, golds, golds)
+    events: list[ev.Event] = []
+    gate = ThreadOfWrites()
+    run(Scorer(plan, wd, events.append, gate=gate), [("m", n) for n in names])
+    assert sorted((e.dataset, e.score) for e in events if isinstance(e, ev.DatasetScored)) == [(n, 100.0) for n in names]
+    threads = [gate.threads[("m", n)] for n in names]
+    assert all(len(t) == 1 for t in threads)
+    assert sum(t == [threading.main_thread()] for t in threads) == 1

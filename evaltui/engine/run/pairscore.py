@@ -38,7 +38,7 @@ def score_pair(
 ) -> Scored:
     """Score one pair from its files, write its result file, return its metrics (the main one first).
 
-    Runs in a worker thread, or a small light one on the loop (Scorer._score_here). `statuses`:
+    Runs in a worker thread, or a small light one on the loop (Scorer._score_on_loop). `statuses`:
     its shards' status files as the scorer read them to find it ready (read here otherwise).
     Text evaluators stream: predictions are read, judged and written
     out as details one at a time, so scoring a million samples holds none of them; code_exec

@@ -8,7 +8,7 @@ finished dataset nor `heartbeat_timeout` at the end of a run.
 
 Scoring runs in worker threads (code execution in subprocesses), at most `eval_workers` at a
 time; a small pair of a light evaluator is scored on the event loop instead, in one of those
-slots (`_score_here`: a thread hop cost more than its scoring). An evaluator that raises
+slots (`_score_on_loop`: a thread hop cost more than its scoring). An evaluator that raises
 becomes an error result for its pair.
 A thread cannot be stopped, so a scoring that a retry or a quit abandons is fenced off instead:
 it may only put its result in place while the pair's generation in the ScoreGate is the one it
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import math
 import os
 import threading
 import time
@@ -107,6 +108,14 @@ LIGHT = frozenset({"exact", "includes", "regex", "gsm8k", "choice", "exact_match
 #: worker holds the GIL. Scoring reads, parses and judges every byte, so bytes, not samples, bound
 #: how long the loop (and every request in flight, whose latency it measures) waits.
 INLINE_BYTES = 32 * 1024
+#: Scorings on the loop one after another (less than INLINE_GAP s between one's end and the next
+#: one's start: the loop has not gone round between them) for more than INLINE_BUDGET s: the rest
+#: of the burst goes to threads. A burst of pairs ready at once (a re-run after an evaluator's
+#: settings changed rescores every dataset) must not hold up the requests in flight, whose latency
+#: is measured on this loop and whose timeouts are its timers, for seconds; pairs as inference
+#: ends them come in bursts of ~10 (~5 ms), and stay on the loop.
+INLINE_BUDGET = 0.02
+INLINE_GAP = 0.002
 
 
 class Scorer:
@@ -148,6 +157,7 @@ class Scorer:
         # (abandon_on_cancel), so the slots are also taken inside the thread, until it really ends.
         self._limiter = anyio.CapacityLimiter(plan.run.eval_workers)
         self._slots = threading.BoundedSemaphore(plan.run.eval_workers)
+        self._stretch = (-math.inf, -math.inf)  # (start, end) of the latest scorings on the loop one after another: INLINE_BUDGET
 
     def wake(self) -> None:
         self._wake.set()
@@ -275,10 +285,15 @@ class Scorer:
             raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
         return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace, self.run_code, ready.statuses)
 
-    def _score_here(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
-        """Score a small pair of a LIGHT evaluator on the loop, in one of the `eval_workers` slots,
-        as a thread would; None (nothing written) when it is not one, no slot is free now, or it
-        needs math-verify's worker: then a thread scores it.
+    def _light(self, pair: Pair, ready: Ready) -> bool:
+        ds = self.plan.dataset(pair[1])
+        return ds.evaluator.type in LIGHT and not ds.benchmark and ready.size <= INLINE_BYTES
+
+    async def _score_on_loop(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
+        """Score a small pair of a LIGHT evaluator on the loop, once one of the `eval_workers`
+        slots is free, as a thread would; None (nothing written) when the loop has had its
+        INLINE_BUDGET of scoring, an abandoned thread still holds the slot, or the pair needs
+        math-verify's worker: then a thread scores it.
 
         The engine has a loop of its own (ui/engine_thread.py), so no key press waits on this.
         Once a thread holds the GIL the loop's own syscalls wait for it: a hop per dataset of
@@ -286,16 +301,17 @@ class Scorer:
         way: the gate is checked before it begins and again (with the rename) as it ends."""
         from evaltui.scoring.readers.mathcheck import ON_LOOP, NeedsThread
 
-        ds = self.plan.dataset(pair[1])
-        if ds.evaluator.type not in LIGHT or ds.benchmark or ready.size > INLINE_BYTES:
-            return None
         try:
             self._limiter.acquire_nowait()
         except anyio.WouldBlock:
-            return None
+            await self._limiter.acquire()  # (cancelled, by forget or a quit: it holds nothing)
+        began = time.perf_counter()
+        start, end = self._stretch
+        if began - end > INLINE_GAP:  # the loop went round since: a new stretch
+            start = began
         on_loop = ON_LOOP.set(True)
         try:
-            if not self._slots.acquire(blocking=False):  # an abandoned thread still holds it
+            if began - start > INLINE_BUDGET or not self._slots.acquire(blocking=False):
                 return None
             try:
                 return self._score_now(pair, token, replace, ready)
@@ -306,6 +322,7 @@ class Scorer:
         finally:
             ON_LOOP.reset(on_loop)
             self._limiter.release()
+            self._stretch = (start, time.perf_counter())
 
     async def _score(self, pair: Pair, scope: anyio.CancelScope, ready: Ready) -> None:
         from evaltui.scoring import Reduction
@@ -326,7 +343,7 @@ class Scorer:
                         await self.judges.judge_pair(self.workdir, model, dataset)
                     # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
-                    scored = self._score_here(pair, token, replace, ready)
+                    scored = await self._score_on_loop(pair, token, replace, ready) if self._light(pair, ready) else None
                     if scored is None:
                         scored = await anyio.to_thread.run_sync(
                             self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter
