@@ -39,6 +39,7 @@ class RunState:
         self.pairs: dict[Pair, PairState] = {}
         self.models: list[str] = []
         self.datasets: list[str] = []
+        self._known = set[str]()  # the names in `datasets`: a list's `in` made planning 10,000 datasets quadratic
         self.work_dir = ""
         self.title = ""
         self.began_at: float | None = None  # a followed run's start (RunStarted.began_at)
@@ -64,7 +65,8 @@ class RunState:
             p = self.pairs[key] = PairState(model, dataset, clock=self.clock)
             if model not in self.models:
                 self.models.append(model)
-            if dataset not in self.datasets:
+            if dataset not in self._known:
+                self._known.add(dataset)
                 self.datasets.append(dataset)
         return p
 
@@ -204,6 +206,7 @@ class RunState:
         self.work_dir, self.title, self.began_at = e.work_dir, e.title, e.began_at
         self.models = list(dict.fromkeys([*e.models, *self.models]))
         self.datasets = list(dict.fromkeys([*e.datasets, *self.datasets]))
+        self._known = set(self.datasets)
         self.started_at, self._ended_at, self.live = self.clock(), None, True
         if e.began_at is not None:  # followed from its files: it began before we looked
             self.started_at -= max(0.0, self.wall_clock() - e.began_at)
