@@ -7,6 +7,7 @@ flight, not for its records (a .json array is the exception: it is parsed whole)
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import hashlib
@@ -18,7 +19,7 @@ import sys
 import zlib
 from collections.abc import Container, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from evaltui import fastjson
 from evaltui.fsutil import Unreadable, open_regular
@@ -57,9 +58,12 @@ MAX_JSON_BYTES = 256 << 20
 _ANY_SIZE = 1 << 62
 
 
-def _open_text(path: Path) -> io.TextIOBase:
-    """The file as text, once it is known to be a regular file (a FIFO would hang the reader)."""
+def _open_text(path: Path, fingerprint: bool = False) -> io.TextIOBase:
+    """The file as text, once it is known to be a regular file (a FIFO would hang the reader);
+    `fingerprint`: its bytes hashed on the way (_Hashing), not .gz."""
     raw = open_regular(path, MAX_JSON_BYTES if path.name.endswith(".json") else _ANY_SIZE)
+    if fingerprint and not path.name.endswith(".gz"):
+        raw = io.BufferedReader(_Hashing(raw))
     if path.name.endswith(".gz"):
         raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
     return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")  # -sig: a leading BOM is not data
@@ -76,7 +80,7 @@ def _lines(f: io.TextIOBase, name: str) -> Iterator[str]:
         yield line
 
 
-def iter_records(path: Path, columns: list[str] | None = None, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
+def iter_records(path: Path, columns: list[str] | None = None, skip: Container[int] = (), fingerprint: bool = False) -> Iterator[dict[str, Any] | None]:
     """Yield the file's records in order; DatasetError names the line or item that is wrong.
 
     A record whose index is in `skip` (a resumed run's finished samples) is yielded as None,
@@ -84,11 +88,11 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
     name = path.name
     try:
         if name.endswith((".jsonl", ".jsonl.gz")):
-            yield from _jsonl_records(path, skip)
+            yield from _jsonl_records(path, skip, fingerprint)
         elif name.endswith(".json"):
-            yield from _json_records(path)
+            yield from _json_records(path, fingerprint)
         elif name.endswith(".csv"):
-            yield from _csv_records(path, columns)
+            yield from _csv_records(path, columns, fingerprint)
         elif name.endswith(".parquet"):
             yield from _parquet_records(path, skip)
         else:
@@ -99,10 +103,10 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
         raise DatasetError(f"{name}: cannot read: {e}") from None
 
 
-def _jsonl_records(path: Path, skip: Container[int]) -> Iterator[dict[str, Any] | None]:
+def _jsonl_records(path: Path, skip: Container[int], fingerprint: bool = False) -> Iterator[dict[str, Any] | None]:
     name = path.name
     index = -1
-    with _open_text(path) as f:
+    with _open_text(path, fingerprint) as f:
         for lineno, line in enumerate(_lines(f, name), 1):
             if not line.strip():
                 continue
@@ -143,9 +147,9 @@ def _benchmark_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     return records[: ds.limit] if ds.limit else records
 
 
-def _json_records(path: Path) -> Iterator[dict[str, Any]]:
+def _json_records(path: Path, fingerprint: bool = False) -> Iterator[dict[str, Any]]:
     name = path.name
-    with _open_text(path) as f:
+    with _open_text(path, fingerprint) as f:
         try:
             data = json.load(f)
         except ValueError as e:
@@ -158,9 +162,9 @@ def _json_records(path: Path) -> Iterator[dict[str, Any]]:
         yield rec
 
 
-def _csv_records(path: Path, columns: list[str] | None) -> Iterator[dict[str, Any]]:
+def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = False) -> Iterator[dict[str, Any]]:
     name = path.name
-    with _open_text(path) as f:
+    with _open_text(path, fingerprint) as f:
         reader = csv.reader(_lines(f, name))
         header = list(columns) if columns else next(reader, None)
         if header is None:
@@ -220,6 +224,35 @@ def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
     value = digest.hexdigest()[:16]
     _FINGERPRINTS[read] = value
     return value
+
+
+class _Hashing(io.RawIOBase):
+    """A data file whose bytes are hashed as they are read and to its end when it is closed, the
+    fingerprint kept as file_fingerprint keeps it (by the open file's fstat): checking a dataset
+    reads it whole anyway, and a second read for its fingerprint was ~70 us a small dataset."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw, self._digest, self._key = cast(io.BufferedReader, raw), hashlib.sha256(), _identity(os.fstat(raw.fileno()))
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n: int = self._raw.readinto(buffer)
+        self._digest.update(memoryview(buffer)[:n])
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(OSError), self._raw:  # unreadable further: no fingerprint kept
+                while self._key[2] <= _HASHED_TO_THE_END and (chunk := self._raw.read(1 << 20)):  # (not the rest of 2 GB after an error)
+                    self._digest.update(chunk)
+                if self._key[2] <= _HASHED_TO_THE_END or self._raw.tell() == self._key[2]:
+                    _FINGERPRINTS[self._key] = self._digest.hexdigest()[:16]
+        super().close()
+
+
+_HASHED_TO_THE_END = 16 << 20  # a larger file's rest is not read on close: planning hashes it
 
 
 def count_records(plan: Plan, ds: DatasetConfig) -> int:
@@ -289,7 +322,7 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
         return _check_benchmark(plan, ds, checks, needs)
     path = plan.dataset_path(ds)
     key = _count_key(path, ds)  # before the file is read: a change while it is, is a change after
-    records = iter_records(path, ds.columns or None)
+    records = iter_records(path, ds.columns or None, fingerprint=True)  # the read planning's file_fingerprint then needs not make
     try:
         count, problems = _check_records(records, ds.limit, checks, needs, field_checks(ds))
     except DatasetError as e:

@@ -218,3 +218,39 @@ def test_readable_json_keeps_its_layout_whichever_way_it_is_made(obj: dict[Any, 
     """dumps_readable makes a status file's kind in one orjson call and anything else entry by
     entry (a lone surrogate, an int beyond 64 bits, nested values): one layout either way."""
     assert dumps_readable(obj) == text
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "extra"),
+    [
+        ("d.jsonl", "\ufeff" + RECORDS + "\n\n", {}),
+        ("d.jsonl", RECORDS * 3000, {"limit": 1}),  # the check stops at the limit: the rest is hashed when it closes the file
+        ("d.jsonl", RECORDS + "not json\n" + RECORDS, {}),  # the check fails: the bytes still have their fingerprint
+        ("d.json", '[{"question": "q", "answer": "a"}]', {}),
+        ("d.csv", "question,answer\nq,a\nr,b\n", {}),
+    ],
+    ids=["bom-blank-lines", "limit", "bad-line", "json", "csv"],
+)
+def test_the_fingerprint_made_while_checking_a_dataset_is_that_of_its_bytes(tmp_path: Path, name: str, content: str, extra: dict[str, Any]) -> None:
+    """check_dataset hashes the data file as it reads it (planning's file_fingerprint then reads
+    it no more): what it keeps is the sha256 of every byte of the file, however far the check read."""
+    import hashlib
+
+    import evaltui.datasets as datasets
+
+    data = tmp_path / name
+    data.write_text(content, encoding="utf-8")
+    plan, ds = _unchecked(tmp_path, data, extra)
+    check_dataset(plan, ds)
+    st = data.stat()
+    kept = datasets._FINGERPRINTS.get((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    assert kept == hashlib.sha256(data.read_bytes()).hexdigest()[:16]
+    assert file_fingerprint(plan, ds) == kept
+
+
+def _unchecked(folder: Path, data: Path, extra: dict[str, Any]) -> tuple[Plan, DatasetConfig]:
+    dataset = {"abbr": "d", "path": str(data), "prompt": "{question}", "target": "{answer}", **extra}
+    path = folder / "plan.toml"
+    path.write_text(tomli_w.dumps({"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": [dataset]}), encoding="utf-8")
+    plan = load_plan(path, check_data=False)
+    return plan, plan.datasets[0]
