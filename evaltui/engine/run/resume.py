@@ -120,20 +120,21 @@ def _drop_stale_work(
     data = file_fingerprint(plan, ds)
     version = pair_version(model, ds, data or "")
     current = {wd.status_file(m, ds.abbr, k, ds.shards) for k in range(ds.shards)}
-    statuses = [read_json(p, STATUS_BYTES) for p in wd.status_files(m, ds.abbr)]
+    listed = wd.status_files(m, ds.abbr)
+    statuses = [read_json(p, STATUS_BYTES) for p in listed]
     seen = {s.get("version") for s in statuses if isinstance(s, dict)}
     seen |= {v for v in map(checkpoint_version, wd.checkpoint_files(m, ds.abbr)) if v}
     # An unreadable file (a mount gone away) proves nothing changed: keep the work; the
     # dataset fails when it is loaded, and the next run carries on.
     earlier = [u for s in statuses if isinstance(s, dict) and isinstance(s.get("urls"), list) for u in s["urls"] if isinstance(u, str)]
     if data is not None and seen - {version, ""}:
-        earlier = []
+        earlier, listed = [], []  # (its status files are set aside with the rest)
         folder = wd.set_aside_pair(m, ds.abbr)
         # A status without a version was not written by evaltui (OpenCompass writes that layout).
         why = ("was written by another tool (no evaltui version in its status files)" if None in seen
                else "the data file, the dataset's prompts or the model's settings changed since the last run")
         emit(ev.Notice(f"{m}/{ds.abbr}: {why}; starting it over (the earlier work is in {folder})", "warning"))
-    for stale in set(wd.status_files(m, ds.abbr)) - current:
+    for stale in set(listed) - current:
         stale.unlink(missing_ok=True)  # another shard layout: its samples are read back from its checkpoints
     result = wd.read_result(m, ds.abbr)
     if result is not None and result.get("scored_with") != evaluator_version(ds):
