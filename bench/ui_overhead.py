@@ -1,6 +1,6 @@
 """Does the interactive session slow the engine? Same plan, headless vs under the Textual app.
 
-Run by hand: `python bench/ui_overhead.py [--samples 20000] [--workers 64] [--rounds 3]`; with
+Run by hand: `python bench/ui_overhead.py [--samples 20000] [--workers 64] [--rounds 3] [--datasets 1]`; with
 `--synthetic 3000`, the app's own main-thread CPU at 3,000 samples/s of a scripted stream instead.
 
 One `sim://` model at zero latency (the bundled simulator, its own process): the engine is then
@@ -54,16 +54,21 @@ class Stopwatch:
         return (self.count - 1) / (self.last - self.first) if self.count > 1 and self.last > self.first else 0.0
 
 
-def write_plan(folder: Path, samples: int, workers: int) -> Path:
-    data = folder / "data.jsonl"
-    with data.open("w", encoding="utf-8") as f:
-        for i in range(samples):
-            f.write(json.dumps({"question": f"Q{i}: what is {i} + {i + 7}?", "answer": f"#### {2 * i + 7}"}) + "\n")
+def write_plan(folder: Path, samples: int, workers: int, datasets: int = 1) -> Path:
+    """`samples` questions over `datasets` data files (the first one `arith`)."""
+    entries = []
+    for d in range(datasets):
+        data = folder / f"data{d}.jsonl"
+        with data.open("w", encoding="utf-8") as f:
+            for i in range(d * samples // datasets, (d + 1) * samples // datasets):
+                f.write(json.dumps({"question": f"Q{i}: what is {i} + {i + 7}?", "answer": f"#### {2 * i + 7}"}) + "\n")
+        abbr = "arith" if d == 0 else f"arith{d}"
+        entries.append({"abbr": abbr, "path": str(data), "prompt": "{question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}})
     plan = {
         "title": "ui overhead",
         "run": {"work_dir": "out", "heartbeat_interval": 1.0, "poll_interval": 0.2, "watch_interval": 0.5, "log_interval": 600.0},
         "models": [{"abbr": "sim", "type": "lightllm", "url": "sim://?latency=0", "max_workers": workers}],
-        "datasets": [{"abbr": "arith", "path": str(data), "prompt": "{question}", "target": "{answer}", "evaluator": {"type": "gsm8k"}}],
+        "datasets": entries,
     }
     path = folder / "plan.toml"
     path.write_text(tomli_w.dumps(plan), encoding="utf-8")
@@ -139,6 +144,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=20000)
     ap.add_argument("--workers", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--datasets", type=int, default=1, help="the samples spread over this many datasets (the session's cost of many rows)")
     ap.add_argument("--synthetic", type=int, metavar="RATE", help="measure instead the app's main-thread CPU at RATE samples/s of a scripted stream")
     args = ap.parse_args()
     if args.synthetic is not None:
@@ -149,7 +155,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        plan = write_plan(folder, args.samples, args.workers)
+        plan = write_plan(folder, args.samples, args.workers, args.datasets)
         ratios, heads, apps, cpus = [], [], [], []
         for r in range(args.rounds):
             h = headless_rate(plan, folder / f"h{r}")

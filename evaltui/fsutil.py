@@ -66,6 +66,10 @@ def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path]
 
 #: mkstemp's letters and flags: its temporaries are what workdir.clear_leftovers knows as ours.
 _LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789_"
+# A generator of its own, as mkstemp has: the process-wide one is a user's (a `python` evaluator
+# that seeds it and draws must draw the same whatever files were written in between).
+_NAMES = random.Random()
+os.register_at_fork(after_in_child=_NAMES.seed)  # a forked child names its files apart from its parent
 _NEW_FILE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -76,7 +80,7 @@ def _temporary(path: Path) -> tuple[int, str]:
     those were half the cost of writing it."""
     start = os.path.join(os.path.dirname(path), f".{path.name}.")
     for attempt in range(tempfile.TMP_MAX):
-        tmp = start + "".join(random.choices(_LETTERS, k=8)) + _TMP_SUFFIX
+        tmp = start + "".join(_NAMES.choices(_LETTERS, k=8)) + _TMP_SUFFIX
         try:
             return os.open(tmp, _NEW_FILE, 0o600), os.path.abspath(tmp)
         except FileExistsError:

@@ -254,3 +254,21 @@ def _unchecked(folder: Path, data: Path, extra: dict[str, Any]) -> tuple[Plan, D
     path.write_text(tomli_w.dumps({"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": [dataset]}), encoding="utf-8")
     plan = load_plan(path, check_data=False)
     return plan, plan.datasets[0]
+
+
+def test_writing_files_draws_nothing_from_the_process_wide_random_generator(tmp_path: Path) -> None:
+    """A `python` evaluator that seeds `random` and draws must draw the same whatever files the
+    run wrote in between (temporary names come from a generator of their own, as mkstemp's)."""
+    import random
+
+    from evaltui.fsutil import atomic_write_bytes, atomic_writer
+
+    random.seed(7)
+    expected = [random.random() for _ in range(3)]
+    random.seed(7)
+    got = [random.random()]
+    atomic_write_bytes(tmp_path / "a.json", b"{}")
+    with atomic_writer(tmp_path / "b.json") as f:
+        f.write(b"{}")
+    got += [random.random() for _ in range(2)]
+    assert got == expected

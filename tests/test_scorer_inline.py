@@ -187,3 +187,18 @@ def test_a_burst_of_small_pairs_ready_at_once_is_scored_on_the_loop_only_up_to_i
     threads = [gate.threads[("m", n)] for n in names]
     assert all(len(t) == 1 for t in threads)
     assert sum(t == [threading.main_thread()] for t in threads) == 1
+
+
+def test_a_small_pair_over_a_large_data_file_is_scored_in_a_thread(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Its fingerprint may have to be read again (the file touched since it was planned): the
+    whole file hashed on the loop would hold every request in flight. Only small files are."""
+    import evaltui.engine.run.runs as runs
+
+    plan, wd, board = setup(tmp_path)
+    monkeypatch.setattr(watch, "SMALL_DATA_BYTES", (tmp_path / "d.jsonl").stat().st_size - 1)  # d.jsonl: just past the bound
+    assert runs.SMALL_DATA_BYTES > watch.SMALL_DATA_BYTES
+    golds = [r["answer"] for r in ROWS]
+    finish(wd, board, "small", golds, golds)
+    gate = ThreadOfWrites()
+    run(Scorer(plan, wd, lambda e: None, gate=gate), [("m", "small")])
+    assert len(gate.threads[("m", "small")]) == 1 and gate.threads[("m", "small")] != [threading.main_thread()]

@@ -82,3 +82,17 @@ def test_a_small_dataset_that_takes_long_says_running_while_it_runs(tmp_path: Pa
     assert seen[-1] == "running" and sim.stats.requests_total == 2  # both requests out, none answered yet
     # Stopped: the status says work is left (pending), not `running`, whatever the timer had said.
     assert json.loads(runner.workdir.status_file("m", "d", 0, 1).read_text())["status"] == "pending"
+
+
+def test_a_dataset_of_few_samples_whose_checkpoints_hold_megabytes_is_merged_in_a_thread(tmp_path: Path) -> None:
+    """`limit` is not in the fingerprint: a smoke run of 3 samples after a full run keeps that
+    run's checkpoint, and its merge reads every line of it — not on the loop."""
+    from types import SimpleNamespace
+
+    data = write_jsonl(tmp_path / "d.jsonl", arithmetic(3))
+    checkpoint = tmp_path / "tmp_d.jsonl"
+    checkpoint.write_bytes(b"x" * 1000)
+    run = SimpleNamespace(total=3, cfg=SimpleNamespace(benchmark=None), checkpoints=[checkpoint, tmp_path / "tmp_d_1.jsonl"])
+    assert runs.is_small(run, data)  # type: ignore[arg-type]
+    checkpoint.write_bytes(b"x" * (runs.SMALL_DATA_BYTES + 1))
+    assert not runs.is_small(run, data)  # type: ignore[arg-type]

@@ -327,12 +327,13 @@ def test_start_up_clears_only_temporaries_with_evaltuis_own_names(tmp_path: Path
     ours = [
         ".plan.toml.k2j_9xq1.tmp", ".infer_heartbeat.abcdefgh.tmp", "infer_status/m/.d_1.json.a1b2c3d4.tmp",
         "predictions/m/.d.json.zz_zz_zz.tmp", "predictions/m/.tmp_d_0.jsonl.q1w2e3r4.tmp", "results/m/.d.json.00000000.tmp",
-        "summary/.summary_20261203_120000.csv.abcd1234.tmp",
+        "summary/.summary_20261203_120000.csv.abcd1234.tmp", "summary/.models_20261203_120000.csv.abcd1234.tmp",
+        "summary/.cost_20261203_120000.csv.abcd1234.tmp",
     ]
     theirs = [
         "predictions/.user.backup.tmp", "predictions/m/.user.backup.tmp", ".notes.abcdefgh.tmp", ".plan.toml.abc.tmp",
         "predictions/m/.d.json.abcdefghi.tmp", "results/m/deeper/.d.json.abcdefgh.tmp", "summary/.mine.abcdefgh.tmp",
-        "infer_status/m/.d.txt.abcdefgh.tmp",
+        "infer_status/m/.d.txt.abcdefgh.tmp", "summary/.models_20261203_120000.txt.abcdefgh.tmp",
     ]
     for name in ours + theirs:
         (wd.root / name).parent.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ _LEFTOVERS = {
     "infer_status/*": re.compile(rf"^\.{_NAME}\.json" + _RANDOM),
     "predictions/*": re.compile(rf"^\.(?:{_NAME}\.json|tmp_{_NAME}\.jsonl)" + _RANDOM),
     "results/*": re.compile(rf"^\.{_NAME}\.json" + _RANDOM),
-    "summary": re.compile(r"^\.summary_\d{8}_\d{6}\.(?:txt|csv|md)" + _RANDOM),
+    "summary": re.compile(r"^\.(?:summary_\d{8}_\d{6}\.(?:txt|csv|md)|(?:models|cost)_\d{8}_\d{6}\.csv)" + _RANDOM),
 }
 
 

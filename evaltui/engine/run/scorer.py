@@ -38,6 +38,7 @@ from anyio.abc import TaskGroup
 from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.run.pairscore import Replace, Scored, score_pair
+from evaltui.engine.run.runs import SMALL_DATA_BYTES
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.fsutil import atomic_writer, dumps_readable
@@ -287,7 +288,12 @@ class Scorer:
 
     def _light(self, pair: Pair, ready: Ready) -> bool:
         ds = self.plan.dataset(pair[1])
-        return ds.evaluator.type in LIGHT and not ds.benchmark and ready.size <= INLINE_BYTES
+        if ds.evaluator.type not in LIGHT or ds.benchmark or ready.size > INLINE_BYTES:
+            return False
+        try:  # its fingerprint may be read again (a data file touched since it was planned): a small one only
+            return os.stat(self.plan.dataset_path(ds)).st_size <= SMALL_DATA_BYTES
+        except OSError:
+            return False
 
     async def _score_on_loop(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
         """Score a small pair of a LIGHT evaluator on the loop, once one of the `eval_workers`
