@@ -391,3 +391,28 @@ def test_a_run_keeps_the_garbage_collector_out_of_the_request_loop(tmp_path: Pat
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.split() == ["700", "10000", "True", "True"]
+
+
+def test_a_retry_in_the_same_session_after_the_data_file_grew_runs_and_scores_every_record(tmp_path: Path, sim_factory) -> None:
+    """The session (the TUI's `r`) keeps its process: the records are counted again for the new
+    session, so the pair that starts over on its new fingerprint runs all of them, not the old count."""
+    import anyio
+
+    from evaltui.engine.run.runner import Runner
+    from evaltui.plan import load_plan
+
+    rows = arithmetic(20)
+    sim = sim_factory(SimConfig(answer_key=key_for(rows)))
+    data = write_jsonl(tmp_path / "d.jsonl", rows[:10])
+    runner = Runner(load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data)])))
+
+    async def session() -> tuple[int, int]:
+        with anyio.fail_after(60):
+            first = await runner.run()
+            write_jsonl(data, rows)  # ten more records
+            return first, await runner.retry([("m", "d")])
+
+    assert anyio.run(session) == (0, 0)
+    result = runner.workdir.read_result("m", "d")
+    assert result is not None and result["uncertainty"]["accuracy"]["n"] == 20 and result["accuracy"] == 100.0
+    assert len(json.loads(runner.workdir.predictions_file("m", "d").read_text())) == 20

@@ -300,13 +300,13 @@ class Runner:
         atomic_write_text(self.workdir.plan_file, tomli_w.dumps(data))
 
     async def _prepare(self) -> bool:
-        """Count the datasets' records (once), start the simulator and the executor (join the
-        Ray cluster); False after saying why not."""
+        """Count the datasets' records, start the simulator and the executor (join the Ray
+        cluster); False after saying why not. Counted again for each session (a retry after a data
+        file grew plans its new records: the counts are cached by each file's stat, so this is cheap)."""
         if not self._totals and not await fetch_benchmarks(self.plan, self.emit):
             return False
         try:
-            if not self._totals:
-                self._totals = await self._count()
+            self._totals = await self._count()
         except (DatasetError, OSError) as e:
             self.emit(ev.Notice(f"cannot read a dataset: {e}", "error"))
             return False
