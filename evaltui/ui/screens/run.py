@@ -27,6 +27,7 @@ from textual.widgets import Footer
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import Changes
+from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.pair import Clock, board_values
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RunState
@@ -69,6 +70,7 @@ class RunScreen(PairActions):
         self._max_workers = {abbr: m.limits.max_workers for abbr, m in runner.models.items()}
         self._applied: tuple[object, ...] = ()  # the sizes last set on the panes
         self._said_failed: set[tuple[str, str]] = set()  # the failed datasets a toast told of
+        self._running_pairs: set[Pair] = set()  # the pairs running, as the deltas folded so far say
         # the panes, kept at hand: the tick repaints them without a query, even while closing
         self.strip = EngineStrip(id="strip")
         self.rate = RateLine(id="rate")
@@ -139,9 +141,11 @@ class RunScreen(PairActions):
     def _notify(self, changes: Changes) -> None:
         """One toast a tick: a dataset that failed (why, and what to change), else the most severe
         notice that came, the latest of equals."""
-        failed = [(k, p.error) for k, p in self.state.pairs.items() if p.status == ev.PairStatus.FAIL and p.error and k not in self._said_failed]
-        self._said_failed = {k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.FAIL}
-        if failed and changes.statuses:
+        failed = []
+        if changes.statuses:  # else no pair failed since the last tick: not a walk over every pair
+            failed = [(k, p.error) for k, p in self.state.pairs.items() if p.status == ev.PairStatus.FAIL and p.error and k not in self._said_failed]
+            self._said_failed = {k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.FAIL}
+        if failed:
             (model, dataset), why = failed[-1]
             said = f"{model}/{dataset} failed: {_advice_first(why)}" if len(failed) == 1 else f"{len(failed)} datasets failed: their details say why"
             toast(self.app, said, severity="error", timeout=15)
@@ -158,12 +162,13 @@ class RunScreen(PairActions):
     def _repaint(self, changes: Changes, *, restyled: bool = False) -> None:
         state = self.state
         dirty = changes.pairs
-        if dirty is not None:
-            dirty.update(k for k, p in state.pairs.items() if p.status == ev.PairStatus.RUNNING)
+        self._follow_running(dirty)
         # Every repaint takes the interpreter from the engine's thread for a while: what changes
         # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
         now = state.clock()
         slow = changes.statuses or changes.fleet or now - self._last_slow >= SLOW_TICK  # a replica out: the strip says so now
+        if dirty is not None and slow:  # a running row's rate and ETA moved with the time alone
+            dirty |= self._running_pairs
         with self.app.batch_update():
             self.progress.sync(state, self.shards, dirty, rates=slow)
             self._show_strip(rates=slow)
@@ -181,6 +186,19 @@ class RunScreen(PairActions):
             self._fit_panes()
         if slow:
             self._last_slow = now
+
+    def _follow_running(self, pairs: set[Pair] | None) -> None:
+        """Keep the set of running pairs from the pairs that changed (None: every pair), so a
+        tick does not look at each of thousands of pairs to find the few that run."""
+        if pairs is None:
+            self._running_pairs = {k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.RUNNING}
+            return
+        for key in pairs:
+            p = self.state.pairs.get(key)
+            if p is not None and p.status == ev.PairStatus.RUNNING:
+                self._running_pairs.add(key)
+            else:
+                self._running_pairs.discard(key)
 
     def _show_strip(self, *, rates: bool) -> None:
         """The strip from the same fold as the rows (its counts never behind theirs), in the room

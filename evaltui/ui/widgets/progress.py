@@ -7,11 +7,12 @@ keyed, and a repaint only writes the cells whose text changed (the reconcile-by-
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.geometry import Region
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist, RowKey
 
@@ -79,33 +80,60 @@ def _row_key(model: str, dataset: str | None = None, shard: int | None = None) -
     return "\t".join(str(part) for part in (model, dataset, shard) if part is not None)
 
 
-def repaint_row(table: DataTable[Any], row: RowKey, columns: Collection[ColumnKey] | None = None) -> None:
-    """Repaint one row whose cells (`columns`, None: all) were changed in place (`table._data`).
-    DataTable.update_cell would drop the render caches of every row (its cache keys carry a
-    table-wide update count), and re-rendering a whole screen of rows five times a second costs
-    the engine's thread a seventh of the interpreter; a running row's unchanged cells (its name,
-    status, score) keep theirs too (a cell is the costly part of a row to render). Textual is
-    pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
-    for cell_key in [k for k in table._cell_render_cache.keys() if k[0] == row and (columns is None or k[1] in columns)]:
-        table._cell_render_cache.discard(cell_key)
-    for row_cache_key in [k for k in table._row_render_cache.keys() if k[0] == row]:
-        table._row_render_cache.discard(row_cache_key)
-    index = table._row_locations.get(row)
-    if index is None:
+def repaint_rows(table: DataTable[Any], rows: Mapping[RowKey, Collection[ColumnKey] | None]) -> None:
+    """Repaint the rows whose cells (`rows[row]`: those columns, None: all) were changed in place
+    (`table._data`). DataTable.update_cell would drop the render caches of every row (its cache
+    keys carry a table-wide update count), and re-rendering a whole screen of rows five times a
+    second costs the engine's thread a seventh of the interpreter; a running row's unchanged cells
+    (its name, status, score) keep theirs too (a cell is the costly part of a row to render).
+    All the rows of a repaint at once: each cache is walked once (a walk per row made a tick's
+    cost grow with the rows that moved times the cache's size: 2.4 ms a row), and only the lines
+    in sight are refreshed (DataTable.refresh_row sums the heights of every row above). Textual
+    is pinned (8.2.8), so these caches are a known shape; tests cover the picture."""
+    if not rows:
         return
-    for renderables_key in [k for k in table._row_renderable_cache.keys() if k[1] == index]:
-        table._row_renderable_cache.discard(renderables_key)
-    offsets = table._get_offsets
-    stale = []
-    for line_key in table._line_cache.keys():
-        try:
-            if offsets(line_key[0])[0] == row:
-                stale.append(line_key)
-        except LookupError:
-            stale.append(line_key)
-    for line_key in stale:
-        table._line_cache.discard(line_key)
-    table.refresh_row(index)
+    cells = table._cell_render_cache
+    for cell in [k for k in cells.keys() if k[0] in rows and ((columns := rows[k[0]]) is None or k[1] in columns)]:
+        cells.discard(cell)
+    for row_key in [k for k in table._row_render_cache.keys() if k[0] in rows]:
+        table._row_render_cache.discard(row_key)
+    indexes = {index for row in rows if (index := table._row_locations.get(row)) is not None}
+    for renderables in [k for k in table._row_renderable_cache.keys() if k[1] in indexes]:
+        table._row_renderable_cache.discard(renderables)
+    _forget_lines(table, rows)
+    _refresh_lines(table, rows)
+
+
+def _row_at(table: DataTable[Any], y: int) -> RowKey | None:
+    """The row on line `y` of the table's content (its header's first); None past its end."""
+    try:
+        return table._get_offsets(y)[0]
+    except LookupError:
+        return None
+
+
+def _forget_lines(table: DataTable[Any], rows: Collection[RowKey]) -> None:
+    """Drop the cached lines of `rows` (and of lines past the end): the cache is keyed by line."""
+    lines = table._line_cache
+    stale = {y for y in {k[0] for k in lines.keys()} if (row := _row_at(table, y)) is None or row in rows}
+    for line in [k for k in lines.keys() if k[0] in stale]:
+        lines.discard(line)
+
+
+def _refresh_lines(table: DataTable[Any], rows: Collection[RowKey]) -> None:
+    """Ask for the lines in sight that show `rows` to be drawn again (its tables fix no rows but the header)."""
+    header = table.header_height if table.show_header else 0
+    scroll_y = round(table.scroll_offset.y)
+    width, height = table.size
+    for y in range(header, height):
+        row = _row_at(table, y + scroll_y)
+        if row is not None and row in rows:
+            table.refresh(Region(0, y, width, 1))
+
+
+def repaint_row(table: DataTable[Any], row: RowKey, columns: Collection[ColumnKey] | None = None) -> None:
+    """One row's repaint (repaint_rows)."""
+    repaint_rows(table, {row: columns})
 
 
 class ProgressTable(DataTable[Text]):
@@ -120,6 +148,8 @@ class ProgressTable(DataTable[Text]):
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
         self._cells: dict[str, list[Text]] = {}
         self._pair_of_row: dict[str, Pair] = {}
+        self._row_of_pair: dict[Pair, str] = {}  # a pair's row key, for the pairs that have a row
+        self._changed: dict[RowKey, list[ColumnKey]] = {}  # the cells a sync changed, by row
         self._models: set[str] = set()
         self._width = 0  # the pane's width, as the screen's layout gives it
         self._name_width, self._bar_width = layout.ProgressColumns.NAMES_MIN, layout.ProgressColumns.BAR_MIN
@@ -180,7 +210,8 @@ class ProgressTable(DataTable[Text]):
             self._names = max([self._names, *names, *(len(SHARD_NAME) + 2 + len(str(p.shards - 1)) for p in state.pairs.values() if p.shards > 1)])
             self._known = set(state.pairs)
             self.fit_to(self._width)
-        widest = max((p.total for key, p in state.pairs.items() if pairs is None or key in pairs), default=0)
+        moved = state.pairs.values() if pairs is None else [state.pairs[key] for key in pairs if key in state.pairs]
+        widest = max((p.total for p in moved), default=0)
         if 2 * len(str(widest)) + 1 > self._done:
             self._done = 2 * len(str(widest)) + 1
             self.fit_to(self._width, rebuild=True)
@@ -197,6 +228,7 @@ class ProgressTable(DataTable[Text]):
             self.clear(columns=True)  # every row comes back, at the new widths, at once
             self._cells.clear()
             self._pair_of_row.clear()
+            self._row_of_pair.clear()
             self._models.clear()
             self._add_columns()
             self.needs_full_sync = True
@@ -234,20 +266,22 @@ class ProgressTable(DataTable[Text]):
 
     def sync(self, state: RunState, shards: ShardFold, pairs: set[Pair] | None, *, rates: bool = True) -> None:
         """Bring rows for `pairs` (None: all) up to date with the state; `rates=False` keeps the
-        req/s and ETA cells as they are (they move every tick, and a repaint costs the engine)."""
+        req/s and ETA cells as they are (they move every tick, and a repaint costs the engine).
+        Only `pairs` are visited while every pair has its row (a plan of thousands of datasets:
+        a tick's work is that of the rows that moved), and the rows that changed are repainted
+        together."""
         self._source = (state, shards)
         self._fit_columns(state, pairs)
         if self.needs_full_sync:
             pairs, self.needs_full_sync = None, False
         now = state.clock()
         was_empty = not self._cells
-        for key, p in state.pairs.items():
-            row = _row_key(*key)
-            if pairs is not None and key not in pairs and row in self._cells:
-                continue
+        rows = self._row_of_pair
+        for key, p in self._to_visit(state, pairs):
             if p.model not in self._models:
                 self._models.add(p.model)
                 self.add_row(Text(fmt.middle(p.model, self._name_width), style="bold"), *(Text("") for _ in COLUMNS[1:]), key=_row_key(p.model))
+            row = rows.get(key) or rows.setdefault(key, _row_key(*key))
             cells = self._pair_cells(p, now)
             old = self._cells.get(row)
             if not rates and old is not None and p.status == ev.PairStatus.RUNNING:
@@ -257,10 +291,19 @@ class ProgressTable(DataTable[Text]):
                 for s in range(p.shards):
                     counts = shards.shards.get((p.model, p.dataset, s), ShardCounts(status="pending"))
                     self._put(_row_key(p.model, p.dataset, s), key, self._shard_cells(s, counts))
+        changed, self._changed = self._changed, {}
+        repaint_rows(self, changed)
         if was_empty and self._cells:
             self._place_cursor()
 
+    def _to_visit(self, state: RunState, pairs: set[Pair] | None) -> list[tuple[Pair, PairState]]:
+        """`pairs` (None: every pair), and every pair without a row yet, in the state's order then."""
+        if pairs is None or len(self._row_of_pair) != len(state.pairs):  # new pairs: their rows go in in the state's order
+            return [(key, p) for key, p in state.pairs.items() if pairs is None or key in pairs or key not in self._row_of_pair]
+        return [(key, state.pairs[key]) for key in pairs if key in state.pairs]
+
     def _put(self, key: str, pair: Pair, cells: list[Text]) -> None:
+        """Add the row, or write its changed cells in place (repainted together at the sync's end)."""
         old = self._cells.get(key)
         if old is None:
             self.add_row(*cells, key=key)
@@ -273,7 +316,7 @@ class ProgressTable(DataTable[Text]):
                 self._data[RowKey(key)][ColumnKey(name)] = after
                 changed.append(ColumnKey(name))
         if changed:
-            repaint_row(self, RowKey(key), changed)
+            self._changed[RowKey(key)] = changed
         self._cells[key] = cells
 
     def _pair_cells(self, p: PairState, now: float) -> list[Text]:

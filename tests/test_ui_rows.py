@@ -1,0 +1,98 @@
+"""A plan of many datasets: a tick's work on the progress pane is that of the rows whose pair
+changed, not of every row (the app's thread shares the interpreter with the engine's, so work
+that grows with the plan's size slows the run itself)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
+from ui_script import Clock
+
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.stream import events as ev
+from evaltui.plan import load_plan
+from evaltui.ui import app as app_module
+from evaltui.ui.widgets import progress
+from evaltui.ui.widgets.progress import ProgressTable
+
+DATASETS = 40
+RUNNING = 10  # the first ten run; the rest are done
+
+
+def many_datasets_app(tmp_path: Path, clock: Clock) -> app_module.EvalApp:
+    data = write_jsonl(tmp_path / "data.jsonl", arithmetic(4))
+    plan = write_plan(
+        tmp_path,
+        models=[{"abbr": "alpha", "type": "lightllm", "url": "http://127.0.0.1:9/generate", "max_workers": 16}],
+        datasets=[gsm_dataset(f"d{i:02}", data) for i in range(DATASETS)],
+    )
+    runner = Runner(load_plan(plan), work_dir=tmp_path / "out")
+    return app_module.EvalApp(runner, theme="evaltui-dark", start=False, clock=clock.monotonic, wall_clock=clock.wall)
+
+
+def feed(app: app_module.EvalApp, events: list[ev.Event]) -> None:
+    for e in events:
+        app.run_screen.sink(e)
+    app.fold_pending()
+
+
+def test_a_tick_repaints_only_the_rows_whose_pair_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    repainted: list[set[str]] = []
+    computed: list[str] = []
+    real_repaint, real_cells = progress.repaint_rows, ProgressTable._pair_cells
+
+    def spy_repaint(table: Any, rows: Any) -> None:
+        repainted.append({str(row.value) for row in rows})
+        real_repaint(table, rows)
+
+    def spy_cells(self: ProgressTable, p: Any, now: float) -> Any:
+        computed.append(p.dataset)
+        return real_cells(self, p, now)
+
+    monkeypatch.setattr(progress, "repaint_rows", spy_repaint)
+    monkeypatch.setattr(ProgressTable, "_pair_cells", spy_cells)
+
+    async def scenario() -> None:
+        app = many_datasets_app(tmp_path, clock)
+        async with app.run_test(size=(160, 60)) as pilot:
+            names = [f"d{i:02}" for i in range(DATASETS)]
+            events: list[ev.Event] = [ev.RunStarted("/tmp/out", ("alpha",), tuple(names), "many")]
+            events += [ev.DatasetPlanned("alpha", d, 4, 1) for d in names]
+            events += [ev.DatasetStarted("alpha", d, 4, 4) for d in names]
+            events += [ev.SampleFinished("alpha", d, 0, 0) for d in names]
+            events += [ev.DatasetInferred("alpha", d, ev.PairStatus.DONE, 4, 0) for d in names[RUNNING:]]
+            feed(app, events)
+            await pilot.pause()
+            table = app.query_one(ProgressTable)
+            assert "1/4" in table.shown_line("alpha", "d03")
+
+            # one sample of one running pair, no time passed: that row only, computed and repainted
+            repainted.clear()
+            computed.clear()
+            feed(app, [ev.SampleFinished("alpha", "d03", 0, 1)])
+            assert computed == ["d03"]
+            assert repainted == [{"alpha\td03"}]
+            assert "2/4" in table.shown_line("alpha", "d03")  # and the screen shows it, not a stale line
+            assert "1/4" in table.shown_line("alpha", "d04")
+
+            # a second later: the running rows' rates and ETAs move, the done rows are not looked at
+            repainted.clear()
+            computed.clear()
+            clock.now += 1.5
+            app.fold_pending()
+            assert sorted(computed) == names[:RUNNING]
+            assert set().union(*repainted) <= {f"alpha\t{d}" for d in names[:RUNNING]}
+
+            # a pair that finished leaves the running ones: later seconds do not compute its row
+            feed(app, [ev.DatasetInferred("alpha", "d03", ev.PairStatus.DONE, 4, 0)])
+            computed.clear()
+            clock.now += 1.5
+            app.fold_pending()
+            assert sorted(computed) == [d for d in names[:RUNNING] if d != "d03"]
+
+    asyncio.run(scenario())
