@@ -16,7 +16,10 @@ from evaltui.engine.run.runner import Runner
 from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.ui import app as app_module
+from evaltui.ui.widgets import board as board_module
 from evaltui.ui.widgets import progress
+from evaltui.ui.widgets.board import LeaderboardTable
+from evaltui.ui.widgets.chart import ScoreChart
 from evaltui.ui.widgets.progress import ProgressTable
 
 DATASETS = 40
@@ -94,5 +97,58 @@ def test_a_tick_repaints_only_the_rows_whose_pair_changed(tmp_path: Path, monkey
             clock.now += 1.5
             app.fold_pending()
             assert sorted(computed) == [d for d in names[:RUNNING] if d != "d03"]
+
+    asyncio.run(scenario())
+
+
+def test_a_score_repaints_its_leaderboard_row_and_the_average_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A score that comes in changes its dataset's row and the Average in place: no other row is
+    made again or repainted, and the table then reads as one built from scratch would."""
+    clock = Clock()
+    repainted: list[set[str]] = []
+    drawn: list[str] = []
+    real_repaint, real_dataset = board_module.repaint_rows, ScoreChart._dataset
+
+    def spy_repaint(table: Any, rows: Any) -> None:
+        repainted.append({str(row.value) for row in rows})
+        real_repaint(table, rows)
+
+    def spy_dataset(self: ScoreChart, name: str, marks: Any) -> Any:
+        drawn.append(name)
+        return real_dataset(self, name, marks)
+
+    monkeypatch.setattr(board_module, "repaint_rows", spy_repaint)
+    monkeypatch.setattr(ScoreChart, "_dataset", spy_dataset)
+
+    async def scenario() -> None:
+        app = many_datasets_app(tmp_path, clock)
+        async with app.run_test(size=(160, 60)) as pilot:
+            names = [f"d{i:02}" for i in range(DATASETS)]
+            events: list[ev.Event] = [ev.RunStarted("/tmp/out", ("alpha",), tuple(names), "many")]
+            events += [ev.DatasetPlanned("alpha", d, 4, 1) for d in names]
+            for d in names[:RUNNING]:
+                events += [ev.DatasetInferred("alpha", d, ev.PairStatus.DONE, 4, 0), ev.DatasetScored("alpha", d, "accuracy", 50.0)]
+            feed(app, events)
+            await pilot.pause()
+            board = app.query_one(LeaderboardTable)
+            assert str(board.get_cell("d03", "alpha")).strip() == "50.00"
+
+            repainted.clear()
+            drawn.clear()
+            feed(app, [ev.DatasetInferred("alpha", "d20", ev.PairStatus.DONE, 4, 0), ev.DatasetScored("alpha", "d20", "accuracy", 75.0)])
+            assert set().union(*repainted) == {"d20", "Average"}
+            assert drawn == ["d20"]  # the chart draws the new score's dataset only
+            assert str(board.get_cell("d20", "alpha")).strip() == "75.00"
+            average = f"{(50.0 * RUNNING + 75.0) / (RUNNING + 1):.2f}"
+            assert str(board.get_cell("Average", "alpha")).strip().startswith(average)
+            await pilot.pause()
+            shown = [board.render_line(y).text for y in range(board.size.height)]
+
+            fresh = LeaderboardTable()  # the same board shown from scratch reads the same
+            fresh.look, fresh._width = board.look, board._width
+            rows = {key: [str(c) for c in cells] for key, cells in board._rows.items()}
+            fresh.show(app.run_screen.leaderboard())
+            assert {key: [str(c) for c in cells] for key, cells in fresh._rows.items()} == rows
+            assert any("75.00" in line for line in shown)
 
     asyncio.run(scenario())

@@ -181,7 +181,7 @@ class RunScreen(PairActions):
                 self.failures.add(state.newest_failures(changes.failures))
             if changes.scores or restyled:
                 board = self.leaderboard()
-                self.board.show(board, restyled=restyled)
+                self.board.show(board, restyled=restyled, datasets=None if dirty is None else {d for _, d in dirty})
                 self.chart.show(self._marks(board), restyled=restyled)
             self._fit_panes()
         if slow:

@@ -20,18 +20,19 @@ only when its columns change: the ranking, a label, the width a column needs.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection
 from typing import ClassVar, NamedTuple
 
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, RowKey
+from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowKey
 
 from evaltui.engine.stream.events import Pair
-from evaltui.scoring.leaderboard import MISSING, Leaderboard, RankedModel, format_score
+from evaltui.scoring.leaderboard import MISSING, DatasetRow, Leaderboard, RankedModel, format_score
 from evaltui.ui import fmt, keys, layout, look
 from evaltui.ui.look import Look
-from evaltui.ui.widgets.progress import repaint_row
+from evaltui.ui.widgets.progress import repaint_rows
 
 AVERAGE = "Average"
 
@@ -61,41 +62,87 @@ class LeaderboardTable(DataTable[Text]):
         self._fit = layout.FITS[0]
         self._built: tuple[object, ...] | None = None  # the built table's labels, widths and row keys
         self._rows: dict[str, list[Text]] = {}
+        self._lens: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # each row's cells' widths (_row_lens)
+        self._frame: tuple[object, ...] = ((), ())  # the rows and the models' order shown (_same_frame)
         self.look = Look(self)
 
     # ------------------------------------------------------------------ what it shows
-    def show(self, board: Leaderboard | None, *, restyled: bool = False) -> None:
-        """Show `board`; `restyled`: the theme changed, so cells whose text is the same may not be."""
+    def show(self, board: Leaderboard | None, *, restyled: bool = False, datasets: Collection[str] | None = None) -> None:
+        """Show `board`; `restyled`: the theme changed, so cells whose text is the same may not be.
+        `datasets`: the only datasets whose scores may have changed (None: any). With the same
+        rows and the same order of models, only those rows and the Average are made again and
+        repainted (a plan of thousands of datasets: a score's cost is its row's, not the table's)."""
         if board is None:
             return
         ranked = board.ranking()
+        if datasets is not None and not restyled and self._shown is not None and self._same_frame(board, ranked):
+            self._show_rows(board, ranked, datasets)
+            return
         values = (board.scores, board.extra, board.intervals)
         signature = (board.datasets, tuple(ranked), *(tuple(sorted(v.items())) for v in values))
         if signature == self._shown and not restyled:
             return
-        self._shown = signature
+        self._shown, self._frame = signature, (board.datasets, tuple(r.model for r in ranked))
         rows = self._whole_rows(board, ranked)
         self._board = (ranked, rows)
-        self._needs = layout.BoardColumns(
-            max(len("dataset"), *(len(r.name) for r in rows.values())),
-            max(len("metric"), *(len(r.metric) for r in rows.values())),
-            tuple(self._model_needs(i, r, rows) for i, r in enumerate(ranked)),
-        )
-        self._fit = self._needs.fit(self._width) if self._width else layout.FITS[0]
+        self._lens = {key: self._row_lens(row) for key, row in rows.items()}
+        self._measure(ranked)
         self._paint()
 
-    @staticmethod
-    def _model_needs(i: int, r: RankedModel, rows: dict[str, Row]) -> tuple[int, int, int, int]:
+    def _same_frame(self, board: Leaderboard, ranked: list[RankedModel]) -> bool:
+        """The same rows, and the models in the same order, as the table shown."""
+        return board.datasets == self._frame[0] and tuple(r.model for r in ranked) == self._frame[1]
+
+    def _show_rows(self, board: Leaderboard, ranked: list[RankedModel], datasets: Collection[str]) -> None:
+        """Make again the rows of `datasets` and the Average; repaint them (the rest as they were)."""
+        rows = dict(self._board[1])
+        again = {AVERAGE}
+        for row in board.datasets:
+            if row.abbr in datasets:
+                key, whole = self._whole_row(board, ranked, row)
+                rows[key] = whole
+                again.add(key)
+        rows[AVERAGE] = self._average_row(board, ranked)
+        self._board = (ranked, rows)
+        self._shown = (board.datasets, tuple(ranked), None)  # not a full signature: the next full show compares anew
+        for key in again:
+            self._lens[key] = self._row_lens(rows[key])
+        fit = self._fit
+        self._measure(ranked, same_rows=True)
+        self._paint(only=again if self._fit == fit else None)
+
+    def _measure(self, ranked: list[RankedModel], *, same_rows: bool = False) -> None:
+        """The columns' needs, and the fit to the pane's width; `same_rows`: the names and metrics
+        are those measured last (only scores changed)."""
+        rows = self._board[1].values()
+        names = (self._needs.names, self._needs.metric) if same_rows else (
+            max(len("dataset"), *(len(r.name) for r in rows)), max(len("metric"), *(len(r.metric) for r in rows)))
+        self._needs = layout.BoardColumns(*names, tuple(self._model_needs(i, r) for i, r in enumerate(ranked)))
+        self._fit = self._needs.fit(self._width) if self._width else layout.FITS[0]
+
+    def _model_needs(self, i: int, r: RankedModel) -> tuple[int, int, int, int]:
         rank = len(f"{i + 1}. ") if r.average is not None else 0
-        return (rank + len(r.model), rank, max(c.cell_len for row in rows.values() for c in row.scores[i : i + 1]),
-                max(c.cell_len for row in rows.values() for c in row.detailed[i : i + 1]))
+        lens = self._lens.values()
+        return rank + len(r.model), rank, max(score[i] for score, _ in lens), max(detail[i] for _, detail in lens)
+
+    @staticmethod
+    def _row_lens(row: Row) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The cells' widths of a row, kept: the columns' needs are their maxima over every row."""
+        return tuple(c.cell_len for c in row.scores), tuple(c.cell_len for c in row.detailed)
 
     def _whole_rows(self, board: Leaderboard, ranked: list[RankedModel]) -> dict[str, Row]:
-        rows: dict[str, Row] = {}
-        for row in board.datasets:
-            cells = tuple(Text(format_score(board.value(r.model, row)), justify="right") for r in ranked)
-            detailed = tuple(Text(format_score(board.value(r.model, row), board.interval(r.model, row)), justify="right") for r in ranked)
-            rows[row.abbr if row.main else f"{row.abbr} {row.metric}"] = Row(row.abbr, row.abbr, row.label, row.main, cells, detailed)
+        rows = dict(self._whole_row(board, ranked, row) for row in board.datasets)
+        rows[AVERAGE] = self._average_row(board, ranked)
+        return rows
+
+    @staticmethod
+    def _whole_row(board: Leaderboard, ranked: list[RankedModel], row: DatasetRow) -> tuple[str, Row]:
+        """A dataset's row (its key: the dataset, or with the metric for another metric's row)."""
+        cells = tuple(Text(format_score(board.value(r.model, row)), justify="right") for r in ranked)
+        detailed = tuple(Text(format_score(board.value(r.model, row), board.interval(r.model, row)), justify="right") for r in ranked)
+        return row.abbr if row.main else f"{row.abbr} {row.metric}", Row(row.abbr, row.abbr, row.label, row.main, cells, detailed)
+
+    def _average_row(self, board: Leaderboard, ranked: list[RankedModel]) -> Row:
         scores, detail = [], []
         for r in ranked:
             half = board.average_half(r.model)
@@ -109,8 +156,7 @@ class LeaderboardTable(DataTable[Text]):
                 more = Text(f"{r.average:.2f}" + (f" ±{half:.2f}" if half is not None else ""), justify="right", style=self.look(look.BEST))
             scores.append(cell)
             detail.append(more)
-        rows[AVERAGE] = Row(AVERAGE, "", "naive_average", True, tuple(scores), tuple(detail))
-        return rows
+        return Row(AVERAGE, "", "naive_average", True, tuple(scores), tuple(detail))
 
     # ------------------------------------------------------------------ fitted to its width
     def column_needs(self) -> layout.BoardColumns:
@@ -138,17 +184,19 @@ class LeaderboardTable(DataTable[Text]):
             self._fit = fit
             self._paint()
 
-    def _paint(self) -> None:
+    def _paint(self, only: Collection[str] | None = None) -> None:
+        """Build the table, or, when its columns are as built, repaint the cells that changed
+        (of the rows `only`, when the others are known to be as they were)."""
         ranked, rows = self._board
         fit, needs = self._fit, self._needs
         widths = [min(needs.names, fit.names)] + ([needs.metric] if fit.metric else [])
         widths += [fit.model_width(*m) for m in needs.models]
         labels = [Text("dataset")] + ([Text("metric")] if fit.metric else []) + [self._header(i, r) for i, r in enumerate(ranked)]
-        cells = {key: self._fitted(row, widths[0]) for key, row in rows.items()}
-        built = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(widths), tuple(cells))
+        built = (tuple(r.model for r in ranked), tuple(label.plain for label in labels), tuple(widths), tuple(rows))
         if built == self._built:
-            self._update(cells)
+            self._update({key: self._fitted(rows[key], widths[0]) for key in (rows if only is None else only)})
             return
+        cells = {key: self._fitted(row, widths[0]) for key, row in rows.items()}
         self._built, self._rows = built, cells
         where = self._cursor_keys()
         self.clear(columns=True)
@@ -172,6 +220,7 @@ class LeaderboardTable(DataTable[Text]):
     def _update(self, rows: dict[str, list[Text]]) -> None:
         """Write the cells that changed into the built table and repaint their rows only."""
         columns = list(self.columns)
+        repaint: dict[RowKey, list[ColumnKey]] = {}
         for key, cells in rows.items():
             old = self._rows[key]
             changed = [(column, after) for column, before, after in zip(columns, old, cells, strict=False) if not fmt.same(before, after)]
@@ -180,8 +229,9 @@ class LeaderboardTable(DataTable[Text]):
             row = RowKey(key)
             for column, after in changed:
                 self._data[row][column] = after
-            repaint_row(self, row, [column for column, _ in changed])
+            repaint[row] = [column for column, _ in changed]
             self._rows[key] = cells
+        repaint_rows(self, repaint)
 
     # ------------------------------------------------------------------ the cursor
     def _cursor_keys(self) -> tuple[str, str] | None:

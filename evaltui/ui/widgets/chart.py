@@ -53,6 +53,7 @@ class ScoreChart(VerticalScroll):
         self.look = Look(self)
         self._body = Static(id="scores-body")
         self._shown: tuple[object, ...] | None = None
+        self._drawn: dict[str, tuple[list[Mark], RenderableType]] = {}  # each dataset's marks and picture shown
         self.lines = 0  # what the chart takes, in rows
         self.picture: RenderableType = ""
 
@@ -66,7 +67,11 @@ class ScoreChart(VerticalScroll):
             return
         self._shown = tuple(rows)
         self.lines = sum(1 + sum(2 if m.low is not None and m.high is not None else 1 for m in marks) for _, marks in rows)
-        self.picture = Group(*(self._dataset(name, marks) for name, marks in rows)) if rows else ""
+        drawn, self._drawn = self._drawn, {}
+        for name, marks in rows:  # a dataset's picture made again only when its marks changed
+            same = drawn.get(name)
+            self._drawn[name] = same if same is not None and same[0] == marks and not restyled else (marks, self._dataset(name, marks))
+        self.picture = Group(*(self._drawn[name][1] for name, _ in rows)) if rows else ""
         self._body.update(self.picture)
 
     def _dataset(self, name: str, marks: list[Mark]) -> RenderableType:
