@@ -43,29 +43,41 @@ def feed(app: app_module.EvalApp, events: list[ev.Event]) -> None:
     app.fold_pending()
 
 
+def spy_repaints(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[set[str]]:
+    """The rows each `module.repaint_rows` call repainted (by key), the call still made."""
+    repainted: list[set[str]] = []
+    real = module.repaint_rows
+
+    def spy(table: Any, rows: Any) -> None:
+        repainted.append({str(row.value) for row in rows})
+        real(table, rows)
+
+    monkeypatch.setattr(module, "repaint_rows", spy)
+    return repainted
+
+
+def planned(names: list[str]) -> list[ev.Event]:
+    """A run of model alpha over these datasets, each of 4 samples, planned."""
+    return [ev.RunStarted("/tmp/out", ("alpha",), tuple(names), "many"), *(ev.DatasetPlanned("alpha", d, 4, 1) for d in names)]
+
+
 def test_a_tick_repaints_only_the_rows_whose_pair_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
-    repainted: list[set[str]] = []
+    repainted = spy_repaints(monkeypatch, progress)
     computed: list[str] = []
-    real_repaint, real_cells = progress.repaint_rows, ProgressTable._pair_cells
-
-    def spy_repaint(table: Any, rows: Any) -> None:
-        repainted.append({str(row.value) for row in rows})
-        real_repaint(table, rows)
+    real_cells = ProgressTable._pair_cells
 
     def spy_cells(self: ProgressTable, p: Any, now: float) -> Any:
         computed.append(p.dataset)
         return real_cells(self, p, now)
 
-    monkeypatch.setattr(progress, "repaint_rows", spy_repaint)
     monkeypatch.setattr(ProgressTable, "_pair_cells", spy_cells)
 
     async def scenario() -> None:
         app = many_datasets_app(tmp_path, clock)
         async with app.run_test(size=(160, 60)) as pilot:
             names = [f"d{i:02}" for i in range(DATASETS)]
-            events: list[ev.Event] = [ev.RunStarted("/tmp/out", ("alpha",), tuple(names), "many")]
-            events += [ev.DatasetPlanned("alpha", d, 4, 1) for d in names]
+            events = planned(names)
             events += [ev.DatasetStarted("alpha", d, 4, 4) for d in names]
             events += [ev.SampleFinished("alpha", d, 0, 0) for d in names]
             events += [ev.DatasetInferred("alpha", d, ev.PairStatus.DONE, 4, 0) for d in names[RUNNING:]]
@@ -105,27 +117,21 @@ def test_a_score_repaints_its_leaderboard_row_and_the_average_only(tmp_path: Pat
     """A score that comes in changes its dataset's row and the Average in place: no other row is
     made again or repainted, and the table then reads as one built from scratch would."""
     clock = Clock()
-    repainted: list[set[str]] = []
+    repainted = spy_repaints(monkeypatch, board_module)
     drawn: list[str] = []
-    real_repaint, real_dataset = board_module.repaint_rows, ScoreChart._dataset
-
-    def spy_repaint(table: Any, rows: Any) -> None:
-        repainted.append({str(row.value) for row in rows})
-        real_repaint(table, rows)
+    real_dataset = ScoreChart._dataset
 
     def spy_dataset(self: ScoreChart, name: str, marks: Any) -> Any:
         drawn.append(name)
         return real_dataset(self, name, marks)
 
-    monkeypatch.setattr(board_module, "repaint_rows", spy_repaint)
     monkeypatch.setattr(ScoreChart, "_dataset", spy_dataset)
 
     async def scenario() -> None:
         app = many_datasets_app(tmp_path, clock)
         async with app.run_test(size=(160, 60)) as pilot:
             names = [f"d{i:02}" for i in range(DATASETS)]
-            events: list[ev.Event] = [ev.RunStarted("/tmp/out", ("alpha",), tuple(names), "many")]
-            events += [ev.DatasetPlanned("alpha", d, 4, 1) for d in names]
+            events = planned(names)
             for d in names[:RUNNING]:
                 events += [ev.DatasetInferred("alpha", d, ev.PairStatus.DONE, 4, 0), ev.DatasetScored("alpha", d, "accuracy", 50.0)]
             feed(app, events)
