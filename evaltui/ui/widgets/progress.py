@@ -131,11 +131,6 @@ def _refresh_lines(table: DataTable[Any], rows: Collection[RowKey]) -> None:
             table.refresh(Region(0, y, width, 1))
 
 
-def repaint_row(table: DataTable[Any], row: RowKey, columns: Collection[ColumnKey] | None = None) -> None:
-    """One row's repaint (repaint_rows)."""
-    repaint_rows(table, {row: columns})
-
-
 class ProgressTable(DataTable[Text]):
     """Rows grouped under a heading row per model; the bar is as wide as the pane allows."""
 
