@@ -154,3 +154,15 @@ def test_write_summary_defaults_to_now(tmp_path):
     paths = write_summary(tmp_path, table())
     assert paths["txt"].is_file()
     assert paths["txt"].name.startswith("summary_") and len(paths["txt"].stem) == len("summary_YYYYmmdd_HHMMSS")
+
+
+def test_rows_are_made_once_and_handed_out_as_copies():
+    """The rows are kept (a run's end renders the same 10,000-row table four times): a caller
+    that changes the lists it got changes neither the table nor what the next caller gets."""
+    t = table()
+    first = t.rows()
+    first[0][4] = "changed"
+    first.append(["extra"])
+    assert t.rows() == table().rows()
+    assert t.rows(intervals=False) == table().rows(intervals=False)
+    assert render_txt(t) == render_txt(table())

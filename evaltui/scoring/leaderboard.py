@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from .stats import Interval
@@ -90,18 +91,20 @@ class Leaderboard:
         an independent estimate; None unless every dataset has a score and an interval."""
         if self.average(model) is None:
             return None
-        halves = [self.interval(model, row) for row in self.main_rows]
+        found = self.intervals  # every row has a score (there is an average): interval() is the lookup
+        halves = [found.get((model, row.abbr, row.metric)) for row in self.main_rows]
         if any(h is None for h in halves):
             return None
         return math.sqrt(math.fsum(h.half**2 for h in halves if h is not None)) / len(halves)
 
-    @property
+    @cached_property  # (a Leaderboard does not change: its rows, once found, stay its rows)
     def main_rows(self) -> tuple[DatasetRow, ...]:
         return tuple(row for row in self.datasets if row.main)
 
     def _present(self, model: str) -> list[float]:
-        found = (self.score(model, row.abbr) for row in self.main_rows)
-        return [value for value in found if value is not None]
+        scores = self.scores  # score(), looked up directly
+        found = [scores.get((model, row.abbr)) for row in self.main_rows]
+        return [float(value) for value in found if value is not None]
 
     def average(self, model: str) -> float | None:
         """Mean over all datasets (their main metrics), or None while any of them is unscored."""
@@ -116,11 +119,34 @@ class Leaderboard:
 
     def rows(self, intervals: bool = True) -> list[list[str]]:
         """Every cell as display text: the dataset rows, then the Average row; a score with an
-        uncertainty as `71.23 ±2.03` (`intervals`: False for the scores alone)."""
-        body = [
-            [row.abbr, row.version, row.label, row.mode, *(format_score(self.value(m, row), self.interval(m, row) if intervals else None) for m in self.models)]
-            for row in self.datasets
-        ]
+        uncertainty as `71.23 ±2.03` (`intervals`: False for the scores alone).
+
+        Made once for each `intervals` (a copy each call): a run's end shows the same table in
+        three summary files and on the terminal, 10,000 rows of it with as many datasets."""
+        made = self._made_rows.get(intervals)
+        if made is None:
+            made = self._made_rows[intervals] = self._make_rows(intervals)
+        return [list(cells) for cells in made]
+
+    @cached_property
+    def _made_rows(self) -> dict[bool, list[list[str]]]:
+        return {}
+
+    def _make_rows(self, intervals: bool) -> list[list[str]]:
+        """The cells value(), interval() and format_score() make, looked up directly."""
+        scores, extra, found = self.scores, self.extra, self.intervals if intervals else {}
+        body = []
+        for row in self.datasets:
+            abbr, metric = row.abbr, row.metric
+            cells = [abbr, row.version, row.label, row.mode]
+            for m in self.models:
+                value = scores.get((m, abbr)) if row.main else extra.get((m, abbr, metric))
+                if value is None:
+                    cells.append(MISSING)
+                    continue
+                interval = found.get((m, abbr, metric)) if found else None
+                cells.append(f"{float(value):.2f}" if interval is None else f"{float(value):.2f} ±{interval.half:.2f}")
+            body.append(cells)
         body.append([*AVERAGE_ROW, *(self._average_cell(m, intervals) for m in self.models)])
         return body
 

@@ -42,22 +42,25 @@ def _right_aligned(column: int) -> bool:
 
 
 def _widths(header: list[str], rows: list[list[str]]) -> list[int]:
-    return [max(len(line[c]) for line in [header, *rows]) for c in range(len(header))]
-
-
-def _pad(text: str, width: int, right: bool) -> str:
-    return text.rjust(width) if right else text.ljust(width)
+    return [max(map(len, column)) for column in zip(header, *rows, strict=True)]
 
 
 def render_txt(table: Leaderboard) -> str:
     header, rows = _cells(table)
     widths = _widths(header, rows)
 
+    columns = _columns(widths)
+
     def line(cells: list[str]) -> str:
-        return _GAP.join(_pad(cell, widths[c], _right_aligned(c)) for c, cell in enumerate(cells)).rstrip()
+        return _GAP.join([pad(cell, width) for cell, (pad, width) in zip(cells, columns, strict=True)]).rstrip()
 
     rule = _GAP.join("-" * width for width in widths)
-    return "\n".join([line(header), rule, *(line(row) for row in rows)]) + "\n"
+    return "\n".join([line(header), rule, *map(line, rows)]) + "\n"
+
+
+def _columns(widths: list[int]) -> list[tuple[Callable[[str, int], str], int]]:
+    """Each column's padding (numbers right-aligned) and width, made once for every line."""
+    return [(str.rjust if _right_aligned(c) else str.ljust, width) for c, width in enumerate(widths)]
 
 
 def render_csv(table: Leaderboard) -> str:
@@ -81,11 +84,12 @@ def _md_escape(text: str) -> str:
 def render_md(table: Leaderboard) -> str:
     header, rows = _cells(table)
     header = [_md_escape(cell) for cell in header]
-    rows = [[_md_escape(cell) for cell in row] for row in rows]
+    rows = [[_md_escape(cell) if "|" in cell or "\\" in cell else cell for cell in row] for row in rows]
     widths = [max(3, w) for w in _widths(header, rows)]
+    columns = _columns(widths)
 
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(_pad(cell, widths[c], _right_aligned(c)) for c, cell in enumerate(cells)) + " |"
+        return "| " + " | ".join([pad(cell, width) for cell, (pad, width) in zip(cells, columns, strict=True)]) + " |"
 
     rule = "|" + "|".join(
         ("-" * (width + 1) + ":") if _right_aligned(c) else ("-" * (width + 2)) for c, width in enumerate(widths)
