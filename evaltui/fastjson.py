@@ -17,7 +17,7 @@ other tools cannot read.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -88,3 +88,20 @@ def dumps(obj: Any) -> bytes:
             return text.encode("utf-8")
         except UnicodeEncodeError:
             return json.dumps(obj).encode("utf-8")
+
+
+def object_head(f: BinaryIO, stop: bytes, limit: int, lines: int = 64) -> dict[str, Any] | None:
+    """The members of a JSON object written a member a line (`{`, then `"key": value,` each on a
+    line of at most `limit` bytes) that come before the line starting with `stop`, read from `f`'s
+    start; None when the object is not laid out so within `lines` lines."""
+    head: dict[str, Any] = {}
+    if f.readline(limit).rstrip() == b"{":
+        for _ in range(lines):
+            line = f.readline(limit).strip().rstrip(b",")
+            if line.startswith(stop):
+                return head
+            try:
+                head.update(loads(b"{" + line + b"}"))
+            except ValueError:
+                break
+    return None

@@ -281,3 +281,25 @@ def test_a_work_dir_written_by_opencompass_through_the_real_command(setup) -> No
     # and the heartbeat is evaltui's own again, with a time zone
     assert datetime.fromisoformat(wd.heartbeat_file.read_text().strip()).tzinfo is not None
     assert abs(time.time() - wd.heartbeat_file.stat().st_mtime) < 600
+
+
+@pytest.mark.parametrize("details", [3, 5000], ids=["small-one-read", "large-line-by-line"])
+def test_a_results_head_is_read_alike_whatever_its_size(tmp_path: Path, details: int) -> None:
+    """A result of a few samples is read in one go, a large one line by line: the same head from
+    both, and either one cut short, or a FIFO in its place, is not taken for a result."""
+    wd = WorkDir(tmp_path)
+    path = wd.result_file("m", "a")
+    path.parent.mkdir(parents=True)
+    lines = ",\n".join(f'    {{"index": {i}, "prediction": "{"x" * 20}", "correct": true}}' for i in range(details))
+    text = '{\n  "accuracy": 100.0,\n  "uncertainty": {"accuracy": {"n": 3}},\n  "scored_with": "abc",\n  "details": [\n' + lines + "\n  ]\n}\n"
+    assert (len(text) > 64 << 10) == (details > 3)
+    path.write_text(text)
+    assert wd.read_result("m", "a") == {"accuracy": 100.0, "uncertainty": {"accuracy": {"n": 3}}, "scored_with": "abc"}
+    path.write_text(text[:-3])  # cut short: read whole, found invalid
+    assert wd.read_result("m", "a") is None
+    path.write_text(json.dumps({"error": "x", "details": [{"index": i} for i in range(details)]}) + "\n")  # another layout: read whole
+    assert wd.read_result("m", "a") == {"error": "x"}
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(OSError, match="not a regular file"):
+        wd.read_result("m", "a")

@@ -9,6 +9,7 @@ Two kinds of writes, each safe against `kill -9` at any instant:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import shutil
@@ -19,11 +20,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evaltui import fastjson
 from evaltui.engine.disk.lockstate import lock_holder
-from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, names_by_stem, open_regular, read_json, read_regular
+from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, names_by_stem, open_regular, read_json, read_regular, read_small
 
 TERMINAL = ("done", "fail")
 # What each kind of work-dir file may weigh when it is read (fsutil.open_regular: a FIFO, a
@@ -32,6 +33,7 @@ STATUS_BYTES = 64 << 20  # a few hundred bytes; a selection of millions of sampl
 HEARTBEAT_BYTES = 4096  # an ISO time
 RESULT_LINE_BYTES = 64 << 20  # a line of a result's head (metrics; a selection's samples)
 RESULT_BYTES = 1 << 30  # a result read whole (another layout, an error); a larger one is scored again
+RESULT_SMALL = 64 << 10  # a result read in one go, its head split in memory (a few samples' details)
 ANY_SIZE = 1 << 50  # files read in pieces (checkpoints, predictions, results): only their kind is checked
 # The temporary a killed atomic write leaves: `.<name>.<8 random>.tmp` (fsutil's mkstemp), where
 # <name> is a file evaltui writes in that folder — each folder's names, below; nothing else is ours.
@@ -319,30 +321,27 @@ class WorkDir:
         """
         path = self.result_file(model, dataset)
         try:
-            with open_regular(path, ANY_SIZE) as f:
-                size = os.fstat(f.fileno()).st_size
-                f.seek(max(0, size - 2))
-                whole = f.read() == b"}\n"
-                f.seek(0)
-                if whole and f.readline(RESULT_LINE_BYTES).rstrip() == b"{":
-                    head: dict[str, Any] = {}
-                    for _ in range(64):
-                        line = f.readline(RESULT_LINE_BYTES).strip().rstrip(b",")
-                        if line.startswith(b'"details": ['):
-                            return head
-                        try:
-                            head.update(fastjson.loads(b"{" + line + b"}"))
-                        except ValueError:
-                            break
+            data = read_small(path, RESULT_SMALL)
+            if data is not None:
+                size, found = len(data), _head(io.BytesIO(data)) if data.endswith(b"}\n") else None
+            else:
+                with open_regular(path, ANY_SIZE) as f:
+                    size = os.fstat(f.fileno()).st_size
+                    f.seek(max(0, size - 2))
+                    whole = f.read() == b"}\n"
+                    f.seek(0)
+                    found = _head(f) if whole else None
         except FileNotFoundError:
             return None
+        if found is not None:
+            return found
         if size > RESULT_BYTES:  # too large to read whole, and not as evaltui writes it: scored again
             return None
-        data = read_json(path, RESULT_BYTES)  # another layout, or one without details (an error result)
-        if not isinstance(data, dict):
+        result = read_json(path, RESULT_BYTES)  # another layout, or one without details (an error result)
+        if not isinstance(result, dict):
             return None
-        data.pop("details", None)
-        return data
+        result.pop("details", None)
+        return result
 
     def has_scored_result(self, model: str, dataset: str) -> bool:
         data = self.read_result(model, dataset)
@@ -393,3 +392,9 @@ class StatusWriter:
         else:
             self._final.pop(path, None)
         return True
+
+
+
+def _head(f: BinaryIO) -> dict[str, Any] | None:
+    """A result's metrics, on its lines before `"details"` (None: not laid out as evaltui writes it)."""
+    return fastjson.object_head(f, b'"details": [', RESULT_LINE_BYTES)
