@@ -94,14 +94,26 @@ def object_head(f: BinaryIO, stop: bytes, limit: int, lines: int = 64) -> dict[s
     """The members of a JSON object written a member a line (`{`, then `"key": value,` each on a
     line of at most `limit` bytes) that come before the line starting with `stop`, read from `f`'s
     start; None when the object is not laid out so within `lines` lines."""
+    if f.readline(limit).rstrip() != b"{":
+        return None
+    members = []
+    for _ in range(lines):
+        line = f.readline(limit).strip().rstrip(b",")
+        if line.startswith(stop):
+            break
+        members.append(line)
+    else:
+        return None
+    try:  # parsed as one object, as the lines say: one parse, not one a line
+        found = loads(b"{" + b",".join(members) + b"}")
+        if isinstance(found, dict):
+            return found
+    except ValueError:
+        pass
     head: dict[str, Any] = {}
-    if f.readline(limit).rstrip() == b"{":
-        for _ in range(lines):
-            line = f.readline(limit).strip().rstrip(b",")
-            if line.startswith(stop):
-                return head
-            try:
-                head.update(loads(b"{" + line + b"}"))
-            except ValueError:
-                break
-    return None
+    for line in members:  # a line of them is no member (a blank one, say): as the lines parse one by one
+        try:
+            head.update(loads(b"{" + line + b"}"))
+        except ValueError:
+            return None
+    return head

@@ -3,6 +3,7 @@ input the standard library read, every value it could write."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -88,3 +89,19 @@ def test_a_lone_surrogate_is_written_escaped_not_an_error() -> None:
 def test_non_finite_floats_are_written_as_null_so_other_tools_can_read_the_file() -> None:
     out = fastjson.dumps({"ppl": [math.inf, math.nan, 1.0]})
     assert json.loads(out, parse_constant=lambda c: pytest.fail(f"wrote {c}")) == {"ppl": [None, None, 1.0]}
+
+
+def test_object_head_reads_the_members_before_the_stop_line() -> None:
+    """One parse of the head's lines joined, or, where that fails, one a line: the same members."""
+    def head(text: str) -> dict[str, object] | None:
+        return fastjson.object_head(io.BytesIO(text.encode()), b'"details": [', 1 << 20)
+
+    body = '  "details": [\n    {"i": 0}\n  ]\n}\n'
+    assert head('{\n  "a": 1.5,\n  "u": {"a": {"n": 3}},\n  "a": 2,\n' + body) == {"a": 2, "u": {"a": {"n": 3}}}
+    assert head('{\n  "a": 1,\n\n  "b": [1, 2],\n' + body) == {"a": 1, "b": [1, 2]}  # a blank line: one a line
+    assert head('{\n  "a": 1,\n  "b": oops,\n' + body) is None  # no member: the caller reads it whole
+    assert head('{\n  "a": 1,\n') is None  # no stop line
+    assert head('[\n  "a",\n' + body) is None  # not an object a member a line
+    assert head("{\n" + "".join(f'  "k{i}": {i},\n' for i in range(64)) + body) is None  # past `lines`
+    nan = head('{\n  "a": NaN,\n' + body)  # what only the standard library reads still reads
+    assert nan is not None and math.isnan(nan["a"])  # type: ignore[arg-type]
