@@ -216,7 +216,7 @@ def build_leaderboard(
     abbr); `extra` the other metrics' by (model, abbr, metric); `intervals` every metric's
     uncertainty, by (model, abbr, metric)."""
     return Leaderboard(
-        datasets=tuple(DatasetRow(*row) for row in datasets),
+        datasets=tuple(row if type(row) is DatasetRow else DatasetRow(*row) for row in datasets),
         models=tuple(models),
         scores=dict(scores),
         extra=dict(extra or {}),

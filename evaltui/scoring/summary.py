@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evaltui.fsutil import atomic_write_text, real_path
+from evaltui.fsutil import atomic_write_text
 from evaltui.latency import ProfileSnapshot
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
@@ -130,8 +130,13 @@ def dataset_version(config_dict: dict[str, Any]) -> str:
     Two runs whose prompts, evaluator or data differ must not be compared as if equal, so the
     column is a short hash of the whole dataset configuration; the same configuration always
     gives the same hash, whatever order its keys were written in."""
-    canonical = json.dumps(config_dict, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    canonical = _CANONICAL.encode(config_dict)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:6]
+
+
+# json.dumps(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str), made once:
+# dumps makes a new encoder for every call that passes `default`, and a plan hashes 10,000 datasets
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class RunSummary:
@@ -141,6 +146,7 @@ class RunSummary:
         self.plan = plan
         self.models = [m.abbr for m in plan.tested]
         self._rows: tuple[DatasetRow, ...] | None = None
+        self._names: dict[str, tuple[str, ...]] = {}  # each dataset's metrics, by abbr (_metrics)
 
     def rows(self) -> tuple[DatasetRow, ...]:
         """The leaderboard's rows (abbr, version, metric, mode): one per dataset, and one more
@@ -150,7 +156,7 @@ class RunSummary:
         so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
         if self._rows is None:
             rows = []
-            folders: dict[Path, Path] = {}  # the data files' folders, each resolved once (real_path)
+            folders: dict[str, str] = {}  # the data files' folders, each resolved once (_real_path)
             for d in self.plan.datasets:
                 version = self._version(d, folders)
                 # a selection's score is not the dataset's: it says so (and its version differs)
@@ -162,14 +168,17 @@ class RunSummary:
         return self._rows
 
     def _metrics(self, d: DatasetConfig) -> tuple[str, ...]:
-        return Reduction.of(d.evaluator, self.plan.epochs(d)).metrics
+        names = self._names.get(d.abbr)
+        if names is None:
+            names = self._names[d.abbr] = Reduction.of(d.evaluator, self.plan.epochs(d)).metrics
+        return names
 
-    def _version(self, d: DatasetConfig, folders: dict[Path, Path]) -> str:
+    def _version(self, d: DatasetConfig, folders: dict[str, str]) -> str:
         if d.benchmark:  # the reference's task and version, and a hash of what the plan changed
             from evaltui.plan.benchmark import version_label
 
             return version_label(d)
-        data = {**d.versioned_dump(), "path": str(real_path(self.plan.dataset_path(d), folders))}
+        data = {**d.versioned_dump(), "path": _real_path(self.plan.dataset_path(d), folders)}
         data.pop("epochs", None)
         count = self.plan.epochs(d).count
         if count != 1:  # as resolved: the run's epochs and the dataset's own are the same thing
@@ -204,6 +213,19 @@ class RunSummary:
                 for metric, interval in result_intervals(usable):
                     intervals[(m.abbr, d.abbr, metric)] = interval
         return ResultMetrics(scores, extra, intervals)
+
+
+def _real_path(path: Path, folders: dict[str, str]) -> str:
+    """str(fsutil.real_path(path)) in plain strings (no Path made, hashed or joined: 10,000
+    datasets' paths), `folders` keeping each folder resolved once."""
+    text = str(path)
+    folder, name = os.path.split(text)
+    if name in ("", ".", "..") or os.path.islink(text):
+        return str(path.resolve())
+    real = folders.get(folder)
+    if real is None:
+        real = folders[folder] = str(Path(folder or ".").resolve())
+    return os.path.join(real, name)
 
 
 class ResultMetrics(NamedTuple):
