@@ -39,13 +39,20 @@ class EventBus:
     def emit(self, event: ev.Event) -> None:
         with self.lock:
             self.state.apply(event)
-            for sink in self._sinks:
-                self._deliver(sink, event)
+            for sink in self._sinks:  # (_deliver's try written out: this runs for every event and sink)
+                try:
+                    sink(event)
+                except Exception as e:
+                    self._failed(sink, event, e)
 
     def _deliver(self, sink: ev.Sink, event: ev.Event) -> None:
         try:
             sink(event)
-        except Exception as e:  # a broken consumer must not stop the evaluation
-            if id(sink) not in self._failed_sinks:  # said once, not once per event
-                self._failed_sinks.add(id(sink))
-                self.emit(ev.Notice(f"an event consumer failed on {type(event).__name__}: {type(e).__name__}: {e}", "error"))
+        except Exception as e:
+            self._failed(sink, event, e)
+
+    def _failed(self, sink: ev.Sink, event: ev.Event, e: Exception) -> None:
+        """A broken consumer must not stop the evaluation: said once, not once per event."""
+        if id(sink) not in self._failed_sinks:
+            self._failed_sinks.add(id(sink))
+            self.emit(ev.Notice(f"an event consumer failed on {type(event).__name__}: {type(e).__name__}: {e}", "error"))
