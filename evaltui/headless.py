@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import anyio
 
-from evaltui.engine.disk.runlog import EventLines
+from evaltui.engine.disk.runlog import EventLines, Stamp
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
@@ -35,6 +35,7 @@ class HeadlessRenderer:
         self.log_interval = log_interval
         self.closed = False
         self._lines = EventLines(epochs)
+        self._stamp = Stamp(_clock_time)
 
     def __call__(self, e: ev.Event) -> None:
         self.state.apply(e)
@@ -45,7 +46,7 @@ class HeadlessRenderer:
             self.say(line)
 
     def say(self, text: str) -> None:
-        self.write(f"[{datetime.now().strftime('%H:%M:%S')}] {text}\n")
+        self.write(f"[{self._stamp()}] {text}\n")
 
     def write(self, line: str) -> None:
         if self.closed:
@@ -104,6 +105,10 @@ class HeadlessRenderer:
         while True:
             await anyio.sleep(self.log_interval)
             self.say(self.progress_line())
+
+
+def _clock_time(at: datetime) -> str:
+    return at.strftime("%H:%M:%S")
 
 
 def replica_names(urls: list[str]) -> list[str]:

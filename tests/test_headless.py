@@ -189,3 +189,58 @@ def test_progress_line_says_which_pairs_are_being_scored() -> None:
     assert renderer.progress_line().endswith("| m/code scoring")
     renderer(ev.DatasetScored("m", "code", "pass@1", 50.0))
     assert renderer.progress_line().endswith("| no dataset running")
+
+
+def test_line_times_are_the_clocks_second(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each line's time is made once a second (Stamp): within a second the same text, the next
+    second's once the clock turns, as datetime.now() would have written them."""
+    from datetime import datetime
+
+    from evaltui.engine.disk import runlog
+
+    now = [1_796_000_000.2]
+    monkeypatch.setattr(runlog.time, "time", lambda: now[0])
+    made: list[datetime] = []
+    stamp = runlog.Stamp(lambda at: made.append(at) or at.strftime("%H:%M:%S"))
+    first = stamp()
+    assert first == datetime.fromtimestamp(1_796_000_000).strftime("%H:%M:%S")
+    now[0] = 1_796_000_000.999
+    assert stamp() == first and len(made) == 1
+    now[0] = 1_796_000_001.0
+    assert stamp() == datetime.fromtimestamp(1_796_000_001).strftime("%H:%M:%S") and len(made) == 2
+    assert runlog.iso_seconds(datetime(2026, 1, 2, 3, 4, 5, 999_999)) == "2026-01-02T03:04:05"
+
+
+def test_lines_are_printable_and_a_broken_consumer_is_said_once() -> None:
+    """Control characters are escaped (a tab kept) whatever the fast path; a consumer that raises
+    is said once and the others are still sent every event."""
+    import io
+
+    from evaltui.engine.disk.runlog import EventLines, printable
+    from evaltui.engine.stream import events as ev
+    from evaltui.engine.stream.bus import EventBus
+    from evaltui.engine.stream.state import RunState
+    from evaltui.headless import HeadlessRenderer
+
+    assert printable("plain é 漢 line") == "plain é 漢 line"
+    assert printable("a\tb\x1b[31mc\nd\x7f\x9b\u00a0") == "a\tb\\x1b[31mc\\x0ad\\x7f\\x9b\u00a0"
+    assert EventLines()(ev.Notice("bad\x1b]0;title\x07 words", "error")) == "error: bad\\x1b]0;title\\x07 words"
+    out = io.StringIO()
+    bus = EventBus(RunState())
+    calls: list[ev.Event] = []
+
+    def broken(e: ev.Event) -> None:
+        calls.append(e)
+        raise RuntimeError("boom")
+
+    bus.subscribe(broken)
+    bus.subscribe(HeadlessRenderer(out))
+    for d in ("a", "b"):
+        bus.emit(ev.DatasetScored("m", d, "accuracy", 50.0))
+    lines = out.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "error: an event consumer failed on DatasetScored: RuntimeError: boom",  # said as it happens, once
+        "m/a: scored, accuracy = 50.00",
+        "m/b: scored, accuracy = 50.00",
+    ]
+    assert len(calls) == 3  # both scores and the Notice about itself

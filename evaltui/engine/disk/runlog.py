@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -157,6 +158,26 @@ _LINES: dict[type, Callable[[Any], str | None]] = {
 }
 
 
+class Stamp:
+    """The local time now as `form` writes it, made again once a second: every line of the log
+    and of a `--no-ui` terminal starts with one, and a clock read costs less than a strftime."""
+
+    def __init__(self, form: Callable[[datetime], str]) -> None:
+        self._form = form
+        self._last = (-1, "")  # (the second, its text): one tuple, swapped whole, for any thread
+
+    def __call__(self) -> str:
+        second = int(time.time())  # datetime.now() truncated to its second is fromtimestamp(this)
+        last = self._last
+        if last[0] != second:
+            last = self._last = (second, self._form(datetime.fromtimestamp(second)))
+        return last[1]
+
+
+def iso_seconds(at: datetime) -> str:
+    return at.isoformat(timespec="seconds")
+
+
 class EventLines:
     """The line a user reads for each event, the same in logs/run.log and on a `--no-ui` terminal
     (None for an event that says nothing), made printable: a server's words may hold terminal
@@ -167,19 +188,20 @@ class EventLines:
     def __init__(self, epochs: Mapping[str, int] | None = None) -> None:
         self._said: set[Pair] = set()
         self._epochs = epochs or {}  # each dataset's epochs, when known: its failures say which epoch
+        # each kind of event's formatter, those that need this one's state included: one lookup an event
+        self._formats: dict[type, Callable[[Any], str | None]] = {**_LINES, ev.SampleFailed: self._first_failure, ev.DatasetStarted: self._started}
 
     def with_epoch(self, e: ev.SampleFailed) -> bool:
         """Whether a failure says its epoch: after the first, or when its dataset has several."""
         return e.epoch > 0 or self._epochs.get(e.dataset, 1) > 1
 
     def __call__(self, e: ev.Event) -> str | None:
-        if type(e) is ev.SampleFailed:
-            line = self._first_failure(e)
-        elif type(e) is ev.DatasetStarted:
-            line = _started(e, self._epochs.get(e.dataset, 1))
-        else:
-            line = event_line(e)
+        form = self._formats.get(type(e))
+        line = None if form is None else form(e)
         return None if line is None else printable(line)
+
+    def _started(self, e: ev.DatasetStarted) -> str:
+        return _started(e, self._epochs.get(e.dataset, 1))
 
     def _first_failure(self, e: ev.SampleFailed) -> str | None:
         if (e.model, e.dataset) in self._said:
@@ -198,6 +220,8 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 
 def printable(text: str) -> str:
     """`text` with each control character but the tab written as its escape (`\\x1b`)."""
+    if text.isprintable():  # most lines: no control character (isprintable is False for each)
+        return text
     return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
@@ -211,12 +235,13 @@ class RunLog:
         self._failures_path = workdir.logs_dir / "failures.jsonl"
         self._lines = EventLines(epochs)
         self._failures = os.open(self._failures_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._stamp = Stamp(iso_seconds)
 
     def __call__(self, e: ev.Event) -> None:
         if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line
             return
         if type(e) is ev.SampleFailed:  # one per failed request
-            line: dict[str, Any] = {"time": datetime.now().isoformat(timespec="seconds"), "model": e.model, "dataset": e.dataset, "index": e.sample_index}
+            line: dict[str, Any] = {"time": self._stamp(), "model": e.model, "dataset": e.dataset, "index": e.sample_index}
             if self._lines.with_epoch(e):
                 line["epoch"] = e.epoch
             line.update(e.error._asdict())
@@ -226,7 +251,7 @@ class RunLog:
             self._write(text)
 
     def _write(self, text: str) -> None:
-        self._log.write(f"{datetime.now().isoformat(timespec='seconds')} {text}\n")
+        self._log.write(f"{self._stamp()} {text}\n")
 
     def close(self) -> None:
         """Never raises: a full disk that kept the last lines from the log already said so on screen."""
