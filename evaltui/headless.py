@@ -29,16 +29,20 @@ from evaltui.text import duration
 
 
 class HeadlessRenderer:
-    def __init__(self, out: TextIO, *, log_interval: float = 30.0, epochs: Mapping[str, int] | None = None):
+    def __init__(self, out: TextIO, *, log_interval: float = 30.0, epochs: Mapping[str, int] | None = None, state: RunState | None = None):
+        """`state`: the fold of the stream this renderer is sent, when its source keeps one (its
+        EventBus folds each event before it hands it on), read rather than made a second time."""
         self.out = out
-        self.state = RunState()
+        self._folds = state is None
+        self.state = RunState() if state is None else state
         self.log_interval = log_interval
         self.closed = False
         self._lines = EventLines(epochs)
         self._stamp = Stamp(_clock_time)
 
     def __call__(self, e: ev.Event) -> None:
-        self.state.apply(e)
+        if self._folds:
+            self.state.apply(e)
         if type(e) is ev.SampleFinished:  # the hot path: one per answer, never a line of its own
             return
         line = self._lines(e)
@@ -172,7 +176,8 @@ def follow_headless(
     """Drive a runner, or follow a run (`evaltui watch --no-ui`), to its end printing lines
     (`epochs`: each dataset's, when known, so that a failure says its epoch)."""
     out = out or (sys.stderr if as_json else sys.stdout)
-    renderer = HeadlessRenderer(out, log_interval=log_interval, epochs=epochs)
+    folded = getattr(source, "state", None)  # a Runner's or a Follower's: its bus folds every event before it is sent on
+    renderer = HeadlessRenderer(out, log_interval=log_interval, epochs=epochs, state=folded if isinstance(folded, RunState) else None)
     source.subscribe(renderer)
 
     async def main() -> int:

@@ -244,3 +244,33 @@ def test_lines_are_printable_and_a_broken_consumer_is_said_once() -> None:
         "m/b: scored, accuracy = 50.00",
     ]
     assert len(calls) == 3  # both scores and the Notice about itself
+
+
+def test_a_renderer_reads_its_sources_fold_without_folding_again() -> None:
+    """Given its source's state (which the source's bus folds before handing each event on), the
+    renderer reads it: every sample counted once, the same lines and progress as its own fold."""
+    import io
+
+    from evaltui.engine.stream import events as ev
+    from evaltui.engine.stream.bus import EventBus
+    from evaltui.engine.stream.state import RunState
+    from evaltui.headless import HeadlessRenderer
+
+    stream = [
+        ev.DatasetPlanned("m", "d", 3, 1, 0, 0, ev.PairStatus.PENDING),
+        ev.DatasetStarted("m", "d", 3, 3),
+        *(ev.SampleFinished("m", "d", 0, i) for i in range(2)),
+    ]
+    outs = []
+    for shared in (True, False):
+        state, out = RunState(), io.StringIO()
+        bus = EventBus(state)
+        renderer = HeadlessRenderer(out, state=state if shared else None)
+        bus.subscribe(renderer)
+        for e in stream:
+            bus.emit(e)
+        assert (renderer.state is state) == shared
+        assert renderer.state.totals() == (2, 0, 3)
+        assert renderer.progress_line().startswith("progress: 2/3 samples, 0 failed | m/d 2/3")
+        outs.append([line.split("] ", 1)[1] for line in out.getvalue().splitlines()])
+    assert outs[0] == outs[1] == ["m/d: started, 3 samples to run"]
