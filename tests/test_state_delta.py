@@ -146,3 +146,28 @@ def test_changes_of_everything_repaint_it_all_whatever_the_batch() -> None:
     batch.add(running().apply(ev.SampleFinished("m", "d", 0, 1)))
     assert batch.pairs is None and batch.statuses and batch.scores and batch.failures_reset
     assert batch.live is None and batch.failures == 0 and batch.notices == []
+
+
+@pytest.mark.parametrize("kept", [0, 1, 5, 1000])
+def test_a_pair_started_again_forgets_exactly_its_own_kept_failures(kept: int) -> None:
+    """RunState.failures counts each pair's failures among those it keeps, so starting a pair
+    again need not walk them all: what stays is what a walk would keep, through the bound
+    letting the oldest go."""
+    import random
+    from collections import deque
+
+    rng = random.Random(kept)
+    state = RunState(max_failures=kept)
+    walked: deque[Failure] = deque(maxlen=kept)  # the list as a walk of every failure made it
+    err = ERR
+    for step in range(3000):
+        model, dataset = "m", f"d{rng.randrange(8)}"
+        if rng.random() < 0.85:
+            state.apply(ev.SampleFailed(model, dataset, 0, step, err))
+            walked.append(Failure(model, dataset, step, err))
+        else:
+            state.apply(ev.DatasetStarted(model, dataset, 10, 10) if rng.random() < 0.5 else ev.DatasetPlanned(model, dataset, 10, 1, 0, 0, PairStatus.PENDING))
+            kept_ones = [f for f in walked if (f.model, f.dataset) != (model, dataset)]
+            walked.clear()
+            walked.extend(kept_ones)
+        assert list(state.failures) == list(walked)

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.delta import NOTHING, Delta
 from evaltui.engine.stream.events import Pair, PairStatus
-from evaltui.engine.stream.pair import RATE_MIN_SPAN, Clock, Failure, PairState, ReplicaView, combine_shards
+from evaltui.engine.stream.pair import RATE_MIN_SPAN, Clock, Failure, KeptFailures, PairState, ReplicaView, combine_shards
 
 _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference events no longer move these
 
@@ -45,7 +44,7 @@ class RunState:
         self.began_at: float | None = None  # a followed run's start (RunStarted.began_at)
         self.sim_url = ""
         self.heartbeat_at: float | None = None
-        self.failures: deque[Failure] = deque(maxlen=max_failures)
+        self.failures = KeptFailures(max_failures)
         self.load: dict[str, ev.ModelLoad] = {}
         self.replicas: dict[str, dict[str, ReplicaView]] = {}  # per model (with several urls, or adaptive)
         self.down: dict[str, tuple[ev.ReplicasDown, float]] = {}  # models whose replicas are all out, since when
@@ -256,10 +255,7 @@ class RunState:
         judging: the engine says it anew when it judges)."""
         p.failed = 0
         p.judge, p.judged, p.to_judge, p.judge_failed, p.judging = "", 0, 0, 0, False
-        if any(f.model == p.model and f.dataset == p.dataset for f in self.failures):
-            kept = [f for f in self.failures if f.model != p.model or f.dataset != p.dataset]
-            self.failures.clear()
-            self.failures.extend(kept)
+        self.failures.forget(p.model, p.dataset)
 
     def replay(self) -> list[ev.Event]:
         """Events that rebuild this state in a fresh RunState: what a late subscriber is sent first.
