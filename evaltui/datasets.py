@@ -24,13 +24,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 from evaltui import fastjson
 from evaltui.fsutil import Unreadable, open_regular
 from evaltui.templates import (
-    MAX_PROMPT_CHARS,
-    FieldCheck,
     Sample,
+    check_records,
     field_checks,
-    fill_problem,
     is_conversation,
-    quick_fields,
     render_sample,
     template_fields,
     templates_of,
@@ -58,9 +55,11 @@ MAX_JSON_BYTES = 256 << 20
 _ANY_SIZE = 1 << 62
 
 
-def _open_text(path: Path, fingerprint: bool = False) -> io.TextIOBase:
+def _open_text(path: Path, fingerprint: bool = False, held: bytes | None = None) -> io.TextIOBase:
     """The file as text, once it is known to be a regular file (a FIFO would hang the reader);
-    `fingerprint`: its bytes hashed on the way (_Hashing), not .gz."""
+    `fingerprint`: its bytes hashed on the way (_Hashing), not .gz; `held`: its bytes, kept."""
+    if held is not None:
+        return io.TextIOWrapper(io.BytesIO(held), encoding="utf-8-sig", newline="")
     raw = open_regular(path, MAX_JSON_BYTES if path.name.endswith(".json") else _ANY_SIZE)
     if fingerprint and not path.name.endswith(".gz"):
         raw = io.BufferedReader(_Hashing(raw))
@@ -80,19 +79,22 @@ def _lines(f: io.TextIOBase, name: str) -> Iterator[str]:
         yield line
 
 
-def iter_records(path: Path, columns: list[str] | None = None, skip: Container[int] = (), fingerprint: bool = False) -> Iterator[dict[str, Any] | None]:
+def iter_records(
+    path: Path, columns: list[str] | None = None, skip: Container[int] = (), fingerprint: bool = False, held: bytes | None = None
+) -> Iterator[dict[str, Any] | None]:
     """Yield the file's records in order; DatasetError names the line or item that is wrong.
 
     A record whose index is in `skip` (a resumed run's finished samples) is yielded as None,
-    unread where the format allows: a .jsonl line is not parsed."""
+    unread where the format allows: a .jsonl line is not parsed. `held`: the file's bytes, kept
+    (_HELD) since they were read, for the file itself."""
     name = path.name
     try:
         if name.endswith((".jsonl", ".jsonl.gz")):
-            yield from _jsonl_records(path, skip, fingerprint)
+            yield from _jsonl_records(path, skip, fingerprint, held)
         elif name.endswith(".json"):
-            yield from _json_records(path, fingerprint)
+            yield from _json_records(path, fingerprint, held)
         elif name.endswith(".csv"):
-            yield from _csv_records(path, columns, fingerprint)
+            yield from _csv_records(path, columns, fingerprint, held)
         elif name.endswith(".parquet"):
             yield from _parquet_records(path, skip)
         else:
@@ -103,10 +105,10 @@ def iter_records(path: Path, columns: list[str] | None = None, skip: Container[i
         raise DatasetError(f"{name}: cannot read: {e}") from None
 
 
-def _jsonl_records(path: Path, skip: Container[int], fingerprint: bool = False) -> Iterator[dict[str, Any] | None]:
+def _jsonl_records(path: Path, skip: Container[int], fingerprint: bool = False, held: bytes | None = None) -> Iterator[dict[str, Any] | None]:
     name = path.name
     index = -1
-    with _open_text(path, fingerprint) as f:
+    with _open_text(path, fingerprint, held) as f:
         for lineno, line in enumerate(_lines(f, name), 1):
             if not line.strip():
                 continue
@@ -147,9 +149,9 @@ def _benchmark_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     return records[: ds.limit] if ds.limit else records
 
 
-def _json_records(path: Path, fingerprint: bool = False) -> Iterator[dict[str, Any]]:
+def _json_records(path: Path, fingerprint: bool = False, held: bytes | None = None) -> Iterator[dict[str, Any]]:
     name = path.name
-    with _open_text(path, fingerprint) as f:
+    with _open_text(path, fingerprint, held) as f:
         try:
             data = json.load(f)
         except ValueError as e:
@@ -162,9 +164,9 @@ def _json_records(path: Path, fingerprint: bool = False) -> Iterator[dict[str, A
         yield rec
 
 
-def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = False) -> Iterator[dict[str, Any]]:
+def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = False, held: bytes | None = None) -> Iterator[dict[str, Any]]:
     name = path.name
-    with _open_text(path, fingerprint) as f:
+    with _open_text(path, fingerprint, held) as f:
         reader = csv.reader(_lines(f, name))
         header = list(columns) if columns else next(reader, None)
         if header is None:
@@ -181,9 +183,22 @@ def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = Fals
 # gives it (device, inode, size, mtime): asked again, the file is stat'ed (one call, not the six
 # of resolving its path), and one edited, replaced or re-pointed since has another key, so
 # nothing stale is served. Record counts are those seen while validating, so a run does not parse
-# a dataset once more just to learn its size.
+# a dataset once more just to learn its size. A small file's bytes, read whole by that check, are
+# kept too (_HELD): the simulator's answer key and the scoring parse them again (their records
+# anew, as a caller may change its own) without opening 10,000 small files once more.
 _COUNTS: dict[tuple[Any, ...], int] = {}
 _FINGERPRINTS: dict[tuple[int, int, int, int], str] = {}
+_HELD: dict[tuple[int, int, int, int], bytes] = {}
+HELD_FILE_BYTES = 64 << 10  # a larger file is read from disk each time (its bytes would cost memory all run)
+HELD_BYTES = 16 << 20  # the held files together; the oldest are let go past it
+_held_size = [0]
+
+
+def _hold(key: tuple[int, int, int, int], data: bytes) -> None:
+    _held_size[0] += len(data) - len(_HELD.pop(key, b""))
+    _HELD[key] = data
+    while _held_size[0] > HELD_BYTES:
+        _held_size[0] -= len(_HELD.pop(next(iter(_HELD))))
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -233,22 +248,32 @@ class _Hashing(io.RawIOBase):
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw, self._digest, self._key = cast(io.BufferedReader, raw), hashlib.sha256(), _identity(os.fstat(raw.fileno()))
+        self._kept: bytearray | None = bytearray() if self._key[2] <= HELD_FILE_BYTES else None  # a small file's bytes, for _HELD
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         n: int = self._raw.readinto(buffer)
-        self._digest.update(memoryview(buffer)[:n])
+        self._update(memoryview(buffer)[:n])
         return n
+
+    def _update(self, chunk: Any) -> None:
+        self._digest.update(chunk)
+        if self._kept is not None:
+            self._kept += chunk
+            if len(self._kept) > self._key[2]:  # it grew since it was opened: not this file
+                self._kept = None
 
     def close(self) -> None:
         if not self.closed:
             with contextlib.suppress(OSError), self._raw:  # unreadable further: no fingerprint kept
                 while self._key[2] <= _HASHED_TO_THE_END and (chunk := self._raw.read(1 << 20)):  # (not the rest of 2 GB after an error)
-                    self._digest.update(chunk)
+                    self._update(chunk)
                 if self._key[2] <= _HASHED_TO_THE_END or self._raw.tell() == self._key[2]:
                     _FINGERPRINTS[self._key] = self._digest.hexdigest()[:16]
+                if self._kept is not None and len(self._kept) == self._key[2]:
+                    _hold(self._key, bytes(self._kept))
         super().close()
 
 
@@ -295,8 +320,10 @@ def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
     if ds.benchmark:
         return _benchmark_records(plan, ds)
     intern = sys.intern
+    path = plan.dataset_path(ds)
+    key = _file_key(path)
     records: list[dict[str, Any]] = []
-    for rec in iter_records(plan.dataset_path(ds), ds.columns or None):
+    for rec in iter_records(path, ds.columns or None, held=None if key is None else _HELD.get(key)):
         assert rec is not None  # nothing skipped
         records.append({intern(k): v for k, v in rec.items()})
         if ds.limit and len(records) >= ds.limit:
@@ -324,7 +351,7 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     key = _count_key(path, ds)  # before the file is read: a change while it is, is a change after
     records = iter_records(path, ds.columns or None, fingerprint=True)  # the read planning's file_fingerprint then needs not make
     try:
-        count, problems = _check_records(records, ds.limit, checks, needs, field_checks(ds))
+        count, problems = check_records(records, ds.limit, checks, needs, field_checks(ds))
     except DatasetError as e:
         return [f"path: {e}"]
     if key is not None:
@@ -354,45 +381,7 @@ def _check_benchmark(plan: Plan, ds: DatasetConfig, checks: dict[str, str], need
         records = _benchmark_records(plan, ds)
     except DatasetError as e:
         return [f"benchmark: {e}"]
-    count, problems = _check_records(iter(records), ds.limit, checks, needs, field_checks(ds))
+    count, problems = check_records(iter(records), ds.limit, checks, needs, field_checks(ds))
     if count == 0:
         problems.append(f"benchmark: {ds.benchmark}: no records (split {ds.split!r}, subsets {ds.subsets!r})")
     return problems
-
-
-def _check_records(
-    records: Iterator[dict[str, Any] | None], limit: int, checks: dict[str, str], needs: dict[str, set[str]], fields: dict[str, FieldCheck]
-) -> tuple[int, list[str]]:
-    """(how many records, up to `limit` if set; the first problem of each template, and of each
-    field a conversation reads whole): one that failed once is not tried again. `checks` and
-    `fields` are consumed."""
-    quick = quick_fields(checks, needs)
-    room = MAX_PROMPT_CHARS - max(map(len, checks.values()), default=0)
-    problems: list[str] = []
-    count = 0
-    for index, rec in enumerate(records):
-        if limit and index >= limit:
-            break
-        assert rec is not None  # nothing skipped
-        count += 1
-        for key, check in list(fields.items()):
-            if (problem := check(rec, index)) is not None:
-                problems.append(f"{key}: {problem}")
-                del fields[key]
-        if quick is not None:  # the usual record: every field there, every value a string, none too long
-            size = 0
-            for f, n in quick.items():
-                value = rec.get(f)
-                if type(value) is not str:
-                    break
-                size += n * len(value)
-            else:
-                if size <= room:
-                    continue
-        failed = [(name, p) for name, tpl in checks.items() if (p := fill_problem(index, rec, tpl, needs[name]))]
-        for name, problem in failed:
-            problems.append(f"{name}: {problem}")
-            del checks[name]  # one report per template is enough
-        if failed:
-            quick = quick_fields(checks, needs)
-    return count, problems

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
@@ -279,3 +279,41 @@ def _plain_fields(template: str) -> bool:
         for _, name, spec, conversion in string.Formatter().parse(template)
         if name is not None
     )
+
+
+def check_records(
+    records: Iterator[dict[str, Any] | None], limit: int, checks: dict[str, str], needs: dict[str, set[str]], fields: dict[str, FieldCheck]
+) -> tuple[int, list[str]]:
+    """(how many records, up to `limit` if set; the first problem of each template, and of each
+    field a conversation reads whole): one that failed once is not tried again. `checks` and
+    `fields` are consumed."""
+    quick = quick_fields(checks, needs)
+    room = MAX_PROMPT_CHARS - max(map(len, checks.values()), default=0)
+    problems: list[str] = []
+    count = 0
+    for index, rec in enumerate(records):
+        if limit and index >= limit:
+            break
+        assert rec is not None  # nothing skipped
+        count += 1
+        for key, check in list(fields.items()):
+            if (problem := check(rec, index)) is not None:
+                problems.append(f"{key}: {problem}")
+                del fields[key]
+        if quick is not None:  # the usual record: every field there, every value a string, none too long
+            size = 0
+            for f, n in quick.items():
+                value = rec.get(f)
+                if type(value) is not str:
+                    break
+                size += n * len(value)
+            else:
+                if size <= room:
+                    continue
+        failed = [(name, p) for name, tpl in checks.items() if (p := fill_problem(index, rec, tpl, needs[name]))]
+        for name, problem in failed:
+            problems.append(f"{name}: {problem}")
+            del checks[name]  # one report per template is enough
+        if failed:
+            quick = quick_fields(checks, needs)
+    return count, problems

@@ -272,3 +272,51 @@ def test_writing_files_draws_nothing_from_the_process_wide_random_generator(tmp_
         f.write(b"{}")
     got += [random.random() for _ in range(2)]
     assert got == expected
+
+
+def test_a_small_data_file_checked_is_loaded_again_from_its_bytes_held_and_anew_once_edited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_dataset keeps a small file's bytes: load_records (the simulator's answer key, the
+    scoring) parses them without opening the file, each time into records of its own; an edited
+    file is read from disk."""
+    import evaltui.datasets as datasets
+    from evaltui.datasets import load_records
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)  # checked: held
+
+    def no_open(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the file was opened")
+
+    with monkeypatch.context() as m:
+        m.setattr(datasets, "open_regular", no_open)
+        first = load_records(plan, ds)
+        assert first == [{"question": "one", "answer": "1"}, {"question": "two", "answer": "2"}]
+        first[0]["answer"] = "changed by its caller"
+        assert load_records(plan, ds)[0]["answer"] == "1"
+    with data.open("a", encoding="utf-8") as f:
+        f.write('{"question": "three", "answer": "3"}\n')
+    assert [r["answer"] for r in load_records(plan, ds)] == ["1", "2", "3"]
+    assert count_records(plan, ds) == 3
+
+
+def test_the_bytes_held_are_bounded_the_oldest_let_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import evaltui.datasets as datasets
+
+    monkeypatch.setattr(datasets, "_HELD", {})
+    monkeypatch.setattr(datasets, "_held_size", [0])
+    monkeypatch.setattr(datasets, "HELD_BYTES", len(RECORDS.encode()) * 2)
+    keys = []
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "d.jsonl").write_text(RECORDS, encoding="utf-8")
+        plan_for(tmp_path / name)
+        st = (tmp_path / name / "d.jsonl").stat()
+        keys.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    assert list(datasets._HELD) == keys[1:]
+    assert datasets._held_size == [len(RECORDS.encode()) * 2]
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "d.jsonl").write_text(RECORDS * (datasets.HELD_FILE_BYTES // len(RECORDS) + 1), encoding="utf-8")
+    plan_for(big)
+    assert list(datasets._HELD) == keys[1:]  # too large a file to hold
