@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import tomli_w
 
 from evaltui.backends import backend_class
 from evaltui.datasets import DatasetError, count_records, known_count
@@ -46,6 +45,7 @@ from evaltui.engine.unit.heap import settle_heap
 from evaltui.exitcode import ExitCode
 from evaltui.fsutil import Unreadable, atomic_write_text
 from evaltui.plan import ModelConfig, Plan
+from evaltui.plan.snapshot import dumps_snapshot
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -297,7 +297,7 @@ class Runner:
     def _write_snapshot(self) -> None:
         data = self._snapshot_of.snapshot()
         data["run"]["work_dir"] = str(self.workdir.root)
-        atomic_write_text(self.workdir.plan_file, tomli_w.dumps(data))
+        atomic_write_text(self.workdir.plan_file, dumps_snapshot(data))
 
     async def _prepare(self) -> bool:
         """Count the datasets' records, start the simulator and the executor (join the Ray

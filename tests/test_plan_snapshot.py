@@ -1,0 +1,58 @@
+"""A work dir's plan.toml is tomli_w's text of the plan's snapshot, byte for byte, however
+dumps_snapshot makes it (each kind of dataset table written once, its abbr and path put in)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from evaltui.plan import load_plan
+from evaltui.plan.snapshot import dumps_snapshot
+
+ODD = ['say "hi"', "back\\slash", "tab\there", "new\nline", "nul\x00del\x7f", "ünïcödé ✓", "", "[[datasets]]", "a = 1"]
+
+
+def _plan(tmp_path: Path, datasets: list[dict[str, Any]]) -> dict[str, Any]:
+    (tmp_path / "d.jsonl").write_text('{"question": "q", "answer": "a"}\n', encoding="utf-8")
+    data = {"title": "t", "models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": datasets}
+    path = tmp_path / "plan.toml"
+    path.write_text(tomli_w.dumps(data), encoding="utf-8")
+    return load_plan(path, check_data=False).snapshot()
+
+
+def _dataset(i: int, **extra: Any) -> dict[str, Any]:
+    return {"abbr": f"d{i}", "path": "d.jsonl", "prompt": "{question}", "target": "{answer}", **extra}
+
+
+@pytest.mark.parametrize("odd", ODD)
+def test_the_snapshot_text_is_tomli_ws_for_any_abbr_and_path(tmp_path: Path, odd: str) -> None:
+    snap = _plan(tmp_path, [_dataset(i) for i in range(3)])
+    snap["datasets"][1]["abbr"] = odd
+    snap["datasets"][2]["path"] = odd
+    assert dumps_snapshot(snap) == tomli_w.dumps(snap)
+
+
+def test_datasets_of_several_kinds_keep_their_own_settings_and_order(tmp_path: Path) -> None:
+    kinds = [_dataset(0), _dataset(1, limit=2), _dataset(2), _dataset(3, evaluator={"type": "gsm8k"}), _dataset(4, stop=["\n\n", "Q:"]), _dataset(5, limit=2)]
+    snap = _plan(tmp_path, kinds)
+    text = dumps_snapshot(snap)
+    assert text == tomli_w.dumps(snap)
+    assert [d.abbr for d in load_plan(_written(tmp_path, text), check_data=False).datasets] == [f"d{i}" for i in range(6)]
+
+
+def test_what_it_cannot_vouch_for_is_tomli_ws_too() -> None:
+    small = {"models": [{"abbr": "m"}], "datasets": [{"abbr": "a", "path": "p"}, {"abbr": "b", "path": "q"}]}  # fits inline
+    not_last = {"datasets": [{"abbr": "a", "path": "p", "x": 1}], "models": [{"abbr": "m"}]}
+    no_path = {"models": [{"abbr": "m"}], "datasets": [{"abbr": "a", "long": "x" * 200}]}
+    big_int = {"models": [{"abbr": "m"}], "datasets": [{"abbr": "a", "path": "p", "n": 2**70, "long": "x" * 200}]}
+    for data in (small, not_last, no_path, big_int, {"models": [{"abbr": "m"}], "datasets": []}):
+        assert dumps_snapshot(data) == tomli_w.dumps(data)
+
+
+def _written(folder: Path, text: str) -> Path:
+    path = folder / "again.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
