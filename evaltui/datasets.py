@@ -62,6 +62,15 @@ def _open_text(path: Path, fingerprint: bool = False, held: bytes | None = None)
         return io.TextIOWrapper(io.BytesIO(held), encoding="utf-8-sig", newline="")
     raw = open_regular(path, MAX_JSON_BYTES if path.name.endswith(".json") else _ANY_SIZE)
     if fingerprint and not path.name.endswith(".gz"):
+        st = os.fstat(raw.fileno())
+        if st.st_size <= HELD_FILE_BYTES:  # read whole, hashed and held at once: the layers of _Hashing were most of a small file's cost
+            with raw:
+                data = raw.read()
+            key = _identity(st)
+            _FINGERPRINTS[key] = hashlib.sha256(data).hexdigest()[:16]
+            if len(data) == st.st_size:  # (not one that grew as it was read)
+                _hold(key, data)
+            return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig", newline="")
         raw = io.BufferedReader(_Hashing(raw))
     if path.name.endswith(".gz"):
         raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
@@ -248,32 +257,22 @@ class _Hashing(io.RawIOBase):
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw, self._digest, self._key = cast(io.BufferedReader, raw), hashlib.sha256(), _identity(os.fstat(raw.fileno()))
-        self._kept: bytearray | None = bytearray() if self._key[2] <= HELD_FILE_BYTES else None  # a small file's bytes, for _HELD
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         n: int = self._raw.readinto(buffer)
-        self._update(memoryview(buffer)[:n])
+        self._digest.update(memoryview(buffer)[:n])
         return n
-
-    def _update(self, chunk: Any) -> None:
-        self._digest.update(chunk)
-        if self._kept is not None:
-            self._kept += chunk
-            if len(self._kept) > self._key[2]:  # it grew since it was opened: not this file
-                self._kept = None
 
     def close(self) -> None:
         if not self.closed:
             with contextlib.suppress(OSError), self._raw:  # unreadable further: no fingerprint kept
                 while self._key[2] <= _HASHED_TO_THE_END and (chunk := self._raw.read(1 << 20)):  # (not the rest of 2 GB after an error)
-                    self._update(chunk)
+                    self._digest.update(chunk)
                 if self._key[2] <= _HASHED_TO_THE_END or self._raw.tell() == self._key[2]:
                     _FINGERPRINTS[self._key] = self._digest.hexdigest()[:16]
-                if self._kept is not None and len(self._kept) == self._key[2]:
-                    _hold(self._key, bytes(self._kept))
         super().close()
 
 

@@ -225,11 +225,12 @@ def test_readable_json_keeps_its_layout_whichever_way_it_is_made(obj: dict[Any, 
     [
         ("d.jsonl", "\ufeff" + RECORDS + "\n\n", {}),
         ("d.jsonl", RECORDS * 3000, {"limit": 1}),  # the check stops at the limit: the rest is hashed when it closes the file
+        ("d.jsonl", RECORDS * 3, {"limit": 1}),  # a small file, read whole however far the check goes
         ("d.jsonl", RECORDS + "not json\n" + RECORDS, {}),  # the check fails: the bytes still have their fingerprint
         ("d.json", '[{"question": "q", "answer": "a"}]', {}),
         ("d.csv", "question,answer\nq,a\nr,b\n", {}),
     ],
-    ids=["bom-blank-lines", "limit", "bad-line", "json", "csv"],
+    ids=["bom-blank-lines", "limit", "small-limit", "bad-line", "json", "csv"],
 )
 def test_the_fingerprint_made_while_checking_a_dataset_is_that_of_its_bytes(tmp_path: Path, name: str, content: str, extra: dict[str, Any]) -> None:
     """check_dataset hashes the data file as it reads it (planning's file_fingerprint then reads
