@@ -48,7 +48,8 @@ def test_what_it_cannot_vouch_for_is_tomli_ws_too() -> None:
     not_last = {"datasets": [{"abbr": "a", "path": "p", "x": 1}], "models": [{"abbr": "m"}]}
     no_path = {"models": [{"abbr": "m"}], "datasets": [{"abbr": "a", "long": "x" * 200}]}
     big_int = {"models": [{"abbr": "m"}], "datasets": [{"abbr": "a", "path": "p", "n": 2**70, "long": "x" * 200}]}
-    for data in (small, not_last, no_path, big_int, {"models": [{"abbr": "m"}], "datasets": []}):
+    alone = {"datasets": [{"abbr": "a", "path": "p", "long": "x" * 200}]}  # nothing before the datasets' tables
+    for data in (small, not_last, no_path, big_int, alone, {"models": [{"abbr": "m"}], "datasets": []}):
         assert dumps_snapshot(data) == tomli_w.dumps(data)
 
 

@@ -28,6 +28,8 @@ def dumps_snapshot(data: dict[str, Any]) -> str:
     if not isinstance(datasets, list) or not datasets or list(data)[-1] != "datasets":
         return tomli_w.dumps(data)
     head = tomli_w.dumps({k: v for k, v in data.items() if k != "datasets"})
+    if not head:  # (then the tables are not preceded by a blank line)
+        return tomli_w.dumps(data)
     stand_in = {k: f"evaltui-{k}-{secrets.token_hex(8)}" for k in _PUT_IN}  # in no plan
     kinds: dict[bytes, str] = {}
     parts = [head]
