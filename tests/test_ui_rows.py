@@ -158,3 +158,29 @@ def test_a_score_repaints_its_leaderboard_row_and_the_average_only(tmp_path: Pat
             assert any("75.00" in line for line in shown)
 
     asyncio.run(scenario())
+
+
+class _NoWalk(dict):  # type: ignore[type-arg]
+    """The fold's shard counters, refusing to be walked: a dataset's start must touch its own only."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the shard fold walked every shard's counters")
+
+
+def test_a_dataset_starting_forgets_its_own_shard_counts_without_a_walk_over_all() -> None:
+    fold = progress.ShardFold()
+    fold.shards = _NoWalk()
+    for d in ("a", "b"):
+        fold.apply(ev.DatasetPlanned("m", d, 4, 2))
+        for s in (0, 1):
+            fold.apply(ev.ShardStatusChanged("m", d, s, 2, ev.PairStatus.RUNNING, 2, 0, 0))
+    fold.apply(ev.SampleFinished("m", "a", 1, 3))
+    fold.apply(ev.SampleFailed("m", "b", 0, 0, ev.SampleError("http", 500, "boom", 1)))
+    assert fold.shards[("m", "a", 1)].completed == 1 and fold.shards[("m", "b", 0)].failed == 1
+    fold.apply(ev.DatasetStarted("m", "a", 4, 4))  # a re-run of a: its counts come again with its statuses
+    assert ("m", "a", 0) not in fold.shards and ("m", "a", 1) not in fold.shards
+    assert fold.shards[("m", "b", 0)].failed == 1 and fold.shards[("m", "b", 1)].status == ev.PairStatus.RUNNING
+    fold.apply(ev.SampleFinished("m", "a", 0, 0))  # counted afresh after the start
+    assert fold.shards[("m", "a", 0)].completed == 1
+    fold.apply(ev.DatasetPlanned("m", "a", 4, 2))
+    assert ("m", "a", 0) not in fold.shards
