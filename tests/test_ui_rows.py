@@ -184,3 +184,60 @@ def test_a_dataset_starting_forgets_its_own_shard_counts_without_a_walk_over_all
     assert fold.shards[("m", "a", 0)].completed == 1
     fold.apply(ev.DatasetPlanned("m", "a", 4, 2))
     assert ("m", "a", 0) not in fold.shards
+
+
+def test_a_large_plan_shows_scores_on_the_leaderboard_spaced_out_and_all_of_them_at_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above SCORES_MANY pairs a leaderboard repaint that took long is followed by the next only
+    later (its cost is the ranking and average over every dataset); the scores that came meanwhile
+    are not lost: the run's end shows them all. (Here 40 pairs count as many, and every paint as slow.)"""
+    from evaltui.ui.screens import run as run_screen
+
+    monkeypatch.setattr(run_screen, "SCORES_MANY", 10)
+    monkeypatch.setattr(run_screen, "SCORES_FREE", 0.0)
+    monkeypatch.setattr(run_screen, "SCORES_SPACING", 1e9)
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = many_datasets_app(tmp_path, clock)
+        async with app.run_test(size=(160, 60)) as pilot:
+            names = [f"d{i:02}" for i in range(DATASETS)]
+            feed(app, planned(names) + [ev.DatasetInferred("alpha", "d00", ev.PairStatus.DONE, 4, 0), ev.DatasetScored("alpha", "d00", "accuracy", 50.0)])
+            board, table = app.query_one(LeaderboardTable), app.query_one(ProgressTable)
+            assert str(board.get_cell("d00", "alpha")).strip() == "50.00"
+            feed(app, [ev.DatasetInferred("alpha", "d01", ev.PairStatus.DONE, 4, 0), ev.DatasetScored("alpha", "d01", "accuracy", 75.0)])
+            await pilot.pause()
+            assert str(board.get_cell("d01", "alpha")).strip() == "-"  # its turn has not come
+            assert "75.00" in table.shown_line("alpha", "d01")  # the progress row says it at once
+            feed(app, [ev.RunFinished(0, False)])
+            assert str(board.get_cell("d01", "alpha")).strip() == "75.00"
+            assert str(board.get_cell("Average", "alpha")).strip().startswith("62.50")
+
+    asyncio.run(scenario())
+
+
+def test_the_retry_keys_follow_the_pairs_that_changed_not_a_walk_over_every_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`R` applies once a dataset failed and no longer once it is planned again; the footer asks
+    every tick that statuses change, from the pairs that changed (RunState.failed_pairs, a walk
+    over every pair, is not asked)."""
+    from evaltui.engine.stream.state import RunState
+
+    def walk(self: RunState) -> list[Any]:
+        raise AssertionError("the footer walked every pair")
+
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = many_datasets_app(tmp_path, clock)
+        async with app.run_test(size=(160, 60)) as pilot:
+            names = [f"d{i:02}" for i in range(DATASETS)]
+            feed(app, planned(names))
+            await pilot.pause()
+            monkeypatch.setattr(RunState, "failed_pairs", walk)
+            screen = app.run_screen
+            assert not screen.action_applies("retry_all")
+            feed(app, [ev.DatasetInferred("alpha", "d05", ev.PairStatus.FAIL, 0, 4, error="4 of 4 failed")])
+            assert screen.action_applies("retry_all")
+            feed(app, [ev.DatasetPlanned("alpha", "d05", 4, 1)])
+            assert not screen.action_applies("retry_all")
+
+    asyncio.run(scenario())

@@ -31,6 +31,9 @@ _RUN_STARTED = Delta(every_pair=True, statuses=True, scores=True, live=True)
 _RUN_FINISHED = Delta(every_pair=True, statuses=True, scores=True, live=False)
 
 
+#: The statuses of a pair a retry re-runs (failed_pairs).
+RETRYABLE = frozenset({PairStatus.FAIL, PairStatus.ERROR, PairStatus.SKIPPED})
+
 class RunState:
     def __init__(self, *, clock: Clock = time.monotonic, wall_clock: Clock = time.time, max_failures: int = 1000):
         self.clock = clock
@@ -306,7 +309,7 @@ class RunState:
     def failed_pairs(self) -> list[Pair]:
         """The pairs a retry-all would re-run: inference failed, or scoring did, or the scorer
         gave up on them (a stale heartbeat: the laptop slept) — a retry scores what is done."""
-        return [key for key, p in self.pairs.items() if p.status in (PairStatus.FAIL, PairStatus.ERROR, PairStatus.SKIPPED)]
+        return [key for key, p in self.pairs.items() if p.status in RETRYABLE]
 
     def stopped_pairs(self) -> list[Pair]:
         """The pairs an interrupted run left under way: running the plan again resumes them."""

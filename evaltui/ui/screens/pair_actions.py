@@ -16,7 +16,7 @@ from textual.widgets import DataTable
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.source import RunSource
-from evaltui.engine.stream.state import RunState
+from evaltui.engine.stream.state import RETRYABLE, RunState
 from evaltui.ui.engine_thread import EngineThread
 from evaltui.ui.screens.details import DetailsScreen
 from evaltui.ui.screens.fleet import FleetScreen
@@ -47,6 +47,23 @@ class PairActions(Screen[None]):
         self._retrying: set[Pair] = set()  # asked for; not offered again until over
         self._retry_started: set[Pair] = set()  # of those, the ones the engine took up
         self._retry_jobs: dict[int, tuple[Pair, ...]] = {}  # retry job -> its pairs
+        # the pairs retryable() would list, kept as the deltas name the pairs that changed
+        # (follow_retryable): the footer asks every tick that statuses changed, and a walk over
+        # thousands of pairs for it was a share of the engine's interpreter
+        self._retry_candidates: set[Pair] = set()
+
+    def follow_retryable(self, pairs: set[Pair] | None) -> None:
+        """Keep the set of pairs `r`/`R` may act on from the pairs that changed (None: every pair)."""
+        kinds = RETRYABLE | ({ev.PairStatus.STOPPED} if self.runner.watching else set())
+        if pairs is None:
+            self._retry_candidates = {k for k, p in self.state.pairs.items() if p.status in kinds}
+            return
+        for key in pairs:
+            p = self.state.pairs.get(key)
+            if p is not None and p.status in kinds:
+                self._retry_candidates.add(key)
+            else:
+                self._retry_candidates.discard(key)
 
     def follow_retries(self, retried: frozenset[Pair] | set[Pair], settled: frozenset[Pair] | set[Pair]) -> bool:
         """Which asked-for retries the engine took up, and which are over: a retry joined to a
@@ -80,9 +97,10 @@ class PairActions(Screen[None]):
     def action_applies(self, action: str) -> bool:
         """Whether `action` means something now (the footer and the command palette ask)."""
         if action == "retry":
-            return self.highlighted() in self.retryable()
+            pair = self.highlighted()
+            return pair in self._retry_candidates and pair not in self._retrying
         if action == "retry_all":
-            return bool(self.retryable())
+            return any(p not in self._retrying for p in self._retry_candidates)
         if action == "details":
             return self.highlighted() is not None or self.highlighted_model() is not None
         return True

@@ -16,6 +16,7 @@ whole screen for a layout).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections import deque
 from typing import ClassVar
 
@@ -44,6 +45,14 @@ from evaltui.ui.widgets.progress import ProgressTable, ShardFold
 SLOW_TICK = 1.0  # seconds between repaints of what moves every tick anyway: rates, ETAs
 STRIP, FOOTER = 2, 1  # rows of the strip and the footer: the panes have the rest
 RATE_LINE = 12, 30  # the strip's sparkline: at least 12 columns beside its text, at most 30
+# The leaderboard and its chart rank and average over every dataset: at thousands of datasets a
+# repaint of them takes tens of milliseconds, and scores change every tick. In a plan of more than
+# SCORES_MANY pairs, one that took longer than SCORES_FREE is followed by the next only
+# SCORES_SPACING times as long later (they take at most ~1/20 of the app's thread, which shares the
+# interpreter with the engine's); at the run's end at once. A plan of fewer shows each score the tick it comes.
+SCORES_MANY = 500
+SCORES_FREE = 0.005
+SCORES_SPACING = 20.0
 _SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
 
 
@@ -71,6 +80,9 @@ class RunScreen(PairActions):
         self._applied: tuple[object, ...] = ()  # the sizes last set on the panes
         self._said_failed: set[tuple[str, str]] = set()  # the failed datasets a toast told of
         self._running_pairs: set[Pair] = set()  # the pairs running, as the deltas folded so far say
+        # scores folded but not yet shown on the leaderboard and chart (SCORES_SPACING): their datasets (None: any), restyled
+        self._scores_owed: tuple[set[str] | None, bool] | None = None
+        self._scores_due = 0.0  # perf_counter time before which they wait
         # the panes, kept at hand: the tick repaints them without a query, even while closing
         self.strip = EngineStrip(id="strip")
         self.rate = RateLine(id="rate")
@@ -143,8 +155,17 @@ class RunScreen(PairActions):
         notice that came, the latest of equals."""
         failed = []
         if changes.statuses:  # else no pair failed since the last tick: not a walk over every pair
-            failed = [(k, p.error) for k, p in self.state.pairs.items() if p.status == ev.PairStatus.FAIL and p.error and k not in self._said_failed]
-            self._said_failed = {k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.FAIL}
+            pairs = self.state.pairs
+            # the pairs that changed (a pair's status changes with it), not every pair: at thousands of
+            # datasets statuses change every tick
+            for key in pairs if changes.pairs is None else changes.pairs:
+                p = pairs.get(key)
+                if p is None or p.status != ev.PairStatus.FAIL:
+                    self._said_failed.discard(key)
+                elif key not in self._said_failed:
+                    self._said_failed.add(key)
+                    if p.error:
+                        failed.append((key, p.error))
         if failed:
             (model, dataset), why = failed[-1]
             said = f"{model}/{dataset} failed: {_advice_first(why)}" if len(failed) == 1 else f"{len(failed)} datasets failed: their details say why"
@@ -163,6 +184,7 @@ class RunScreen(PairActions):
         state = self.state
         dirty = changes.pairs
         self._follow_running(dirty)
+        self.follow_retryable(dirty)
         # Every repaint takes the interpreter from the engine's thread for a while: what changes
         # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
         now = state.clock()
@@ -180,12 +202,34 @@ class RunScreen(PairActions):
             else:
                 self.failures.add(state.newest_failures(changes.failures))
             if changes.scores or restyled:
-                board = self.leaderboard()
-                self.board.show(board, restyled=restyled, datasets=None if dirty is None else {d for _, d in dirty})
-                self.chart.show(self._marks(board), restyled=restyled)
+                self._owe_scores(None if dirty is None else {d for _, d in dirty}, restyled)
+            self._show_scores()
             self._fit_panes()
         if slow:
             self._last_slow = now
+
+    def _owe_scores(self, datasets: set[str] | None, restyled: bool) -> None:
+        owed = self._scores_owed
+        if owed is not None:
+            datasets = None if datasets is None or owed[0] is None else owed[0] | datasets
+            restyled = restyled or owed[1]
+        self._scores_owed = (datasets, restyled)
+
+    def _show_scores(self) -> None:
+        """The leaderboard and its chart, when scores are owed and their turn has come (SCORES_SPACING)."""
+        if self._scores_owed is None:
+            return
+        datasets, restyled = self._scores_owed
+        began = time.perf_counter()
+        if began < self._scores_due and not restyled and self.state.live:
+            return
+        self._scores_owed = None
+        board = self.leaderboard()
+        self.board.show(board, restyled=restyled, datasets=datasets)
+        self.chart.show(self._marks(board), restyled=restyled)
+        took = time.perf_counter() - began
+        many = len(self.state.pairs) > SCORES_MANY
+        self._scores_due = began + SCORES_SPACING * took if many and took > SCORES_FREE else 0.0
 
     def _follow_running(self, pairs: set[Pair] | None) -> None:
         """Keep the set of running pairs from the pairs that changed (None: every pair), so a
