@@ -241,3 +241,26 @@ def test_the_retry_keys_follow_the_pairs_that_changed_not_a_walk_over_every_pair
             assert not screen.action_applies("retry_all")
 
     asyncio.run(scenario())
+
+
+def test_the_fold_counts_rows_planned_after_the_pane_stopped_growing(tmp_path: Path) -> None:
+    """`↓ N more` under the progress pane counts every row below it, also those planned once the
+    pane had its full height (the layout no longer changes then: 10,000 datasets said `↓ 10 more`)."""
+    clock = Clock()
+
+    async def scenario() -> None:
+        app = many_datasets_app(tmp_path, clock)
+        async with app.run_test(size=(160, 24)) as pilot:
+            names = [f"d{i:02}" for i in range(DATASETS)]
+            feed(app, planned(names[:20]))
+            await pilot.pause()
+            table = app.query_one(ProgressTable)
+            shown = table.planned_rows
+            assert shown is not None and 0 < shown < 20
+            assert table.border_subtitle == f"↓ {table.row_count - shown} more"
+            feed(app, [ev.DatasetPlanned("alpha", d, 4, 1) for d in names[20:]])
+            await pilot.pause()
+            assert table.row_count == DATASETS + 1  # the model's heading row, and a row a dataset
+            assert table.border_subtitle == f"↓ {DATASETS + 1 - shown} more"
+
+    asyncio.run(scenario())

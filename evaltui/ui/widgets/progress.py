@@ -278,6 +278,7 @@ class ProgressTable(DataTable[Text]):
             pairs, self.needs_full_sync = None, False
         now = state.clock()
         was_empty = not self._cells
+        rows_before = self.row_count
         rows = self._row_of_pair
         for key, p in self._to_visit(state, pairs):
             if p.model not in self._models:
@@ -297,6 +298,8 @@ class ProgressTable(DataTable[Text]):
         repaint_rows(self, changed)
         if was_empty and self._cells:
             self._place_cursor()
+        if self.row_count != rows_before:  # rows came in below the fold: the count under it grows (the layout may not change)
+            self.say_fold()
 
     def _to_visit(self, state: RunState, pairs: set[Pair] | None) -> list[tuple[Pair, PairState]]:
         """`pairs` (None: every pair), and every pair without a row yet, in the state's order then."""
