@@ -196,16 +196,33 @@ class LeaderboardTable(DataTable[Text]):
         if built == self._built:
             self._update({key: self._fitted(rows[key], widths[0]) for key in (rows if only is None else only)})
             return
+        keys_ = ["dataset"] + (["metric"] if fit.metric else []) + [r.model for r in ranked]
+        if self._built is not None and built[0] == self._built[0] and built[3] == self._built[3] and keys_ == list(self.columns):
+            # the same columns and rows, other widths or headers (the Average's `(999/1000)` gained a
+            # digit): changed in place, not every row added again for Textual to measure each cell
+            self._built = built
+            self._reshape(labels, widths)
+            self._update({key: self._fitted(row, widths[0]) for key, row in rows.items()})
+            return
         cells = {key: self._fitted(row, widths[0]) for key, row in rows.items()}
         self._built, self._rows = built, cells
         where = self._cursor_keys()
         self.clear(columns=True)
-        keys_ = ["dataset"] + (["metric"] if fit.metric else []) + [r.model for r in ranked]
         for label, key, width in zip(labels, keys_, widths, strict=True):
             self.add_column(label, key=key, width=width)
         for key, row_cells in cells.items():
             self.add_row(*row_cells, key=key)
         self._restore_cursor(where)
+
+    def _reshape(self, labels: list[Text], widths: list[int]) -> None:
+        """New headers and widths for the built columns. DataTable has no call for it (textual is
+        pinned): the columns are its own records, and its caches and size are made again as its
+        clear() would, without the rows going."""
+        for column, label, width in zip(self.ordered_columns, labels, widths, strict=True):
+            column.label, column.width = label, width
+        self._clear_caches()
+        self._require_update_dimensions = True  # its width, on the next idle (no new row to measure)
+        self.refresh()
 
     def _header(self, i: int, r: RankedModel) -> Text:
         name = f"{i + 1}. {r.model}" if self._fit.ranks and r.average is not None else r.model
