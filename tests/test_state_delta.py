@@ -66,7 +66,15 @@ CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
     ("its judge's verdicts so far (coalesced): its row", running(), ev.PairJudged("m", "d", "grader", 3, 10), Delta(MD)),
     ("scored: the leaderboard too, and its part is over", running(), ev.DatasetScored("m", "d", "accuracy", 50.0), Delta(MD, statuses=True, scores=True, settled=MD)),
     ("scoring failed: the same", running(), ev.DatasetScored("m", "d", "accuracy", None, "boom"), Delta(MD, statuses=True, scores=True, settled=MD)),
-    ("a pair planned: every row, the failures anew", RunState(), ev.DatasetPlanned("m", "d", 10, 1), Delta(every_pair=True, statuses=True, failures_reset=True)),
+    # a pair planned names its own row, not every row: at 10,000 datasets each tick of the
+    # planning had the session look at every row (a new pair's row goes in in the state's order)
+    ("a pair planned: its row", RunState(), ev.DatasetPlanned("m", "d", 10, 1), Delta(MD)),
+    ("a failed pair planned again: its row, its status, its failures anew", failed(), ev.DatasetPlanned("m", "d", 10, 1), Delta(MD, statuses=True, failures_reset=True)),
+    (
+        "a pair planned with the score an earlier run kept: and the leaderboard",
+        RunState(), ev.DatasetPlanned("m", "d", 10, 1, 10, 0, PairStatus.SCORED, "accuracy", 70.0), Delta(MD, statuses=True, scores=True),
+    ),
+    ("a pair starts with no failures kept: its row and status", planned(("m", "d")), ev.DatasetStarted("m", "d", 10, 10), Delta(MD, statuses=True)),
     (
         "a retry: every row, the failures anew, live again, the pairs it took up",
         finished(),

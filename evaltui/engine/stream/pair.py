@@ -58,12 +58,14 @@ class KeptFailures(deque[Failure]):
         super().append(f)
         self._count[(f.model, f.dataset)] = self._count.get((f.model, f.dataset), 0) + 1
 
-    def forget(self, model: str, dataset: str) -> None:
-        """Let go of the pair's failures; the others stay, in their order."""
+    def forget(self, model: str, dataset: str) -> bool:
+        """Let go of the pair's failures; the others stay, in their order. Whether it had any."""
         if self._count.pop((model, dataset), 0):
             kept = [f for f in self if f.model != model or f.dataset != dataset]
             self.clear()
             super().extend(kept)
+            return True
+        return False
 
 
 @dataclass

@@ -26,7 +26,6 @@ _FINAL = (PairStatus.SCORING, PairStatus.SCORED, PairStatus.ERROR)  # inference 
 # What the events about the whole run change, the same every time
 _FLEET = Delta(fleet=True)
 _EVERY_PAIR = Delta(every_pair=True, statuses=True)
-_PLANNED = Delta(every_pair=True, statuses=True, failures_reset=True)
 _RUN_STARTED = Delta(every_pair=True, statuses=True, scores=True, live=True)
 _RUN_FINISHED = Delta(every_pair=True, statuses=True, scores=True, live=False)
 
@@ -146,10 +145,10 @@ class RunState:
         p = self.pair(e.model, e.dataset)
         before = p.status
         p.total, p.started_at, p.finished_at, p.done_this_run, p.sample_retries = e.total, self.clock(), None, 0, 0
-        self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
+        forgot = self._forget_failures(p)  # failed samples are retried: they count again only if they fail again
         p.completed = e.total - e.remaining
         p.status = PairStatus.RUNNING
-        return _changed(p, before, failures_reset=True)
+        return _changed(p, before, failures_reset=forgot)
 
     def _dataset_inferred(self, e: ev.DatasetInferred) -> Delta:
         p = self.pair(e.model, e.dataset)
@@ -175,13 +174,17 @@ class RunState:
         return _changed(p, before, scores=True, settled=True)
 
     def _dataset_planned(self, e: ev.DatasetPlanned) -> Delta:
+        """Its own row (a new pair's comes in the state's order): not every pair's, which made a
+        renderer look at every row at each tick that planned one — all the way through the
+        planning of 10,000 datasets."""
         p = self.pair(e.model, e.dataset)
-        self._forget_failures(p)
+        before, scored = p.status, (p.metric, p.score, p.extra, p.parts, p.intervals)
+        forgot = self._forget_failures(p)
         p.total, p.shards, p.completed, p.failed = e.total, e.shards, e.completed, e.failed
         p.status = e.status
         p.shard_status, p.shard_events, p.error = {}, {}, ""
         p.metric, p.score, p.extra, p.parts, p.intervals = e.metric, e.score, e.extra, e.parts, e.intervals
-        return _PLANNED
+        return _changed(p, before, scores=scored != (p.metric, p.score, p.extra, p.parts, p.intervals), failures_reset=forgot)
 
     def _retry_started(self, e: ev.RetryStarted) -> Delta:
         if self.finished is not None:  # a new session: rates count from now; elapsed goes on (the session's, not the retry's)
@@ -253,12 +256,12 @@ class RunState:
         if self._samples_started_at is None:
             self._samples_started_at = p.started_at if p.started_at is not None else self.clock()
 
-    def _forget_failures(self, p: PairState) -> None:
+    def _forget_failures(self, p: PairState) -> bool:
         """The pair is planned or started again: its earlier failures no longer stand (nor its
-        judging: the engine says it anew when it judges)."""
+        judging: the engine says it anew when it judges). Whether `failures` lost any."""
         p.failed = 0
         p.judge, p.judged, p.to_judge, p.judge_failed, p.judging = "", 0, 0, 0, False
-        self.failures.forget(p.model, p.dataset)
+        return self.failures.forget(p.model, p.dataset)
 
     def replay(self) -> list[ev.Event]:
         """Events that rebuild this state in a fresh RunState: what a late subscriber is sent first.
