@@ -509,3 +509,23 @@ def test_a_models_limits_are_resolved_in_one_place(tmp_path: Path) -> None:
     assert limits.per_replica and limits.capped_per_url
     one = plan.models[1].limits
     assert (one.per_url, one.floor_per_url, one.per_replica, one.capped_per_url) == (one.max_workers, 1, False, False)
+
+
+@pytest.mark.parametrize(
+    "evaluator",
+    [{"type": "gsm8k"}, {"type": "gsm8k", "reducer": "max"}, {"type": "exact", "reducer": "pass_at_k", "k": [1, 2]}, {"type": "regex", "pattern": "(\\d+)"}],
+)
+def test_a_datasets_versioned_dump_holds_its_evaluators_own(evaluator: dict[str, object]) -> None:
+    """The dataset's dump carries the evaluator's versioned dump (made from the one dump of the
+    dataset, not a second one of the evaluator), the later keys at their defaults left out."""
+    from evaltui.plan import DatasetConfig
+    from evaltui.plan.schema import LATER_DATASET_KEYS
+
+    d = DatasetConfig.model_validate({"abbr": "x", "path": "/data/x.jsonl", "prompt": "Q: {question}", "target": "{answer}", "evaluator": evaluator, "shuffle": True})
+    dumped = d.versioned_dump()
+    assert dumped["evaluator"] == d.evaluator.versioned_dump()
+    assert dumped["shuffle"] is True  # a later key away from its default stays
+    assert not any(k in dumped and dumped[k] == v for k, v in LATER_DATASET_KEYS.items())
+    assert {k: v for k, v in d.model_dump(mode="json").items() if k != "evaluator" and (k not in LATER_DATASET_KEYS or v != LATER_DATASET_KEYS[k])} == {
+        k: v for k, v in dumped.items() if k != "evaluator"
+    }

@@ -17,7 +17,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from evaltui.backends import BACKENDS
 from evaltui.fsutil import real_path
-from evaltui.plan.evaluator import Epochs, EvaluatorConfig
+from evaltui.plan.evaluator import LATER_EVALUATOR_KEYS, Epochs, EvaluatorConfig
 from evaltui.plan.price import Price
 from evaltui.plan.strict import DAY, HOUR, Strict, private, without_later
 from evaltui.redaction import REDACTED, SECRET_HEADER_RE
@@ -256,7 +256,7 @@ class DatasetConfig(Strict):
     def versioned_dump(self) -> dict[str, Any]:
         """The dataset's settings as fingerprints hash them (JSON types, later keys at their defaults left out)."""
         data = without_later(self.model_dump(mode="json"), LATER_DATASET_KEYS)
-        data["evaluator"] = self.evaluator.versioned_dump()
+        data["evaluator"] = without_later(data["evaluator"], LATER_EVALUATOR_KEYS)  # its versioned_dump, from the dump made here
         return data
 
     @model_validator(mode="before")

@@ -26,4 +26,8 @@ def private(model: BaseModel) -> dict[str, Any]:
 
 def without_later(data: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     """`data` without the keys added later that are still at their defaults (so old fingerprints hold)."""
-    return {k: v for k, v in data.items() if k not in later or v != later[k]}
+    out = dict(data)
+    for k, default in later.items():  # (the few later keys looked up, not every key compared: 10,000 datasets' worth at a run's end)
+        if k in out and out[k] == default:
+            del out[k]
+    return out
