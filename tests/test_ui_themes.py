@@ -99,3 +99,18 @@ def test_the_theme_files_say_the_folder_readme_says() -> None:
     assert "<config dir>/themes/" in comment and "~/.config/evaltui/themes/" in comment
     assert "`<config dir>/themes/`" in readme and "`~/.config/evaltui/themes/`" in readme
     assert theme_dirs()[-1] == config_dir() / "themes"
+
+
+def test_a_paint_after_the_widget_lost_its_styles_is_plain_not_a_crash() -> None:
+    """A tick that comes as the app closes paints widgets already unmounted, whose component
+    styles Textual has cleared (`look--muted` was a KeyError that ended the app under load):
+    plain, and not kept for when the styles are back."""
+    from rich.style import Style
+
+    from evaltui.ui import look
+    from evaltui.ui.widgets.progress import ProgressTable
+
+    table = ProgressTable()  # never mounted: no component styles, as after an unmount
+    assert table.look(look.MUTED) == Style()
+    assert table.look(look.BAR_DONE) == Style()
+    assert look.MUTED not in table.look._styles

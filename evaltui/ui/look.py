@@ -41,9 +41,14 @@ class Look:
             # the partial style (no background: a cell keeps its row's, the cursor's, the
             # zebra's) with the colour of the full one, where a translucent colour
             # (`$foreground-muted`) is blended over the pane's background
-            partial = self._widget.get_component_rich_style(name, partial=True)
-            if partial.color is not None:
-                partial += Style(color=self._widget.get_component_rich_style(name).color)
+            try:
+                partial = self._widget.get_component_rich_style(name, partial=True)
+                if partial.color is not None:
+                    partial += Style(color=self._widget.get_component_rich_style(name).color)
+            except KeyError:
+                # no styles (yet, or any more): a tick that comes as the app closes finds its
+                # widgets unmounted, their component styles gone — plain, and not kept
+                return Style()
             style = self._styles[name] = partial
         return style
 
