@@ -195,26 +195,30 @@ def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = Fals
 # a dataset once more just to learn its size. A small file's bytes, read whole by that check, are
 # kept too (_HELD): the simulator's answer key and the scoring parse them again (their records
 # anew, as a caller may change its own) without opening 10,000 small files once more.
+FileIdentity = tuple[int, int, int, int, int]
 _COUNTS: dict[tuple[Any, ...], int] = {}
-_FINGERPRINTS: dict[tuple[int, int, int, int], str] = {}
-_HELD: dict[tuple[int, int, int, int], bytes] = {}
+_FINGERPRINTS: dict[FileIdentity, str] = {}
+_HELD: dict[FileIdentity, bytes] = {}
 HELD_FILE_BYTES = 64 << 10  # a larger file is read from disk each time (its bytes would cost memory all run)
 HELD_BYTES = 16 << 20  # the held files together; the oldest are let go past it
 _held_size = [0]
 
 
-def _hold(key: tuple[int, int, int, int], data: bytes) -> None:
+def _hold(key: FileIdentity, data: bytes) -> None:
     _held_size[0] += len(data) - len(_HELD.pop(key, b""))
     _HELD[key] = data
     while _held_size[0] > HELD_BYTES:
         _held_size[0] -= len(_HELD.pop(next(iter(_HELD))))
 
 
-def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+def _identity(st: os.stat_result) -> FileIdentity:
+    """(device, inode, size, mtime, ctime): the change time too, which no one can set back — a
+    file rewritten in place at its old size with its mtime restored (`cp -p`, `touch -r`, a
+    tarball unpacked) is another file."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _file_key(path: Path) -> tuple[int, int, int, int] | None:
+def _file_key(path: Path) -> FileIdentity | None:
     try:
         return _identity(os.stat(path))
     except OSError:

@@ -244,7 +244,7 @@ def test_the_fingerprint_made_while_checking_a_dataset_is_that_of_its_bytes(tmp_
     plan, ds = _unchecked(tmp_path, data, extra)
     check_dataset(plan, ds)
     st = data.stat()
-    kept = datasets._FINGERPRINTS.get((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    kept = datasets._FINGERPRINTS.get(datasets._identity(st))
     assert kept == hashlib.sha256(data.read_bytes()).hexdigest()[:16]
     assert file_fingerprint(plan, ds) == kept
 
@@ -313,7 +313,7 @@ def test_the_bytes_held_are_bounded_the_oldest_let_go(tmp_path: Path, monkeypatc
         (tmp_path / name / "d.jsonl").write_text(RECORDS, encoding="utf-8")
         plan_for(tmp_path / name)
         st = (tmp_path / name / "d.jsonl").stat()
-        keys.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+        keys.append(datasets._identity(st))
     assert list(datasets._HELD) == keys[1:]
     assert datasets._held_size == [len(RECORDS.encode()) * 2]
     big = tmp_path / "big"
@@ -321,3 +321,23 @@ def test_the_bytes_held_are_bounded_the_oldest_let_go(tmp_path: Path, monkeypatc
     (big / "d.jsonl").write_text(RECORDS * (datasets.HELD_FILE_BYTES // len(RECORDS) + 1), encoding="utf-8")
     plan_for(big)
     assert list(datasets._HELD) == keys[1:]  # too large a file to hold
+
+
+def test_a_data_file_rewritten_in_place_with_its_time_put_back_is_read_anew(tmp_path: Path) -> None:
+    """Overwritten in place at the same size with its mtime restored (`cp -p`, `touch -r`, a
+    tarball unpacked over it): the same inode, size and mtime, but a new change time — the
+    records, count and fingerprint are the new file's, not the bytes held from before."""
+    from evaltui.datasets import load_records
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(RECORDS, encoding="utf-8")
+    plan, ds = plan_for(tmp_path)  # checked: counted, hashed and held
+    before, old = file_fingerprint(plan, ds), data.stat()
+    assert load_records(plan, ds)[1]["answer"] == "2"
+    with data.open("r+", encoding="utf-8") as f:  # the same inode
+        f.write(RECORDS.replace('"2"', '"7"'))
+    os.utime(data, ns=(old.st_atime_ns, old.st_mtime_ns))
+    now = data.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (old.st_ino, old.st_size, old.st_mtime_ns)
+    assert load_records(plan, ds)[1]["answer"] == "7"
+    assert file_fingerprint(plan, ds) not in (None, before)
