@@ -76,10 +76,10 @@ CASES: list[tuple[str, RunState, ev.Event, Delta]] = [
     ),
     ("a pair starts with no failures kept: its row and status", planned(("m", "d")), ev.DatasetStarted("m", "d", 10, 10), Delta(MD, statuses=True)),
     (
-        "a retry: every row, the failures anew, live again, the pairs it took up",
+        "a retry: every row, the leaderboard (its pairs' scores are gone), the failures anew, live again, the pairs it took up",
         finished(),
         ev.RetryStarted((("m", "d"),)),
-        Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=MD),
+        Delta(every_pair=True, statuses=True, scores=True, failures_reset=True, live=True, retried=MD),
     ),
     ("the watcher gave up: every row", running(), ev.ScoringSkipped((("m", "e"),), "stale"), Delta(every_pair=True, statuses=True)),
     ("the run began: every row, the leaderboard, live", RunState(), ev.RunStarted("/w", ("m",), ("d",)), Delta(every_pair=True, statuses=True, scores=True, live=True)),

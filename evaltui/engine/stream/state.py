@@ -196,7 +196,8 @@ class RunState:
             p.status, p.score, p.extra, p.error, p.intervals = PairStatus.PENDING, None, (), "", ()
             if (model, dataset) in self.skipped:
                 self.skipped.remove((model, dataset))
-        return Delta(every_pair=True, statuses=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
+        # scores too: the retried pairs' earlier ones are gone from the leaderboard until they are scored again
+        return Delta(every_pair=True, statuses=True, scores=True, failures_reset=True, live=True, retried=frozenset(e.pairs))
 
     def _scoring_skipped(self, e: ev.ScoringSkipped) -> Delta:
         for model, dataset in e.pairs:
