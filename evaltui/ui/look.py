@@ -46,8 +46,10 @@ class Look:
                 if partial.color is not None:
                     partial += Style(color=self._widget.get_component_rich_style(name).color)
             except KeyError:
-                # no styles (yet, or any more): a tick that comes as the app closes finds its
-                # widgets unmounted, their component styles gone — plain, and not kept
+                if self._widget.is_attached:
+                    raise  # a name the widget does not declare: a mistake, not a closing app
+                # a tick that comes as the app closes finds its widgets unmounted, their component
+                # styles gone (or one never mounted has none yet): plain, and not kept
                 return Style()
             style = self._styles[name] = partial
         return style
