@@ -223,6 +223,8 @@ class LeaderboardTable(DataTable[Text]):
         self._clear_caches()
         self._require_update_dimensions = True  # its width, on the next idle (no new row to measure)
         self.refresh()
+        if self.row_count:  # the cursor's cell may have moved out of sight sideways (a rebuild brought it back too)
+            self.call_after_refresh(self._scroll_cursor_into_view, animate=False)
 
     def _header(self, i: int, r: RankedModel) -> Text:
         name = f"{i + 1}. {r.model}" if self._fit.ranks and r.average is not None else r.model
