@@ -394,7 +394,6 @@ class StatusWriter:
         return True
 
 
-
 def _head(f: BinaryIO) -> dict[str, Any] | None:
     """A result's metrics, on its lines before `"details"` (None: not laid out as evaltui writes it)."""
     return fastjson.object_head(f, b'"details": [', RESULT_LINE_BYTES)
