@@ -16,6 +16,7 @@ other tools cannot read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, BinaryIO
 
@@ -104,12 +105,10 @@ def object_head(f: BinaryIO, stop: bytes, limit: int, lines: int = 64) -> dict[s
         members.append(line)
     else:
         return None
-    try:  # parsed as one object, as the lines say: one parse, not one a line
+    with contextlib.suppress(ValueError):  # parsed as one object, as the lines say: one parse, not one a line
         found = loads(b"{" + b",".join(members) + b"}")
         if isinstance(found, dict):
             return found
-    except ValueError:
-        pass
     head: dict[str, Any] = {}
     for line in members:  # a line of them is no member (a blank one, say): as the lines parse one by one
         try:

@@ -18,7 +18,7 @@ from evaltui.datasets import check_dataset, count_records, file_fingerprint
 from evaltui.engine.disk.versions import dataset_fingerprint, evaluator_version
 from evaltui.engine.disk.workdir import _LEFTOVERS, WorkDir
 from evaltui.engine.stream import events as ev
-from evaltui.fsutil import atomic_write_bytes, atomic_write_json, atomic_writer, dumps_readable, real_path
+from evaltui.fsutil import atomic_write_bytes, atomic_write_json, atomic_writer, dumps_readable, real_path_text
 from evaltui.plan import DatasetConfig, Plan, load_plan
 from evaltui.sim import SimConfig
 
@@ -127,7 +127,7 @@ def test_a_pairs_paths_are_those_of_the_work_dir_layout(tmp_path: Path) -> None:
 
 
 def test_a_path_resolved_by_its_folder_is_the_path_resolved_whole(tmp_path: Path) -> None:
-    """The plan snapshot resolves each data file's folder once (fsutil.real_path): a file that is a
+    """The plan snapshot resolves each data file's folder once (fsutil.real_path_text): a file that is a
     link, a folder that is one, a file not there, `..` come out as Path.resolve() has them."""
     real = tmp_path / "real"
     real.mkdir()
@@ -135,14 +135,14 @@ def test_a_path_resolved_by_its_folder_is_the_path_resolved_whole(tmp_path: Path
     (tmp_path / "linked").symlink_to(real)
     (real / "link.jsonl").symlink_to(tmp_path / "other.jsonl")
     (real / "loop.jsonl").symlink_to(real / "loop.jsonl")
-    folders: dict[Path, Path] = {}
+    folders: dict[str, str] = {}
     for path in (real / "d.jsonl", tmp_path / "linked" / "d.jsonl", tmp_path / "linked" / "link.jsonl", tmp_path / "linked" / "gone.jsonl",
                  tmp_path / "linked" / "..", tmp_path / "no" / "such" / "d.jsonl", tmp_path / "linked" / "d.jsonl"):
-        assert real_path(path, folders) == path.resolve(), path
+        assert Path(real_path_text(path, folders)) == path.resolve(), path
     with pytest.raises(RuntimeError):
         (real / "loop.jsonl").resolve()
     with pytest.raises(RuntimeError):
-        real_path(real / "loop.jsonl", folders)
+        real_path_text(real / "loop.jsonl", folders)
 
 
 def test_the_plan_snapshot_names_each_data_file_by_its_real_path(tmp_path: Path) -> None:

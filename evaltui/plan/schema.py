@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from evaltui.backends import BACKENDS
-from evaltui.fsutil import real_path
+from evaltui.fsutil import real_path_text
 from evaltui.plan.evaluator import LATER_EVALUATOR_KEYS, Epochs, EvaluatorConfig
 from evaltui.plan.price import Price
 from evaltui.plan.strict import DAY, HOUR, Strict, private, without_later
@@ -372,10 +372,10 @@ class Plan(Strict):
     def snapshot(self) -> dict[str, Any]:
         """The resolved plan for `<work_dir>/plan.toml`: defaults filled in, no secrets, no None."""
         data = self.model_dump(mode="json", exclude={"source"})
-        folders: dict[Path, Path] = {}  # each resolved once (real_path)
+        folders: dict[str, str] = {}  # each resolved once (real_path_text)
         for ds in data["datasets"]:
             if ds["path"] or not ds.get("benchmark"):  # a benchmark's "" (the Hub) stays ""
-                ds["path"] = str(real_path(self.dataset_path(self.dataset(ds["abbr"])), folders))
+                ds["path"] = real_path_text(self.dataset_path(self.dataset(ds["abbr"])), folders)
         for m in data["models"]:
             m["headers"] = {k: REDACTED if SECRET_HEADER_RE.search(k) else v for k, v in m["headers"].items()}
         snapshot: dict[str, Any] = _drop_none(data)

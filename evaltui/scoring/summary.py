@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evaltui.fsutil import atomic_write_text
+from evaltui.fsutil import atomic_write_text, real_path_text
 from evaltui.latency import ProfileSnapshot
 
 from .leaderboard import HEADER_FIXED, DatasetRow, Leaderboard, build_leaderboard
@@ -156,7 +156,7 @@ class RunSummary:
         so `./data/x.jsonl` and `data/x.jsonl` are the same dataset in every summary."""
         if self._rows is None:
             rows = []
-            folders: dict[str, str] = {}  # the data files' folders, each resolved once (_real_path)
+            folders: dict[str, str] = {}  # the data files' folders, each resolved once (real_path_text)
             for d in self.plan.datasets:
                 version = self._version(d, folders)
                 # a selection's score is not the dataset's: it says so (and its version differs)
@@ -178,7 +178,7 @@ class RunSummary:
             from evaltui.plan.benchmark import version_label
 
             return version_label(d)
-        data = {**d.versioned_dump(), "path": _real_path(self.plan.dataset_path(d), folders)}
+        data = {**d.versioned_dump(), "path": real_path_text(self.plan.dataset_path(d), folders)}
         data.pop("epochs", None)
         count = self.plan.epochs(d).count
         if count != 1:  # as resolved: the run's epochs and the dataset's own are the same thing
@@ -213,19 +213,6 @@ class RunSummary:
                 for metric, interval in result_intervals(usable):
                     intervals[(m.abbr, d.abbr, metric)] = interval
         return ResultMetrics(scores, extra, intervals)
-
-
-def _real_path(path: Path, folders: dict[str, str]) -> str:
-    """str(fsutil.real_path(path)) in plain strings (no Path made, hashed or joined: 10,000
-    datasets' paths), `folders` keeping each folder resolved once."""
-    text = str(path)
-    folder, name = os.path.split(text)
-    if name in ("", ".", "..") or os.path.islink(text):
-        return str(path.resolve())
-    real = folders.get(folder)
-    if real is None:
-        real = folders[folder] = str(Path(folder or ".").resolve())
-    return os.path.join(real, name)
 
 
 class ResultMetrics(NamedTuple):
