@@ -6,10 +6,15 @@ deltas of the events it drained (`Changes`) and repaints what they name, nothing
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
+
+if TYPE_CHECKING:
+    from evaltui.engine.stream.pair import PairState
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +74,18 @@ class Changes:
             self.notices.extend(d.notices)
         if d.fleet:
             self.fleet = True
+
+
+def follow(pairs: Mapping[Pair, PairState], kept: set[Pair], changed: set[Pair] | None, statuses: frozenset[ev.PairStatus]) -> set[Pair]:
+    """`kept`, the pairs whose status is one of `statuses`, brought up to date from the pairs
+    that changed (`changed`, a Changes' pairs; None: every pair): a renderer's tick finds the few
+    running, or retryable, of thousands of pairs without looking at each. The set (a new one for None)."""
+    if changed is None:
+        return {key for key, p in pairs.items() if p.status in statuses}
+    for key in changed:
+        p = pairs.get(key)
+        if p is not None and p.status in statuses:
+            kept.add(key)
+        else:
+            kept.discard(key)
+    return kept

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 
 from evaltui.engine.stream import events as ev
+from evaltui.engine.stream.delta import follow
 from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.source import RunSource
 from evaltui.engine.stream.state import RETRYABLE, RunState
@@ -54,16 +55,8 @@ class PairActions(Screen[None]):
 
     def follow_retryable(self, pairs: set[Pair] | None) -> None:
         """Keep the set of pairs `r`/`R` may act on from the pairs that changed (None: every pair)."""
-        kinds = RETRYABLE | ({ev.PairStatus.STOPPED} if self.runner.watching else set())
-        if pairs is None:
-            self._retry_candidates = {k for k, p in self.state.pairs.items() if p.status in kinds}
-            return
-        for key in pairs:
-            p = self.state.pairs.get(key)
-            if p is not None and p.status in kinds:
-                self._retry_candidates.add(key)
-            else:
-                self._retry_candidates.discard(key)
+        kinds = RETRYABLE | {ev.PairStatus.STOPPED} if self.runner.watching else RETRYABLE
+        self._retry_candidates = follow(self.state.pairs, self._retry_candidates, pairs, kinds)
 
     def follow_retries(self, retried: frozenset[Pair] | set[Pair], settled: frozenset[Pair] | set[Pair]) -> bool:
         """Which asked-for retries the engine took up, and which are over: a retry joined to a

@@ -27,7 +27,7 @@ from textual.notifications import SeverityLevel
 from textual.widgets import Footer
 
 from evaltui.engine.stream import events as ev
-from evaltui.engine.stream.delta import Changes
+from evaltui.engine.stream.delta import Changes, follow
 from evaltui.engine.stream.events import Pair
 from evaltui.engine.stream.pair import Clock, board_values
 from evaltui.engine.stream.source import RunSource
@@ -53,6 +53,7 @@ RATE_LINE = 12, 30  # the strip's sparkline: at least 12 columns beside its text
 SCORES_MANY = 500
 SCORES_FREE = 0.005
 SCORES_SPACING = 20.0
+_RUNNING = frozenset({ev.PairStatus.RUNNING})
 _SEVERITY: dict[str, SeverityLevel] = {"error": "error", "warning": "warning"}  # a Notice's level: a toast's; else information
 
 
@@ -183,7 +184,7 @@ class RunScreen(PairActions):
     def _repaint(self, changes: Changes, *, restyled: bool = False) -> None:
         state = self.state
         dirty = changes.pairs
-        self._follow_running(dirty)
+        self._running_pairs = follow(self.state.pairs, self._running_pairs, dirty, _RUNNING)
         self.follow_retryable(dirty)
         # Every repaint takes the interpreter from the engine's thread for a while: what changes
         # with time alone (rates, ETAs, ages) is repainted once a second, counters every tick.
@@ -230,19 +231,6 @@ class RunScreen(PairActions):
         took = time.perf_counter() - began
         many = len(self.state.pairs) > SCORES_MANY
         self._scores_due = began + SCORES_SPACING * took if many and took > SCORES_FREE else 0.0
-
-    def _follow_running(self, pairs: set[Pair] | None) -> None:
-        """Keep the set of running pairs from the pairs that changed (None: every pair), so a
-        tick does not look at each of thousands of pairs to find the few that run."""
-        if pairs is None:
-            self._running_pairs = {k for k, p in self.state.pairs.items() if p.status == ev.PairStatus.RUNNING}
-            return
-        for key in pairs:
-            p = self.state.pairs.get(key)
-            if p is not None and p.status == ev.PairStatus.RUNNING:
-                self._running_pairs.add(key)
-            else:
-                self._running_pairs.discard(key)
 
     def _show_strip(self, *, rates: bool) -> None:
         """The strip from the same fold as the rows (its counts never behind theirs), in the room
