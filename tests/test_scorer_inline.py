@@ -13,8 +13,9 @@ from planmaker import arithmetic, gsm_dataset, write_jsonl, write_plan
 
 import evaltui.engine.run.scorer as watch
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
-from evaltui.engine.run.pairscore import Replace
-from evaltui.engine.run.scorer import INLINE_BYTES, ScoreGate, Scorer
+from evaltui.engine.run.scorer import INLINE_BYTES, Scorer
+from evaltui.engine.score.gate import ScoreGate
+from evaltui.engine.score.pairscore import Replace
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.fsutil import atomic_write_json

@@ -32,10 +32,10 @@ from evaltui.engine.disk.runlog import RunLog
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir, WorkDirBusy
 from evaltui.engine.run.executor import make_executor
 from evaltui.engine.run.fetch import fetch_benchmarks
-from evaltui.engine.run.scorer import ScoreGate
 from evaltui.engine.run.session import Session
 from evaltui.engine.run.simproc import SimulatorError, SimulatorProcess, sim_url_for
 from evaltui.engine.run.verdict import EndReads, current_result, only_os_errors
+from evaltui.engine.score.gate import ScoreGate
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.bus import EventBus
 from evaltui.engine.stream.events import Pair

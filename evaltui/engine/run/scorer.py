@@ -7,13 +7,14 @@ early and tells it when inference has ended, so it neither waits out `watch_inte
 finished dataset nor `heartbeat_timeout` at the end of a run.
 
 Scoring runs in worker threads (code execution in subprocesses), at most `eval_workers` at a
-time; a small pair of a light evaluator is scored on the event loop instead, in one of those
+time; a small pair of a light evaluator is scored in the run's scoring process when it has one
+(engine/score/process.py: a plan of many of them), else on the event loop, in one of those
 slots (`_score_on_loop`: a thread hop cost more than its scoring). An evaluator that raises
 becomes an error result for its pair.
-A thread cannot be stopped, so a scoring that a retry or a quit abandons is fenced off instead:
-it may only put its result in place while the pair's generation in the ScoreGate is the one it
-started under, checked under a lock together with the rename. It keeps its `eval_workers` slot
-until its thread really ends, so abandoned scorings never add to the ones running.
+A thread cannot be stopped, so a scoring that a retry or a quit abandons is fenced off instead
+(engine/score/gate.py): it may only put its result in place while the pair's generation is the
+one it started under. It keeps its `eval_workers` slot until its thread really ends, so
+abandoned scorings never add to the ones running.
 
 Pairs can be added while it runs (a retry joining the live run) and forgotten (a retry of a pair
 it was about to score or was scoring).
@@ -29,7 +30,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
@@ -37,8 +37,9 @@ from anyio.abc import TaskGroup
 
 from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.disk.workdir import WorkDir
-from evaltui.engine.run.pairscore import Replace, Scored, score_pair
 from evaltui.engine.run.runs import SMALL_DATA_BYTES
+from evaltui.engine.score.gate import ScoreGate, StaleResult
+from evaltui.engine.score.pairscore import Replace, Scored, score_pair
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.fsutil import atomic_writer, dumps_readable
@@ -46,49 +47,8 @@ from evaltui.plan import Plan
 
 if TYPE_CHECKING:
     from evaltui.engine.judge.judging import Judges
+    from evaltui.engine.score.process import ScoreProcess
     from evaltui.scoring.code.code_exec import CodeRunner
-
-
-class StaleResult(Exception):
-    """The pair was retried, or the run stopped, while it was being scored."""
-
-
-class ScoreGate:
-    """Generations of each pair's scoring; a result is put in place only under a current one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pairs: dict[Pair, int] = {}
-        self._all = 0
-
-    def token(self, pair: Pair) -> tuple[int, int]:
-        return self._all, self._pairs.get(pair, 0)
-
-    def current(self, pair: Pair, token: tuple[int, int]) -> bool:
-        return self.token(pair) == token
-
-    def invalidate(self, pair: Pair) -> None:
-        """A retry of `pair` begins: any scoring of it now running is stale."""
-        with self._lock:
-            self._pairs[pair] = self._pairs.get(pair, 0) + 1
-
-    def invalidate_all(self) -> None:
-        """The run stops: scorings still running in threads must not write afterwards."""
-        with self._lock:
-            self._all += 1
-
-    def replacer(self, pair: Pair, token: tuple[int, int]) -> Replace:
-        """An `os.replace` that refuses once the token is stale; the check and the rename hold
-        the lock together, so an invalidation comes entirely before a rename or after it (and a
-        retry deletes the result after it invalidates)."""
-
-        def replace(tmp: str, path: Path) -> None:
-            with self._lock:
-                if not self.current(pair, token):
-                    raise StaleResult(f"{pair[0]}/{pair[1]}: scored from predictions that are no longer current")
-                os.replace(tmp, path)
-
-        return replace
 
 
 class Ready(NamedTuple):
@@ -116,6 +76,10 @@ INLINE_BYTES = 32 * 1024
 #: is measured on this loop and whose timeouts are its timers, for seconds; pairs as inference
 #: ends them come in bursts of ~10 (~5 ms), and stay on the loop.
 INLINE_BUDGET = 0.02
+#: `scorer_process = "auto"`: a scoring process of its own for a plan of at least this many small
+#: pairs of LIGHT evaluators (models × datasets): below it, its start (~0.3 s of the other core)
+#: and a frame each way per pair buy little.
+PROCESS_PAIRS = 200
 INLINE_GAP = 0.002
 
 
@@ -148,6 +112,7 @@ class Scorer:
         self.gate = gate or ScoreGate()
         self.inferring = inferring
         self.judges = judges  # a judged pair's answers not judged while it was inferred are sent to its judge before it is scored
+        self.offload: ScoreProcess | None = None  # the run's scoring process (`[run] scorer_process`), set by the session
         self.running = False  # run() is watching (a pair added now is seen)
         self._scoring: dict[Pair, anyio.CancelScope] = {}
         self._wake = anyio.Event()
@@ -295,6 +260,17 @@ class Scorer:
         except OSError:
             return False
 
+    async def _score_small(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
+        """A small pair of a LIGHT evaluator: in the scoring process when the run has one
+        (`offload`), else on the loop; None when neither could (a thread scores it)."""
+        if self.offload is not None:
+            if not self.gate.current(pair, token):
+                raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
+            scored = await self.offload.score(pair, ready.statuses, replace)
+            if scored is not None:
+                return scored
+        return await self._score_on_loop(pair, token, replace, ready)
+
     async def _score_on_loop(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
         """Score a small pair of a LIGHT evaluator on the loop, once one of the `eval_workers`
         slots is free, as a thread would; None (nothing written) when the loop has had its
@@ -349,11 +325,9 @@ class Scorer:
                         await self.judges.judge_pair(self.workdir, model, dataset)
                     # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
-                    scored = await self._score_on_loop(pair, token, replace, ready) if self._light(pair, ready) else None
+                    scored = await self._score_small(pair, token, replace, ready) if self._light(pair, ready) else None
                     if scored is None:
-                        scored = await anyio.to_thread.run_sync(
-                            self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter
-                        )
+                        scored = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter)
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
@@ -381,3 +355,12 @@ def _os_hint(e: Exception) -> str:
         return ""
     fix = "free space and run again" if e.errno == errno.ENOSPC else "fix this and run again"
     return f" — the predictions are kept; {fix} to score them"
+
+
+def wants_process(plan: Plan) -> bool:
+    """Whether this plan's small pairs are scored in a process of their own (`[run] scorer_process`)."""
+    choice = plan.run.scorer_process
+    if choice != "auto":
+        return choice == "always"
+    light = sum(1 for ds in plan.datasets if ds.evaluator.type in LIGHT and not ds.benchmark)
+    return light * sum(1 for m in plan.models if m.role == "tested") >= PROCESS_PAIRS

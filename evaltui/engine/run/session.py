@@ -23,7 +23,9 @@ from evaltui.engine.run.executor import Executor, LocalExecutor
 from evaltui.engine.run.pool import WorkerPool
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun
-from evaltui.engine.run.scorer import ScoreGate, Scorer
+from evaltui.engine.run.scorer import Scorer, wants_process
+from evaltui.engine.score.gate import ScoreGate
+from evaltui.engine.score.process import ScoreProcess
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.exitcode import ExitCode
@@ -70,7 +72,13 @@ class Session:
         self.totals: dict[str, int] = {}
         self.judges = Judges(plan, workdir, lambda: self.urls, emit)  # the judge models, their clients made at their first verdict
         self.scorer = Scorer(
-            plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code, judges=self.judges,
+            plan,
+            workdir,
+            emit,
+            code_workers=code_workers,
+            gate=gate,
+            run_code=self.executor.run_code,
+            judges=self.judges,
             inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
         )
         self.exit_code: int = ExitCode.FAILED
@@ -93,6 +101,9 @@ class Session:
                 with HeartbeatThread(self.workdir, self.plan.run.heartbeat_interval):
                     async with anyio.create_task_group() as outer:
                         outer.start_soon(self._report_heartbeats)
+                        if wants_process(self.plan):
+                            self.scorer.offload = ScoreProcess(self.plan, self.workdir, self.scorer.code_workers, outer, self.emit)
+                            stack.push_async_callback(self.scorer.offload.aclose)
                         async with anyio.create_task_group() as work:
                             self._work = self.judges.tasks = work  # a judged pair's answers are drained into its judge here
                             self._opened.set()
@@ -191,7 +202,14 @@ class Session:
                 urls = self.urls.get(model) or list(cfg.urls)
                 answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
                 pool = WorkerPool(
-                    self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda m, d: self.scorer.inferred((m, d)), cost=self.cost,
+                    self.plan,
+                    cfg,
+                    answerer,
+                    self.workdir,
+                    self.statuses,
+                    self.emit,
+                    on_inferred=lambda m, d: self.scorer.inferred((m, d)),
+                    cost=self.cost,
                     on_answered=self.judges.answered,
                 )
                 self._pools[model] = pool
@@ -238,9 +256,13 @@ class Session:
         needed = sum(widest) + sum(d.shards for d in self.plan.datasets) + 256
         limit = ensure_open_files(needed)
         if limit is not None and limit < needed:
-            self.emit(ev.Notice(
-                f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
-                "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)", "warning"))
+            self.emit(
+                ev.Notice(
+                    f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
+                    "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)",
+                    "warning",
+                )
+            )
 
 
 def ensure_open_files(needed: int) -> int | None:

@@ -1,0 +1,209 @@
+"""A scoring process of its own (`[run] scorer_process`), as OpenCompass runs its scorer apart
+from inference.
+
+A run of thousands of small datasets is bound by the engine process's Python time (one GIL for
+the event loop, its requests and every dataset's files): scoring them there took a quarter of
+it. Here each small pair of a light evaluator is sent to one child process on the other core;
+the engine pays a frame each way and a rename.
+
+The child leaves each result under a temporary name and the engine renames it into place with
+the pair's `replace` (the ScoreGate's): a pair retried or a run stopped meanwhile is fenced off
+exactly as a thread's scoring is. Should the child die or fail to start, `score` says None and
+the caller scores the pair here instead; a notice says so once, with the child's last words in
+`logs/scorer_process.log`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+from anyio.abc import Process, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.score.child import HEADER, frame
+from evaltui.engine.score.pairscore import Replace, Scored
+from evaltui.engine.stream import events as ev
+from evaltui.plan import Plan
+
+LOG_NAME = "scorer_process.log"  # in logs/: what the child printed (an evaluator's prints, a crash's traceback)
+STOP_WAIT = 5.0  # s a child is given to finish the pair it is on once the pipe is closed, before it is killed
+
+
+class _Waiter:
+    """One pair sent: its reply once it comes."""
+
+    __slots__ = ("done", "tmp", "scored", "error", "lost")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.tmp: str | None = None
+        self.scored: Scored | None = None
+        self.error: Exception | None = None
+        self.lost = False  # the child died first
+
+
+class ScoreProcess:
+    """The child that scores small light pairs; started at the first pair sent (`score`)."""
+
+    def __init__(self, plan: Plan, workdir: WorkDir, workers: int, tasks: TaskGroup, emit: ev.Sink):
+        """`tasks`: where its reader runs, for as long as the session lasts."""
+        self.plan = plan
+        self.workdir = workdir
+        self.workers = workers
+        self.tasks = tasks
+        self.emit = emit
+        self._proc: Process | None = None
+        self._log: IO[bytes] | None = None
+        self._starting = anyio.Lock()
+        self._sending = anyio.Lock()
+        self._waiting: dict[int, _Waiter] = {}
+        self._ids = itertools.count()
+        self._broken = False  # it died or never started: every pair is scored here from now on
+        self._closing = False
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    async def score(self, pair: tuple[str, str], statuses: Sequence[Mapping[str, Any]], replace: Replace) -> Scored | None:
+        """Score `pair` in the child and put its result in place with `replace`; None when the
+        child cannot (it died, or never started): then nothing was written, and the caller
+        scores the pair itself. The child's error for the pair is raised here, as a thread's is."""
+        if self._broken or not await self._started():
+            return None
+        assert self._proc is not None and self._proc.stdin is not None
+        job, waiter = next(self._ids), _Waiter()
+        self._waiting[job] = waiter
+        try:
+            async with self._sending:
+                await self._proc.stdin.send(frame((job, pair[0], pair[1], tuple(statuses))))
+            await waiter.done.wait()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._waiting.pop(job, None)
+            self._lose("its pipe closed")
+            return None
+        except BaseException:  # cancelled (a retry forgot the pair, or a quit): its result is not wanted
+            if self._waiting.pop(job, None) is None and waiter.tmp:
+                Path(waiter.tmp).unlink(missing_ok=True)
+            raise
+        if waiter.lost:
+            return None
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.tmp is not None and waiter.scored is not None
+        try:
+            replace(waiter.tmp, self.workdir.result_file(*pair))
+        except BaseException:
+            Path(waiter.tmp).unlink(missing_ok=True)
+            raise
+        return waiter.scored
+
+    async def _started(self) -> bool:
+        async with self._starting:
+            if self._proc is None and not self._broken:
+                try:
+                    await self._start()
+                except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
+                    self._lose(f"it could not start: {type(e).__name__}: {e}")
+            return self._proc is not None and not self._broken
+
+    async def _start(self) -> None:
+        log_dir = self.workdir.logs_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_dir / LOG_NAME, "ab")  # noqa: SIM115 (closed in aclose)
+        start = frame((self.plan, str(self.workdir.root), self.workers))  # pickled before the child exists: a plan that cannot be is said at once
+        # Without the environment's keys: it judges text, and asks no model anything.
+        env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET"))}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        self._proc = await anyio.open_process(
+            [sys.executable, "-m", "evaltui.engine.score.child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+        )
+        assert self._proc.stdin is not None
+        self.tasks.start_soon(self._read, self._proc)
+        await self._proc.stdin.send(start)
+        self.emit(ev.Notice(f"scoring in a process of its own (pid {self._proc.pid})"))
+
+    async def _read(self, proc: Process) -> None:
+        """Each reply to its waiter; a reply nobody waits for any more has its temporary removed."""
+        assert proc.stdout is not None
+        stream = BufferedByteReceiveStream(proc.stdout)
+        try:
+            while True:
+                (size,) = HEADER.unpack(await stream.receive_exactly(HEADER.size))
+                job, tmp, scored, error = pickle.loads(await stream.receive_exactly(size))
+                waiter = self._waiting.pop(job, None)
+                if waiter is None:
+                    if tmp:
+                        Path(tmp).unlink(missing_ok=True)
+                    continue
+                waiter.tmp, waiter.scored, waiter.error = tmp, scored, error
+                waiter.done.set()
+        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as e:
+            self._lose(f"it sent what cannot be read ({type(e).__name__}: {e})")
+            return
+        if not self._closing:
+            self._lose(f"it ended (exit code {await _exit_code(proc)})")
+
+    def _lose(self, why: str) -> None:
+        """The child is of no more use: every pair waiting on it, and every later one, is scored here."""
+        if self._broken:
+            return
+        self._broken = True
+        waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            waiter.lost = True
+            waiter.done.set()
+        if self._closing:
+            return
+        self.emit(
+            ev.Notice(
+                f"the scoring process stopped: {why}; its pairs are scored in the run's own process (logs/{LOG_NAME} has what it printed)",
+                "warning",
+                short="the scoring process stopped; scoring goes on here",
+            )
+        )
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+
+    async def aclose(self) -> None:
+        """Close the pipe, wait for the child to finish the pair it is on, and end it."""
+        self._closing = True
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with anyio.CancelScope(shield=True):
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    if proc.stdin is not None:
+                        await proc.stdin.aclose()
+                with anyio.move_on_after(STOP_WAIT):
+                    await proc.wait()
+                if proc.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    await proc.wait()
+                await proc.aclose()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+async def _exit_code(proc: Process) -> int | None:
+    with anyio.move_on_after(1.0):
+        return await proc.wait()
+    return proc.returncode

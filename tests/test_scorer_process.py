@@ -1,0 +1,172 @@
+"""The scoring process (`[run] scorer_process`): small light pairs scored in a child process of
+their own give the same result files as scored in the run's process; a pair retried while it is
+scored there is never put in place; a child that dies or is killed loses no score (the run
+scores the rest itself); and the child never outlives its run, even a `kill -9`-ed one."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from planmaker import arithmetic, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
+
+from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.run.runner import Runner
+from evaltui.engine.run.scorer import PROCESS_PAIRS, wants_process
+from evaltui.engine.score.gate import ScoreGate, StaleResult
+from evaltui.engine.score.process import LOG_NAME, ScoreProcess
+from evaltui.engine.stream import events as ev
+from evaltui.plan import load_plan
+from evaltui.sim import ModelProfile, SimConfig
+
+PID = re.compile(r"scoring in a process of its own \(pid (\d+)\)")
+
+
+def _plan(tmp_path: Path, sim_url: str, datasets: int, choice: str, name: str = "plan.toml", per: int = 3, **model: Any) -> Path:
+    entries = []
+    for d in range(datasets):
+        rows = arithmetic(per, prefix=f"D{d}Q")
+        entries.append(gsm_dataset(f"d{d}", write_jsonl(tmp_path / "data" / f"d{d}.jsonl", rows)))
+    if datasets > 1:  # one dataset of another light evaluator
+        entries[1]["evaluator"] = {"type": "exact"}
+    return write_plan(
+        tmp_path, models=[lightllm("m", sim_url, **model)], datasets=entries, name=name,
+        run={"work_dir": f"out-{choice}", "scorer_process": choice},
+    )
+
+
+def _key(datasets: int, per: int = 3) -> Any:
+    return key_for(*[arithmetic(per, prefix=f"D{d}Q") for d in range(datasets)])
+
+
+def _results(work_dir: Path) -> dict[str, Any]:
+    return {p.name: json.loads(p.read_text()) for p in sorted((work_dir / "results" / "m").glob("*.json"))}
+
+
+def _pids(events: list[ev.Event]) -> list[int]:
+    return [int(m.group(1)) for e in of_type(events, ev.Notice) if (m := PID.search(e.message))]
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie waiting for init to reap it."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: Path, sim_factory) -> None:
+    sim = sim_factory(SimConfig(answer_key=_key(6), models={"m": ModelProfile(accuracy=0.5)}))
+    scored = {}
+    for choice in ("always", "never"):
+        code, events, _ = run_plan(_plan(tmp_path, sim.url, 6, choice, name=f"{choice}.toml"))
+        assert code == 0
+        scored[choice] = _results(tmp_path / f"out-{choice}")
+        pids = _pids(events)
+        if choice == "always":
+            assert len(pids) == 1 and (tmp_path / f"out-{choice}" / "logs" / LOG_NAME).is_file()
+            assert not _alive(pids[0]), "the scoring process outlived its run"
+        else:
+            assert pids == []
+        assert len(of_type(events, ev.DatasetScored)) == 6
+    assert len(scored["always"]) == 6
+    assert scored["always"] == scored["never"]
+    assert 0 < scored["always"]["d0.json"]["accuracy"] < 100  # a real mix of right and wrong answers was judged
+
+
+def test_a_scoring_process_killed_mid_run_loses_no_score(tmp_path: Path, sim_factory) -> None:
+    sim = sim_factory(SimConfig(answer_key=_key(30), default=ModelProfile(latency=0.01)))
+    killed: list[int] = []
+
+    def kill_it(e: ev.Event) -> None:
+        if isinstance(e, ev.Notice) and (m := PID.search(e.message)) and not killed:
+            killed.append(int(m.group(1)))
+            os.kill(killed[0], signal.SIGKILL)
+
+    events: list[ev.Event] = []
+    runner = Runner(load_plan(_plan(tmp_path, sim.url, 30, "always")), sink=lambda e: (events.append(e), kill_it(e)))
+
+    async def run() -> int:
+        with anyio.fail_after(120):
+            return await runner.run()
+
+    code = anyio.run(run)
+    assert code == 0 and killed
+    warnings = [e.message for e in of_type(events, ev.Notice) if e.level == "warning"]
+    assert any("the scoring process stopped" in w and LOG_NAME in w for w in warnings), warnings
+    results = _results(tmp_path / "out-always")
+    assert len(results) == 30 and all(r.get("accuracy") == 100.0 for r in results.values())
+    assert not list((tmp_path / "out-always" / "results" / "m").glob(".*.tmp")), "a temporary left behind"
+
+
+def test_a_pair_retried_while_the_process_scores_it_is_not_put_in_place(tmp_path: Path, sim_factory) -> None:
+    sim = sim_factory(SimConfig(answer_key=_key(2)))
+    plan_path = _plan(tmp_path, sim.url, 2, "never")
+    assert run_plan(plan_path)[0] == 0
+    plan, workdir = load_plan(plan_path), WorkDir(tmp_path / "out-never")
+    result = workdir.result_file("m", "d0")
+    scored_here = result.read_bytes()
+    result.unlink()
+    statuses = [workdir.read_status("m", "d0", 0, 1)]
+
+    async def main() -> None:
+        gate = ScoreGate()
+        async with anyio.create_task_group() as tg:
+            process = ScoreProcess(plan, workdir, 1, tg, lambda e: None)
+            try:
+                token = gate.token(("m", "d0"))
+                gate.invalidate(("m", "d0"))  # a retry began while it was scored
+                with pytest.raises(StaleResult):
+                    await process.score(("m", "d0"), statuses, gate.replacer(("m", "d0"), token))
+                assert not result.exists()
+                scored = await process.score(("m", "d0"), statuses, gate.replacer(("m", "d0"), gate.token(("m", "d0"))))
+                assert scored is not None and scored.metrics["accuracy"] == 100.0
+            finally:
+                await process.aclose()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert result.read_bytes() == scored_here
+    assert not list(result.parent.glob(".*.tmp")), "the stale result's temporary was left behind"
+
+
+def test_the_scoring_process_ends_with_a_killed_run(tmp_path: Path, sim_factory) -> None:
+    sim = sim_factory(SimConfig(answer_key=_key(40), default=ModelProfile(latency=0.05)))
+    plan = _plan(tmp_path, sim.url, 40, "always", max_workers=2)
+    proc = subprocess.Popen([sys.executable, "-m", "evaltui", str(plan), "--no-ui"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    child = None
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:  # bounded by the run itself and the deadline
+        if (m := PID.search(line)) or time.monotonic() > deadline:
+            child = int(m.group(1)) if m else None
+            break
+    assert child is not None and _alive(child)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    end = time.monotonic() + 15
+    while time.monotonic() < end and _alive(child):
+        time.sleep(0.02)
+    assert not _alive(child), "the scoring process outlived the evaltui that started it"
+
+
+def test_auto_starts_the_process_for_a_plan_of_many_small_light_pairs(tmp_path: Path) -> None:
+    def plan_of(datasets: int, choice: str = "auto", evaluator: str = "gsm8k") -> Any:
+        path = write_jsonl(tmp_path / "data" / "d.jsonl", arithmetic(2))
+        entries = [{**gsm_dataset(f"d{d}", path), "evaluator": {"type": evaluator}} for d in range(datasets)]
+        return load_plan(write_plan(tmp_path, models=[lightllm("m", "http://127.0.0.1:9")], datasets=entries, run={"scorer_process": choice}))
+
+    assert wants_process(plan_of(PROCESS_PAIRS))
+    assert not wants_process(plan_of(PROCESS_PAIRS - 1))
+    assert not wants_process(plan_of(PROCESS_PAIRS, "never"))
+    assert wants_process(plan_of(1, "always"))
+    assert not wants_process(plan_of(PROCESS_PAIRS, evaluator="code_exec"))  # not a light evaluator
