@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -170,3 +171,36 @@ def test_auto_starts_the_process_for_a_plan_of_many_small_light_pairs(tmp_path: 
     assert not wants_process(plan_of(PROCESS_PAIRS, "never"))
     assert wants_process(plan_of(1, "always"))
     assert not wants_process(plan_of(PROCESS_PAIRS, evaluator="code_exec"))  # not a light evaluator
+
+
+def test_a_run_stopped_with_pairs_queued_in_the_process_leaves_no_file_and_a_rerun_scores_them(tmp_path: Path, sim_factory) -> None:
+    sim = sim_factory(SimConfig(answer_key=_key(20)))
+    plan = load_plan(_plan(tmp_path, sim.url, 20, "always"))
+    child: list[int] = []
+    inferred: list[str] = []
+
+    def sink(e: ev.Event) -> None:
+        if isinstance(e, ev.Notice) and (m := PID.search(e.message)) and not child:
+            child.append(int(m.group(1)))
+            os.kill(child[0], signal.SIGSTOP)  # the pairs sent to it queue up, unscored
+        if isinstance(e, ev.DatasetInferred):
+            inferred.append(e.dataset)
+            if len(inferred) == 20:
+                runner.cancel()  # Ctrl-C with every pair waiting on the scoring process
+                threading.Timer(0.3, os.kill, (child[0], signal.SIGCONT)).start()
+
+    runner = Runner(plan, sink=sink)
+
+    async def main() -> int:
+        with anyio.fail_after(60):
+            return await runner.run()
+
+    assert anyio.run(main) == 130 and child
+    results = tmp_path / "out-always" / "results" / "m"
+    assert not list(results.glob(".*.tmp")), "a stopped run left a temporary behind"
+    assert len(list(results.glob("*.json"))) < 20  # the stop came before they were all scored
+    assert not _alive(child[0])
+    sim.reset_stats()
+    code, _, _ = run_plan(plan)
+    assert code == 0 and sim.stats.requests_total == 0  # every answer was kept
+    assert len(_results(tmp_path / "out-always")) == 20

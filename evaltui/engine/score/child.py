@@ -56,6 +56,10 @@ def main() -> int:
     # Ctrl-C reaches the whole process group: the parent handles it and ends this process by
     # closing the pipe, so a half-written result is never left by a KeyboardInterrupt here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM (the run stopping with pairs still queued here): end now, not after the queue. A
+    # result being written is removed on the way out (atomic_writer); replies already written the
+    # parent reads and removes.
+    signal.signal(signal.SIGTERM, _stop)
     # The frames own the real stdout; anything an evaluator prints goes to stderr instead.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -73,11 +77,15 @@ def main() -> int:
         try:
             out.write(frame(reply))
             out.flush()
-        except BrokenPipeError:  # the parent is gone: nobody will put this result in place
+        except BaseException:  # the parent is gone (a broken pipe) or stops it: nobody will put this result in place
             if kept:
                 Path(kept).unlink(missing_ok=True)
             return 0
     return 0
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _score(plan: Plan, workdir: WorkDir, workers: int, job_id: int, model: str, dataset: str, statuses: Any) -> tuple[tuple[Any, ...], str]:

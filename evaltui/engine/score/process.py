@@ -36,6 +36,8 @@ from evaltui.engine.stream import events as ev
 from evaltui.plan import Plan
 
 LOG_NAME = "scorer_process.log"  # in logs/: what the child printed (an evaluator's prints, a crash's traceback)
+#: What reading the child's replies ends with once its pipe is closed (it ended, or was killed).
+CLOSED = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError)
 STOP_WAIT = 5.0  # s a child is given to finish the pair it is on once the pipe is closed, before it is killed
 
 
@@ -70,6 +72,8 @@ class ScoreProcess:
         self._ids = itertools.count()
         self._broken = False  # it died or never started: every pair is scored here from now on
         self._closing = False
+        self._replies: BufferedByteReceiveStream | None = None  # the child's stdout
+        self._size: int | None = None  # the length of a reply whose header was read, not yet its body
 
     @property
     def pid(self) -> int | None:
@@ -93,8 +97,8 @@ class ScoreProcess:
             self._lose("its pipe closed")
             return None
         except BaseException:  # cancelled (a retry forgot the pair, or a quit): its result is not wanted
-            if self._waiting.pop(job, None) is None and waiter.tmp:
-                Path(waiter.tmp).unlink(missing_ok=True)
+            if self._waiting.pop(job, None) is None:
+                _remove(waiter.tmp)
             raise
         if waiter.lost:
             return None
@@ -104,7 +108,7 @@ class ScoreProcess:
         try:
             replace(waiter.tmp, self.workdir.result_file(*pair))
         except BaseException:
-            Path(waiter.tmp).unlink(missing_ok=True)
+            _remove(waiter.tmp)
             raise
         return waiter.scored
 
@@ -132,33 +136,41 @@ class ScoreProcess:
             stderr=self._log,
             env=env,
         )
-        assert self._proc.stdin is not None
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._replies = BufferedByteReceiveStream(self._proc.stdout)
         self.tasks.start_soon(self._read, self._proc)
         await self._proc.stdin.send(start)
         self.emit(ev.Notice(f"scoring in a process of its own (pid {self._proc.pid})"))
 
     async def _read(self, proc: Process) -> None:
         """Each reply to its waiter; a reply nobody waits for any more has its temporary removed."""
-        assert proc.stdout is not None
-        stream = BufferedByteReceiveStream(proc.stdout)
         try:
             while True:
-                (size,) = HEADER.unpack(await stream.receive_exactly(HEADER.size))
-                job, tmp, scored, error = pickle.loads(await stream.receive_exactly(size))
+                job, tmp, scored, error = await self._next_reply()
                 waiter = self._waiting.pop(job, None)
                 if waiter is None:
-                    if tmp:
-                        Path(tmp).unlink(missing_ok=True)
+                    _remove(tmp)
                     continue
                 waiter.tmp, waiter.scored, waiter.error = tmp, scored, error
                 waiter.done.set()
-        except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        except CLOSED:
             pass
         except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as e:
             self._lose(f"it sent what cannot be read ({type(e).__name__}: {e})")
             return
         if not self._closing:
             self._lose(f"it ended (exit code {await _exit_code(proc)})")
+
+    async def _next_reply(self) -> tuple[int, str | None, Scored | None, Exception | None]:
+        """The next frame from the child. Cancel-safe (the reader is cancelled as its session
+        ends, and aclose reads on): what was received stays in the buffer, a header read is kept."""
+        assert self._replies is not None
+        if self._size is None:
+            (self._size,) = HEADER.unpack(await self._replies.receive_exactly(HEADER.size))
+        body = await self._replies.receive_exactly(self._size)
+        self._size = None
+        reply: tuple[int, str | None, Scored | None, Exception | None] = pickle.loads(body)
+        return reply
 
     def _lose(self, why: str) -> None:
         """The child is of no more use: every pair waiting on it, and every later one, is scored here."""
@@ -182,8 +194,19 @@ class ScoreProcess:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
 
+    async def _drop_unread(self) -> None:
+        """Once the child has ended: the replies it wrote that nobody read (a run stopped while
+        pairs were out) have their temporaries removed, so a stop leaves no file behind."""
+        if self._replies is None:
+            return
+        with contextlib.suppress(*CLOSED, pickle.UnpicklingError, EOFError):
+            while True:
+                _remove((await self._next_reply())[1])
+
     async def aclose(self) -> None:
-        """Close the pipe, wait for the child to finish the pair it is on, and end it."""
+        """End the child: the pipe closed and SIGTERM (pairs still queued there, when a run
+        stops, are not scored), killed if it has not ended in STOP_WAIT; then the replies
+        nobody read have their temporaries removed."""
         self._closing = True
         proc, self._proc = self._proc, None
         if proc is not None:
@@ -191,16 +214,24 @@ class ScoreProcess:
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     if proc.stdin is not None:
                         await proc.stdin.aclose()
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
                 with anyio.move_on_after(STOP_WAIT):
                     await proc.wait()
                 if proc.returncode is None:
                     with contextlib.suppress(ProcessLookupError):
                         proc.kill()
                     await proc.wait()
+                await self._drop_unread()
                 await proc.aclose()
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def _remove(tmp: str | None) -> None:
+    if tmp:
+        Path(tmp).unlink(missing_ok=True)
 
 
 async def _exit_code(proc: Process) -> int | None:
