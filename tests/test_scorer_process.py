@@ -29,7 +29,7 @@ from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.sim import ModelProfile, SimConfig
 
-PID = re.compile(r"scoring in a process of its own \(pid (\d+)\)")
+PID = re.compile(r"in a process of its own \(pid (\d+)\)")
 
 
 def _plan(tmp_path: Path, sim_url: str, datasets: int, choice: str, name: str = "plan.toml", per: int = 3, **model: Any) -> Path:
@@ -204,3 +204,62 @@ def test_a_run_stopped_with_pairs_queued_in_the_process_leaves_no_file_and_a_rer
     code, _, _ = run_plan(plan)
     assert code == 0 and sim.stats.requests_total == 0  # every answer was kept
     assert len(_results(tmp_path / "out-always")) == 20
+
+
+def test_datasets_planned_in_the_worker_are_planned_as_here(tmp_path: Path, sim_factory) -> None:
+    """Resume planning in the worker process: the same runs, events, pending pairs and files as
+    planning in this process, on two copies of one work dir (a dataset changed since, whose work
+    is set aside; a result deleted, whose pair awaits scoring again; one untouched)."""
+    import shutil
+
+    from evaltui.engine.disk.workdir import StatusWriter
+    from evaltui.engine.run.resume import plan_pairs
+
+    sim = sim_factory(SimConfig(answer_key=_key(3)))
+    plan_path = _plan(tmp_path, sim.url, 3, "never")
+    assert run_plan(plan_path)[0] == 0
+    write_jsonl(tmp_path / "data" / "d2.jsonl", arithmetic(4, prefix="D2Q"))  # changed: its answers are stale
+    (tmp_path / "out-never" / "results" / "m" / "d1.json").unlink()
+    plan = load_plan(plan_path)
+    totals = {"d0": 3, "d1": 3, "d2": 4}
+    here, there = tmp_path / "here", tmp_path / "there"
+    shutil.copytree(tmp_path / "out-never", here)
+    shutil.copytree(tmp_path / "out-never", there)
+    events_here: list[ev.Event] = []
+    runs_here = plan_pairs(plan, plan.models[0], WorkDir(here), StatusWriter(WorkDir(here)), totals, plan.datasets, events_here.append)
+
+    async def main() -> Any:
+        async with anyio.create_task_group() as tg:
+            process = ScoreProcess(plan, WorkDir(there), 1, tg, lambda e: None)
+            try:
+                return await process.plan_chunk("m", plan.datasets, totals)
+            finally:
+                await process.aclose()
+                tg.cancel_scope.cancel()
+
+    planned = anyio.run(main)
+    assert planned is not None
+
+    def described(runs: list[Any], root: Path) -> list[Any]:
+        return [
+            (r.cfg.abbr, r.total, r.version, r.remaining, [(s.shard, s.completed, str(s.checkpoint.path.relative_to(root))) for s in r.shards])
+            for r in runs
+        ]
+
+    assert described(planned.runs, there) == described(runs_here, here)
+    assert [r.cfg.abbr for r in planned.runs] == ["d2"]  # d0 and d1 kept whole (d1 to be scored again), d2 run again
+    assert all(r.cfg is plan.dataset(r.cfg.abbr) for r in planned.runs)  # this process's own configs
+    assert [type(e).__name__ for e in planned.events] == [type(e).__name__ for e in events_here]
+    assert planned.pending == [("m", "d1"), ("m", "d2")]
+
+    def files(root: Path) -> dict[str, Any]:
+        out = {}
+        for p in sorted(root.rglob("*")):
+            if p.is_file() and "logs" not in p.parts:
+                rel = re.sub(r"\d{8}-\d{6}(-\d+)?", "<time>", str(p.relative_to(root)))
+                text = p.read_text(errors="replace")
+                out[rel] = re.sub(r'"updated_at": "[^"]*"', "", text) if "infer_status" in rel else text
+        return out
+
+    assert files(there) == files(here)
+    assert any("superseded" in name for name in files(there))  # d2's stale work set aside, in the worker too

@@ -15,7 +15,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -371,15 +371,7 @@ class StatusWriter:
         path = self.workdir.status_file(model, dataset, shard, shards)
         if not reset and self._final.get(path, status) != status:  # (a final one restated as itself: its error's count)
             return False
-        data = {
-            "status": status,
-            "total": total,
-            "completed": completed,
-            "failed": failed,
-            "error": error,
-            "updated_at": now_iso(),
-            "version": version,
-        }
+        data = {"status": status, "total": total, "completed": completed, "failed": failed, "error": error, "updated_at": now_iso(), "version": version}
         if epochs != 1:
             data["epochs"] = epochs
         if samples:
@@ -392,6 +384,11 @@ class StatusWriter:
         else:
             self._final.pop(path, None)
         return True
+
+    def written_elsewhere(self, paths: Iterable[Path]) -> None:
+        """Status files the worker process wrote `pending` (planning): as after a write with `reset`."""
+        for path in paths:
+            self._final.pop(path, None)
 
 
 def _head(f: BinaryIO) -> dict[str, Any] | None:

@@ -327,7 +327,9 @@ class Scorer:
                     # (the gate keeps the abandoned thread from writing, _slots from adding up).
                     scored = await self._score_small(pair, token, replace, ready) if self._light(pair, ready) else None
                     if scored is None:
-                        scored = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter)
+                        scored = await anyio.to_thread.run_sync(
+                            self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter
+                        )
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's

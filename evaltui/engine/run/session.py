@@ -24,6 +24,7 @@ from evaltui.engine.run.pool import WorkerPool
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.run.runs import DatasetRun
 from evaltui.engine.run.scorer import Scorer, wants_process
+from evaltui.engine.score.frames import Planned
 from evaltui.engine.score.gate import ScoreGate
 from evaltui.engine.score.process import ScoreProcess
 from evaltui.engine.stream import events as ev
@@ -72,13 +73,7 @@ class Session:
         self.totals: dict[str, int] = {}
         self.judges = Judges(plan, workdir, lambda: self.urls, emit)  # the judge models, their clients made at their first verdict
         self.scorer = Scorer(
-            plan,
-            workdir,
-            emit,
-            code_workers=code_workers,
-            gate=gate,
-            run_code=self.executor.run_code,
-            judges=self.judges,
+            plan, workdir, emit, code_workers=code_workers, gate=gate, run_code=self.executor.run_code, judges=self.judges,
             inferring=lambda: bool(self._running or self._planning),  # it knows its own inference is alive
         )
         self.exit_code: int = ExitCode.FAILED
@@ -104,6 +99,7 @@ class Session:
                         if wants_process(self.plan):
                             self.scorer.offload = ScoreProcess(self.plan, self.workdir, self.scorer.code_workers, outer, self.emit)
                             stack.push_async_callback(self.scorer.offload.aclose)
+                            outer.start_soon(self.scorer.offload.start)  # its ~0.5 s start-up while the first datasets run
                         async with anyio.create_task_group() as work:
                             self._work = self.judges.tasks = work  # a judged pair's answers are drained into its judge here
                             self._opened.set()
@@ -144,7 +140,14 @@ class Session:
                 datasets = [d for d in self.plan.datasets if (model, d.abbr) in wanted]
                 for chunk in [datasets] if retry else planning_chunks(datasets):
                     events: list[ev.Event] = []
-                    runs, pending = await anyio.to_thread.run_sync(self._plan, pool, chunk, retry, events.append)
+                    # In the worker process once it is up; here before (the first requests go
+                    # out while it starts), for a retry, and when the run has none.
+                    offload = self.scorer.offload
+                    planned = await self._plan_apart(model, chunk) if not retry and offload is not None and offload.ready else None
+                    if planned is not None:
+                        runs, pending, events = planned
+                    else:
+                        runs, pending = await anyio.to_thread.run_sync(self._plan, pool, chunk, retry, events.append)
                     for e in events:
                         self.emit(e)
                     self._planning.difference_update((model, d.abbr) for d in chunk)
@@ -179,6 +182,15 @@ class Session:
             self.emit(ev.Notice(f"not retried, still running: {names}", "warning"))
         return [p for p in pairs if p not in busy]
 
+    async def _plan_apart(self, model: str, chunk: list[DatasetConfig]) -> Planned | None:
+        """Plan `chunk` in the worker process; None when it cannot (it died): then here."""
+        assert self.scorer.offload is not None
+        planned = await self.scorer.offload.plan_chunk(model, chunk, self.totals)
+        if planned is not None:
+            wd = self.workdir
+            self.statuses.written_elsewhere(wd.status_file(model, r.cfg.abbr, s.shard, len(r.shards)) for r in planned.runs for s in r.shards)
+        return planned
+
     def _plan(self, pool: WorkerPool, datasets: list[DatasetConfig], retry: bool, emit: ev.Sink) -> tuple[list[DatasetRun], list[Pair]]:
         """In a worker thread: what is left of each pair, and which of them await scoring."""
         m, wd = pool.model.abbr, self.workdir
@@ -202,14 +214,7 @@ class Session:
                 urls = self.urls.get(model) or list(cfg.urls)
                 answerer = await self.executor.answerer(cfg, urls, self._stack, self.emit)
                 pool = WorkerPool(
-                    self.plan,
-                    cfg,
-                    answerer,
-                    self.workdir,
-                    self.statuses,
-                    self.emit,
-                    on_inferred=lambda m, d: self.scorer.inferred((m, d)),
-                    cost=self.cost,
+                    self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda m, d: self.scorer.inferred((m, d)), cost=self.cost,
                     on_answered=self.judges.answered,
                 )
                 self._pools[model] = pool
@@ -256,13 +261,9 @@ class Session:
         needed = sum(widest) + sum(d.shards for d in self.plan.datasets) + 256
         limit = ensure_open_files(needed)
         if limit is not None and limit < needed:
-            self.emit(
-                ev.Notice(
-                    f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
-                    "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)",
-                    "warning",
-                )
-            )
+            self.emit(ev.Notice(
+                f"the open-files limit is {limit} but max_workers needs about {needed}: requests may fail with "
+                "'Too many open files' (raise it with `ulimit -n`, or lower max_workers)", "warning"))
 
 
 def ensure_open_files(needed: int) -> int | None:

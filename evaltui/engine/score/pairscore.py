@@ -33,13 +33,7 @@ class Scored(NamedTuple):
 
 
 def score_pair(
-    plan: Plan,
-    workdir: WorkDir,
-    model: str,
-    dataset: str,
-    workers: int,
-    replace: Replace = os.replace,
-    run_code: CodeRunner | None = None,
+    plan: Plan, workdir: WorkDir, model: str, dataset: str, workers: int, replace: Replace = os.replace, run_code: CodeRunner | None = None,
     statuses: Sequence[Mapping[str, Any]] | None = None,
 ) -> Scored:
     """Score one pair from its files, write its result file, return its metrics (the main one first).
@@ -120,7 +114,9 @@ def _part_sums(plan: Plan, ds: DatasetConfig, reduction: Any) -> PartSums | None
     return PartSums(reduction, part_of)
 
 
-def _run_as(plan: Plan, ds: DatasetConfig, epochs: Epochs, workdir: WorkDir, model: str, statuses: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+def _run_as(
+    plan: Plan, ds: DatasetConfig, epochs: Epochs, workdir: WorkDir, model: str, statuses: Sequence[Mapping[str, Any]] | None
+) -> dict[str, Any]:
     """What a result says of how its samples were run: the dataset's fingerprint (which
     `evaltui compare` checks), and when not all once by mean, its epochs and reducer, the
     selection (`samples`) when not all of them; the urls whose answers it scored (its status

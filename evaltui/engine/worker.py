@@ -1,55 +1,29 @@
-"""The scoring process itself (`python -m evaltui.engine.score.child`): scores the pairs its
-parent sends, one after another, and leaves each result under a temporary name.
+"""The run's worker process (`python -m evaltui.engine.worker`, `[run] scorer_process`): plans
+and scores what the engine sends it, one request after another, on the other core.
 
-The parent puts each result in place itself, under its ScoreGate (engine/run/scorer.py): a pair
-retried while it was scored here is fenced off there as a thread's would be. This process holds
-no state of the run but the plan; it ends when its parent closes the pipe (at the end of the
-session, or because the parent died: a `kill -9` of the run leaves no scorer behind).
-
-Frames both ways: a 4-byte length, then a pickle. The first frame in is (plan, work dir, code
-workers); each next one is (job, model, dataset, statuses); each frame out is (job, temporary,
-Scored, exception) with either the temporary and Scored or the exception set.
+A run of thousands of small datasets is bound by the engine process's Python time, and
+planning and scoring each dataset were a third of it. The engine keeps what must stay there:
+each scored result is left here under a temporary name and put in place by the engine, under
+its ScoreGate (engine/score/gate.py), so a pair retried while it was scored here is fenced off
+as a thread's would be. This process holds no state of the run but the plan; it ends when its
+parent closes the pipe or sends SIGTERM (the end of the session), or when the parent dies: a
+`kill -9` of the run leaves no worker behind. Frames: engine/score/frames.py.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import signal
-import struct
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from evaltui.engine.disk.workdir import WorkDir
+from evaltui.engine.disk.workdir import StatusWriter, WorkDir
+from evaltui.engine.run.resume import plan_pairs
+from evaltui.engine.score.frames import UP, Planned, frame, portable, read_frame
 from evaltui.engine.score.pairscore import score_pair
+from evaltui.engine.stream import events as ev
 from evaltui.plan import Plan
-
-HEADER = struct.Struct("<I")
-
-
-def read_frame(stream: IO[bytes]) -> Any:
-    """The next object, or None at the end of the stream."""
-    head = stream.read(HEADER.size)
-    if len(head) < HEADER.size:
-        return None
-    (size,) = HEADER.unpack(head)
-    body = stream.read(size)
-    return pickle.loads(body) if len(body) == size else None
-
-
-def frame(obj: Any) -> bytes:
-    body = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return HEADER.pack(len(body)) + body
-
-
-def portable(e: BaseException) -> Exception:
-    """`e` as it can cross the pipe: itself when it pickles, else a RuntimeError saying it."""
-    try:
-        pickle.loads(pickle.dumps(e))
-        return e if isinstance(e, Exception) else RuntimeError(f"{type(e).__name__}: {e}")
-    except Exception:
-        return RuntimeError(f"{type(e).__name__}: {e}")
 
 
 def main() -> int:
@@ -72,10 +46,16 @@ def main() -> int:
     from evaltui import scoring  # noqa: F401  (imported before the first pair, not during it)
 
     workdir = WorkDir(Path(root))
+    statuses = StatusWriter(workdir)
+    out.write(frame((UP, None, None, None)))
+    out.flush()
     while (job := read_frame(sys.stdin.buffer)) is not None:
-        reply, kept = _score(plan, workdir, workers, *job)
+        if job[0] == "plan":
+            reply, kept = _plan(plan, workdir, statuses, *job[1:]), ""
+        else:
+            reply, kept = _score(plan, workdir, workers, *job[1:])
         try:
-            out.write(frame(reply))
+            out.write(frame(reply, by_abbr=True))
             out.flush()
         except BaseException:  # the parent is gone (a broken pipe) or stops it: nobody will put this result in place
             if kept:
@@ -86,6 +66,18 @@ def main() -> int:
 
 def _stop(signum: int, frame: object) -> None:
     raise SystemExit(0)
+
+
+def _plan(plan: Plan, workdir: WorkDir, statuses: StatusWriter, job_id: int, model: str, abbrs: tuple[str, ...], totals: dict[str, int]) -> tuple[Any, ...]:
+    """The reply for a chunk to plan, as Session._plan makes it in a thread."""
+    events: list[ev.Event] = []
+    try:
+        datasets = [plan.dataset(abbr) for abbr in abbrs]
+        runs = plan_pairs(plan, plan.model(model), workdir, statuses, totals, datasets, events.append)
+        pending = [(model, abbr) for abbr in abbrs if not workdir.has_scored_result(model, abbr)]
+        return (job_id, None, Planned(runs, pending, events), None)
+    except Exception as e:  # (DatasetError, OSError, …): raised in the parent as planning in a thread raises it
+        return (job_id, None, None, portable(e))
 
 
 def _score(plan: Plan, workdir: WorkDir, workers: int, job_id: int, model: str, dataset: str, statuses: Any) -> tuple[tuple[Any, ...], str]:
