@@ -1,5 +1,5 @@
-"""The scoring process (`[run] scorer_process`): small light pairs scored in a child process of
-their own give the same result files as scored in the run's process; a pair retried while it is
+"""The worker process (`[run] scorer_process`): small light pairs scored (and datasets planned) in a
+child process of their own give the same files as in the run's process; a pair retried while it is
 scored there is never put in place; a child that dies or is killed loses no score (the run
 scores the rest itself); and the child never outlives its run, even a `kill -9`-ed one."""
 
@@ -24,7 +24,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.run.scorer import PROCESS_PAIRS, wants_process
 from evaltui.engine.score.gate import ScoreGate, StaleResult
-from evaltui.engine.score.process import LOG_NAME, ScoreProcess
+from evaltui.engine.score.process import LOG_NAME, WorkerProcess
 from evaltui.engine.stream import events as ev
 from evaltui.plan import load_plan
 from evaltui.sim import ModelProfile, SimConfig
@@ -75,7 +75,7 @@ def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: P
         pids = _pids(events)
         if choice == "always":
             assert len(pids) == 1 and (tmp_path / f"out-{choice}" / "logs" / LOG_NAME).is_file()
-            assert not _alive(pids[0]), "the scoring process outlived its run"
+            assert not _alive(pids[0]), "the worker process outlived its run"
         else:
             assert pids == []
         assert len(of_type(events, ev.DatasetScored)) == 6
@@ -103,7 +103,7 @@ def test_a_scoring_process_killed_mid_run_loses_no_score(tmp_path: Path, sim_fac
     code = anyio.run(run)
     assert code == 0 and killed
     warnings = [e.message for e in of_type(events, ev.Notice) if e.level == "warning"]
-    assert any("the scoring process stopped" in w and LOG_NAME in w for w in warnings), warnings
+    assert any("the worker process stopped" in w and LOG_NAME in w for w in warnings), warnings
     results = _results(tmp_path / "out-always")
     assert len(results) == 30 and all(r.get("accuracy") == 100.0 for r in results.values())
     assert not list((tmp_path / "out-always" / "results" / "m").glob(".*.tmp")), "a temporary left behind"
@@ -122,7 +122,7 @@ def test_a_pair_retried_while_the_process_scores_it_is_not_put_in_place(tmp_path
     async def main() -> None:
         gate = ScoreGate()
         async with anyio.create_task_group() as tg:
-            process = ScoreProcess(plan, workdir, 1, tg, lambda e: None)
+            process = WorkerProcess(plan, workdir, 1, tg, lambda e: None)
             try:
                 token = gate.token(("m", "d0"))
                 gate.invalidate(("m", "d0"))  # a retry began while it was scored
@@ -157,7 +157,7 @@ def test_the_scoring_process_ends_with_a_killed_run(tmp_path: Path, sim_factory)
     end = time.monotonic() + 15
     while time.monotonic() < end and _alive(child):
         time.sleep(0.02)
-    assert not _alive(child), "the scoring process outlived the evaltui that started it"
+    assert not _alive(child), "the worker process outlived the evaltui that started it"
 
 
 def test_auto_starts_the_process_for_a_plan_of_many_small_light_pairs(tmp_path: Path) -> None:
@@ -186,7 +186,7 @@ def test_a_run_stopped_with_pairs_queued_in_the_process_leaves_no_file_and_a_rer
         if isinstance(e, ev.DatasetInferred):
             inferred.append(e.dataset)
             if len(inferred) == 20:
-                runner.cancel()  # Ctrl-C with every pair waiting on the scoring process
+                runner.cancel()  # Ctrl-C with every pair waiting on the worker process
                 threading.Timer(0.3, os.kill, (child[0], signal.SIGCONT)).start()
 
     runner = Runner(plan, sink=sink)
@@ -230,7 +230,7 @@ def test_datasets_planned_in_the_worker_are_planned_as_here(tmp_path: Path, sim_
 
     async def main() -> Any:
         async with anyio.create_task_group() as tg:
-            process = ScoreProcess(plan, WorkDir(there), 1, tg, lambda e: None)
+            process = WorkerProcess(plan, WorkDir(there), 1, tg, lambda e: None)
             try:
                 return await process.plan_chunk("m", plan.datasets, totals)
             finally:

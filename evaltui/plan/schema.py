@@ -66,7 +66,7 @@ class RunConfig(Strict):
     sample_log: bool = True  # logs/samples/: every (sample, epoch)'s prompt, attempts, answer and usage
     executor: Literal["local", "ray"] = "local"  # where requests (and code_exec) run: this process, or a Ray cluster
     cost_limit: float = Field(0.0, ge=0, le=1e12)  # no new request once this run's tokens cost this much (the models' prices); 0 = none
-    scorer_process: Literal["auto", "always", "never"] = "auto"  # small light pairs scored in a process of their own (auto: 200 pairs or more)
+    scorer_process: Literal["auto", "always", "never"] = "auto"  # small light pairs planned and scored in a process of their own (auto: 200 or more)
 
 
 class ModelConfig(Strict):

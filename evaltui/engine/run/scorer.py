@@ -7,7 +7,7 @@ early and tells it when inference has ended, so it neither waits out `watch_inte
 finished dataset nor `heartbeat_timeout` at the end of a run.
 
 Scoring runs in worker threads (code execution in subprocesses), at most `eval_workers` at a
-time; a small pair of a light evaluator is scored in the run's scoring process when it has one
+time; a small pair of a light evaluator is scored in the run's worker process when it has one
 (engine/score/process.py: a plan of many of them), else on the event loop, in one of those
 slots (`_score_on_loop`: a thread hop cost more than its scoring). An evaluator that raises
 becomes an error result for its pair.
@@ -47,7 +47,7 @@ from evaltui.plan import Plan
 
 if TYPE_CHECKING:
     from evaltui.engine.judge.judging import Judges
-    from evaltui.engine.score.process import ScoreProcess
+    from evaltui.engine.score.process import WorkerProcess
     from evaltui.scoring.code.code_exec import CodeRunner
 
 
@@ -76,7 +76,7 @@ INLINE_BYTES = 32 * 1024
 #: is measured on this loop and whose timeouts are its timers, for seconds; pairs as inference
 #: ends them come in bursts of ~10 (~5 ms), and stay on the loop.
 INLINE_BUDGET = 0.02
-#: `scorer_process = "auto"`: a scoring process of its own for a plan of at least this many small
+#: `scorer_process = "auto"`: a worker process of its own for a plan of at least this many small
 #: pairs of LIGHT evaluators (models × datasets): below it, its start (~0.3 s of the other core)
 #: and a frame each way per pair buy little.
 PROCESS_PAIRS = 200
@@ -112,7 +112,7 @@ class Scorer:
         self.gate = gate or ScoreGate()
         self.inferring = inferring
         self.judges = judges  # a judged pair's answers not judged while it was inferred are sent to its judge before it is scored
-        self.offload: ScoreProcess | None = None  # the run's scoring process (`[run] scorer_process`), set by the session
+        self.offload: WorkerProcess | None = None  # the run's worker process (`[run] scorer_process`), set by the session
         self.running = False  # run() is watching (a pair added now is seen)
         self._scoring: dict[Pair, anyio.CancelScope] = {}
         self._wake = anyio.Event()
@@ -261,7 +261,7 @@ class Scorer:
             return False
 
     async def _score_small(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored | None:
-        """A small pair of a LIGHT evaluator: in the scoring process when the run has one
+        """A small pair of a LIGHT evaluator: in the worker process when the run has one
         (`offload`), else on the loop; None when neither could (a thread scores it)."""
         if self.offload is not None:
             if not self.gate.current(pair, token):

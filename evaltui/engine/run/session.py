@@ -26,7 +26,7 @@ from evaltui.engine.run.runs import DatasetRun
 from evaltui.engine.run.scorer import Scorer, wants_process
 from evaltui.engine.score.frames import Planned
 from evaltui.engine.score.gate import ScoreGate
-from evaltui.engine.score.process import ScoreProcess
+from evaltui.engine.score.process import WorkerProcess
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.exitcode import ExitCode
@@ -97,7 +97,7 @@ class Session:
                     async with anyio.create_task_group() as outer:
                         outer.start_soon(self._report_heartbeats)
                         if wants_process(self.plan):
-                            self.scorer.offload = ScoreProcess(self.plan, self.workdir, self.scorer.code_workers, outer, self.emit)
+                            self.scorer.offload = WorkerProcess(self.plan, self.workdir, self.scorer.code_workers, outer, self.emit)
                             stack.push_async_callback(self.scorer.offload.aclose)
                             outer.start_soon(self.scorer.offload.start)  # its ~0.5 s start-up while the first datasets run
                         async with anyio.create_task_group() as work:

@@ -56,8 +56,8 @@ class _Waiter:
         self.lost = False  # the child died first
 
 
-class ScoreProcess:
-    """The child that scores small light pairs; started at the first pair sent (`score`)."""
+class WorkerProcess:
+    """The worker process: small light pairs scored, chunks of datasets planned; started by `start` or the first request."""
 
     def __init__(self, plan: Plan, workdir: WorkDir, workers: int, tasks: TaskGroup, emit: ev.Sink):
         """`tasks`: where its reader runs, for as long as the session lasts."""
@@ -217,9 +217,9 @@ class ScoreProcess:
             return
         self.emit(
             ev.Notice(
-                f"the scoring process stopped: {why}; its pairs are scored in the run's own process (logs/{LOG_NAME} has what it printed)",
+                f"the worker process stopped: {why}; what it planned and scored is done in the run's own process (logs/{LOG_NAME} has what it printed)",
                 "warning",
-                short="the scoring process stopped; scoring goes on here",
+                short="the worker process stopped; its work goes on here",
             )
         )
         if self._proc is not None and self._proc.returncode is None:
