@@ -42,9 +42,6 @@ def main() -> int:
     if start is None:
         return 0
     plan, root, workers = start
-
-    from evaltui import scoring  # noqa: F401  (imported before the first pair, not during it)
-
     workdir = WorkDir(Path(root))
     statuses = StatusWriter(workdir)
     out.write(frame((UP, None, None, None)))

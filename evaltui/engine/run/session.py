@@ -140,10 +140,12 @@ class Session:
                 datasets = [d for d in self.plan.datasets if (model, d.abbr) in wanted]
                 for chunk in [datasets] if retry else planning_chunks(datasets):
                     events: list[ev.Event] = []
-                    # In the worker process once it is up; here before (the first requests go
-                    # out while it starts), for a retry, and when the run has none.
+                    # In the worker process once it is up, or once chunks are the largest (~1,000
+                    # datasets planned here by then: it is up, or nearly); here before (the first
+                    # requests go out while it starts), for a retry, and when the run has none.
                     offload = self.scorer.offload
-                    planned = await self._plan_apart(model, chunk) if not retry and offload is not None and offload.ready else None
+                    apart = not retry and offload is not None and (offload.ready or len(chunk) >= MOST_PLANNED)
+                    planned = await self._plan_apart(model, chunk) if apart else None
                     if planned is not None:
                         runs, pending, events = planned
                     else:
