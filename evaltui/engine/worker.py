@@ -6,7 +6,7 @@ planning and scoring each dataset were a third of it. The engine keeps what must
 each scored result is left here under a temporary name and put in place by the engine, under
 its ScoreGate (engine/score/gate.py), so a pair retried while it was scored here is fenced off
 as a thread's would be. This process holds no state of the run but the plan; it ends when its
-parent closes the pipe or sends SIGTERM (the end of the session), or when the parent dies: a
+parent closes the pipe or sends SIGUSR1 (the end of the session), or when the parent dies: a
 `kill -9` of the run leaves no worker behind. Frames: engine/score/frames.py.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.resume import plan_pairs
 from evaltui.engine.score.frames import UP, Planned, frame, portable, read_frame
-from evaltui.engine.score.pairscore import score_pair
+from evaltui.engine.score.pairscore import ScoringFailed, failure_message, score_pair
 from evaltui.engine.stream import events as ev
 from evaltui.plan import Plan
 
@@ -30,10 +30,13 @@ def main() -> int:
     # Ctrl-C reaches the whole process group: the parent handles it and ends this process by
     # closing the pipe, so a half-written result is never left by a KeyboardInterrupt here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # SIGTERM (the run stopping with pairs still queued here): end now, not after the queue. A
-    # result being written is removed on the way out (atomic_writer); replies already written the
-    # parent reads and removes.
-    signal.signal(signal.SIGTERM, _stop)
+    # A SIGTERM to the whole process group (a terminal, `kill -- -PGID`) is the parent's to act
+    # on too: ended here, a pair the parent may still put in place would be cut short, and its
+    # end taken for a crash. SIGUSR1 is the parent's word (the run stopping with pairs still
+    # queued here): end now, not after the queue. A result being written is removed on the way
+    # out (atomic_writer); replies already written the parent reads and removes.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, _stop)
     # The frames own the real stdout; anything an evaluator prints goes to stderr instead.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -86,7 +89,7 @@ def _score(plan: Plan, workdir: WorkDir, workers: int, job_id: int, model: str, 
     except Exception as e:  # the pair's error result is the parent's to write, as for a thread
         for tmp in kept:
             Path(tmp).unlink(missing_ok=True)
-        return (job_id, None, None, portable(e)), ""
+        return (job_id, None, None, ScoringFailed(failure_message(e))), ""
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ it was about to score or was scoring).
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib
 import math
 import os
@@ -39,7 +38,7 @@ from evaltui.engine.disk.heartbeat import stale
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.run.runs import SMALL_DATA_BYTES
 from evaltui.engine.score.gate import ScoreGate, StaleResult
-from evaltui.engine.score.pairscore import Replace, Scored, score_pair
+from evaltui.engine.score.pairscore import Replace, Scored, failure_message, score_pair
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import Pair
 from evaltui.fsutil import atomic_writer, dumps_readable
@@ -333,7 +332,7 @@ class Scorer:
                 except StaleResult:
                     return
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
-                    message = f"{type(e).__name__}: {e}" + _os_hint(e)
+                    message = failure_message(e)
                     # (OSError: the event below still says it; the next run scores again)
                     with contextlib.suppress(OSError, StaleResult), atomic_writer(result_file, replace=replace) as w:
                         w.write(dumps_readable({"error": message}).encode("utf-8"))
@@ -348,15 +347,6 @@ class Scorer:
             if self._scoring.get(pair) is scope:
                 del self._scoring[pair]
             self._wake.set()
-
-
-def _os_hint(e: Exception) -> str:
-    """What to do when scoring failed for the machine's sake (a full disk, no file handles), not
-    the evaluator's: the predictions are safe, and the next run scores them."""
-    if not isinstance(e, OSError):
-        return ""
-    fix = "free space and run again" if e.errno == errno.ENOSPC else "fix this and run again"
-    return f" — the predictions are kept; {fix} to score them"
 
 
 def wants_process(plan: Plan) -> bool:

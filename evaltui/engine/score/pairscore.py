@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -24,6 +25,23 @@ if TYPE_CHECKING:
     from evaltui.scoring.reference.parts import PartSums
 
 Replace = Callable[[str, Path], None]
+
+
+class ScoringFailed(Exception):
+    """A pair's scoring raised in the scoring process; its message is what `failure_message` said
+    there (an exception need not pickle), so an error result reads the same wherever it was scored."""
+
+
+def failure_message(e: Exception) -> str:
+    """What a pair's error result (and its event) says: the exception, and when the machine failed
+    (a full disk, no file handles), not the evaluator, that the predictions are safe and the next
+    run scores them."""
+    if isinstance(e, ScoringFailed):
+        return str(e)
+    if not isinstance(e, OSError):
+        return f"{type(e).__name__}: {e}"
+    fix = "free space and run again" if e.errno == errno.ENOSPC else "fix this and run again"
+    return f"{type(e).__name__}: {e} — the predictions are kept; {fix} to score them"
 
 
 class Scored(NamedTuple):

@@ -21,6 +21,7 @@ import io
 import itertools
 import os
 import pickle
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -148,6 +149,8 @@ class WorkerProcess:
                     await self._start()
                 except (OSError, pickle.PicklingError, TypeError, AttributeError) as e:
                     self._lose(f"it could not start: {type(e).__name__}: {e}")
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):  # it ended before it read its plan
+                    self._lose("it ended as it started")
             return self._proc is not None and not self._broken
 
     async def _start(self) -> None:
@@ -155,8 +158,9 @@ class WorkerProcess:
         log_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(log_dir / LOG_NAME, "ab")  # noqa: SIM115 (closed in aclose)
         start = frame((self.plan, str(self.workdir.root), self.workers))  # pickled before the child exists: a plan that cannot be is said at once
-        # Without the environment's keys: it judges text, and asks no model anything.
-        env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET"))}
+        # Without the environment's keys (the plan's own `api_key_env` too): it judges text, and asks no model anything.
+        hidden = set(self.plan.key_variables())
+        env = {k: v for k, v in os.environ.items() if not k.endswith(("_KEY", "_TOKEN", "_SECRET")) and k not in hidden}
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self._proc = await anyio.open_process(
             [sys.executable, "-m", "evaltui.engine.worker"],
@@ -236,7 +240,7 @@ class WorkerProcess:
                 _remove((await self._next_reply())[1])
 
     async def aclose(self) -> None:
-        """End the child: the pipe closed and SIGTERM (pairs still queued there, when a run
+        """End the child: the pipe closed and SIGUSR1 (pairs still queued there, when a run
         stops, are not scored), killed if it has not ended in STOP_WAIT; then the replies
         nobody read have their temporaries removed."""
         self._closing = True
@@ -247,7 +251,7 @@ class WorkerProcess:
                     if proc.stdin is not None:
                         await proc.stdin.aclose()
                 with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
+                    proc.send_signal(signal.SIGUSR1)  # (not SIGTERM: the child leaves one sent to the process group to this process)
                 with anyio.move_on_after(STOP_WAIT):
                     await proc.wait()
                 if proc.returncode is None:
