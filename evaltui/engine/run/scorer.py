@@ -75,11 +75,11 @@ INLINE_BYTES = 32 * 1024
 #: is measured on this loop and whose timeouts are its timers, for seconds; pairs as inference
 #: ends them come in bursts of ~10 (~5 ms), and stay on the loop.
 INLINE_BUDGET = 0.02
-#: `scorer_process = "auto"`: a worker process of its own for a plan of at least this many small
+INLINE_GAP = 0.002
+#: `scorer_process = "auto"`: a worker process of its own for a plan of at least this many
 #: pairs of LIGHT evaluators (models × datasets): below it, its start (~0.3 s of the other core)
 #: and a frame each way per pair buy little.
 PROCESS_PAIRS = 200
-INLINE_GAP = 0.002
 
 
 class Scorer:

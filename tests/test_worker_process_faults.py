@@ -1,4 +1,4 @@
-"""The scoring process as a user meets it: an error result reads as if scored here, a quit or a
+"""The worker process (scoring) as a user meets it: an error result reads as if scored here, a quit or a
 signal leaves no temporary and no false warning, a child that dies at start costs no pair its
 score, a retry of a pair queued in it is scored from its new answers."""
 
@@ -20,7 +20,7 @@ from planmaker import arithmetic, gsm_dataset, key_for, lightllm, run_plan, writ
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.runner import Runner
 from evaltui.engine.run.scorer import Scorer
-from evaltui.engine.score.process import ScoreProcess
+from evaltui.engine.score.process import WorkerProcess
 from evaltui.engine.stream import events as ev
 from evaltui.fsutil import atomic_write_json
 from evaltui.plan import load_plan
@@ -47,7 +47,7 @@ def _score_once(tmp_path: Path, offload: bool, spoil: Any) -> tuple[dict[str, An
     async def main() -> None:
         async with anyio.create_task_group() as tg:
             if offload:
-                scorer.offload = ScoreProcess(plan, wd, 1, tg, events.append)
+                scorer.offload = WorkerProcess(plan, wd, 1, tg, events.append)
             try:
                 scorer.add([("m", "d")])
                 scorer.inference_finished()
@@ -157,7 +157,7 @@ def test_a_scoring_process_that_dies_as_it_starts_costs_no_pair_its_score(tmp_pa
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            scorer.offload = ScoreProcess(plan, wd, 1, tg, events.append)
+            scorer.offload = WorkerProcess(plan, wd, 1, tg, events.append)
             try:
                 scorer.add([("m", f"d{d}") for d in range(n)])
                 scorer.inference_finished()
@@ -223,7 +223,7 @@ def test_a_run_stopped_while_pairs_wait_in_the_scoring_process_leaves_no_tempora
 def test_a_sigterm_that_reaches_the_scoring_process_is_its_parents_to_act_on(tmp_path: Path, sim_factory) -> None:
     """`kill -- -PGID` (a terminal, a job control tool) reaches the child too, as Ctrl-C does:
     the run decides (here it was not itself signalled, so it goes on), and the child neither
-    dies mid-pair (a `.tmp` left, a 'scoring process stopped' warning as the run quits) nor
+    dies mid-pair (a `.tmp` left, a 'worker process stopped' warning as the run quits) nor
     is lost to the run."""
 
     n = 30
@@ -266,7 +266,7 @@ def test_the_scoring_process_is_not_given_the_plans_api_key(tmp_path: Path, monk
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            process = ScoreProcess(plan, wd, 1, tg, said.append)
+            process = WorkerProcess(plan, wd, 1, tg, said.append)
             with contextlib.suppress(Exception):  # no predictions: an error result, but it started
                 await process.score(("m", "d"), [], lambda tmp, path: None)
             pid = next(int(m.group(1)) for e in said if isinstance(e, ev.Notice) and (m := re.search(r"pid (\d+)", e.message)))
