@@ -70,7 +70,7 @@ class WorkerProcess:
         self._proc: Process | None = None
         self._log: IO[bytes] | None = None
         self._starting = anyio.Lock()
-        self._sending = anyio.Lock()
+        self._open = False  # started, its plan sent: requests may follow
         self._waiting: dict[int, _Waiter] = {}
         self._ids = itertools.count()
         self._broken = False  # it died or never started: every pair is scored here from now on
@@ -125,8 +125,8 @@ class WorkerProcess:
         job, waiter = next(self._ids), _Waiter()
         self._waiting[job] = waiter
         try:
-            async with self._sending:
-                await self._proc.stdin.send(frame((request[0], job, *request[1:])))
+            # (Not under a lock: a frame is one write to the pipe's transport, never interleaved.)
+            await self._proc.stdin.send(frame((request[0], job, *request[1:])))
             await waiter.done.wait()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self._waiting.pop(job, None)
@@ -143,6 +143,10 @@ class WorkerProcess:
         return waiter
 
     async def _started(self) -> bool:
+        # Without the lock once started: hundreds of pairs sent at once each queued on it, and an
+        # anyio lock hands over through the loop, once a waiter: a chunk to plan waited seconds.
+        if self._open or self._broken:
+            return not self._broken
         async with self._starting:
             if self._proc is None and not self._broken:
                 try:
@@ -151,7 +155,9 @@ class WorkerProcess:
                     self._lose(f"it could not start: {type(e).__name__}: {e}")
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):  # it ended before it read its plan
                     self._lose("it ended as it started")
-            return self._proc is not None and not self._broken
+                else:
+                    self._open = True
+            return self._open and not self._broken
 
     async def _start(self) -> None:
         log_dir = self.workdir.logs_dir
