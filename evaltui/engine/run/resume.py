@@ -54,7 +54,8 @@ def _plan_pairs(
     for ds in datasets:
         total = totals[ds.abbr]
         epochs = plan.epochs(ds).count
-        if _untouched(wd, m, ds.abbr):  # nothing of it to keep whole, read back or set aside
+        fresh = _untouched(wd, m, ds.abbr)
+        if fresh:  # nothing of it to keep whole, read back or set aside
             version, urls = pair_version(model, ds, file_fingerprint(plan, ds) or ""), tuple(dict.fromkeys(model.urls))
             answered, failures = bytearray(total * epochs), bytearray(total * epochs)
             answered_turns: dict[int, dict[int, dict[str, Any]]] | None = {} if is_conversation(ds) else None
@@ -81,7 +82,7 @@ def _plan_pairs(
             )
         units = len(indices) * epochs
         run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
-        run.selection, run.samples, run.urls = ds.sample_ids, samples, urls
+        run.selection, run.samples, run.urls, run.fresh = ds.sample_ids, samples, urls, fresh
         run.checkpoints = sorted({*wd.checkpoint_files(m, ds.abbr), *rebuilt_now, *(s.checkpoint.path for s in shards)})
         run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
         run.turns = _unfinished(answered_turns, answered)
