@@ -170,7 +170,7 @@ class WorkDir:
     def absent(self, path: Path) -> bool:
         """Within listed(): whether `path` was not in its folder as listed (False when not known)."""
         listings: Listings | None = getattr(self._listings, "folders", None)
-        folder, name = os.path.split(path)
+        folder, _, name = os.fspath(path).rpartition(os.sep)  # (a path of this work dir: os.path.split's cases are not its)
         return listings is not None and listings[folder].lacks(name)
 
     def checkpoint_files(self, model: str, dataset: str) -> list[Path]:

@@ -103,9 +103,9 @@ def _untouched(wd: WorkDir, m: str, dataset: str) -> bool:
     """Whether no file of the pair was there as planning listed the work dir (WorkDir.listed):
     then there is nothing to read, and a fresh run of 10,000 datasets looks for none of their
     files one by one (each look a system call, dearer still when the GIL is waited for after it)."""
-    if wd.status_files(m, dataset) or wd.checkpoint_files(m, dataset):
-        return False
-    return wd.absent(wd.predictions_file(m, dataset)) and wd.absent(wd.result_file(m, dataset))
+    if not (wd.absent(wd.predictions_file(m, dataset)) and wd.absent(wd.result_file(m, dataset))):
+        return False  # (asked first: a pair done before is told by a name, not a stat of its files as these lists make)
+    return not wd.status_files(m, dataset) and not wd.checkpoint_files(m, dataset)
 
 
 def _earlier_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, total: int, moved: list[str], emit: ev.Sink) -> Earlier | None:
