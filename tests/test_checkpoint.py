@@ -145,3 +145,21 @@ def test_without_a_loop_every_answer_is_written_at_once(tmp_path: Path) -> None:
     cp.append(entry(7))
     assert lines(cp.path) == [entry(7)]
     cp.close()
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (b"", b'{"version":"v1"}\n'),  # new: its version first
+        (b'{"index":0,"predic', b'{"version":"v1"}\n'),  # only a torn line: cut off, and started again with its version
+        (b'{"version":"v0"}\n{"index":0}\n{"index":1,"pre', b'{"version":"v0"}\n{"index":0}\n'),  # a torn last line cut off, no version added
+        (b'{"index":0}\n', b'{"index":0}\n'),  # whole: as it was
+    ],
+)
+def test_reopening_cuts_a_torn_last_line_and_starts_an_empty_file_with_its_version(tmp_path: Path, before: bytes, after: bytes) -> None:
+    path = tmp_path / "tmp_d.jsonl"
+    path.write_bytes(before)
+    cp = Checkpoint(path, version="v1")
+    cp.open()
+    cp.close()
+    assert path.read_bytes() == after

@@ -265,11 +265,15 @@ def test_the_cost_of_a_run_of_many_datasets_does_not_grow_with_their_number_squa
         return real_read(self, *args, **kwargs)
 
     listings = [0]
-    real_scandir, real_glob = os.scandir, Path.glob
+    real_scandir, real_listdir, real_glob = os.scandir, os.listdir, Path.glob
 
     def counted_scandir(path: Any = ".") -> Any:
         listings[0] += "predictions" in str(path) or "infer_status" in str(path)
         return real_scandir(path)
+
+    def counted_listdir(path: Any = ".") -> Any:
+        listings[0] += "predictions" in str(path) or "infer_status" in str(path)
+        return real_listdir(path)
 
     def counted_glob(self: Path, pattern: str) -> Any:
         listings[0] += "predictions" in str(self) or "infer_status" in str(self)
@@ -277,6 +281,7 @@ def test_the_cost_of_a_run_of_many_datasets_does_not_grow_with_their_number_squa
 
     monkeypatch.setattr(WorkDir, "read_status", counted_read)
     monkeypatch.setattr(os, "scandir", counted_scandir)
+    monkeypatch.setattr(os, "listdir", counted_listdir)
     monkeypatch.setattr(Path, "glob", counted_glob)
     assert main([str(plan), "--no-ui"]) == 0
     assert reads[0] <= 6 * n, reads[0]  # main: ~n²/2 (1,800+ here)

@@ -37,6 +37,28 @@ def records(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]
 # ---------------------------------------------------------------------------------------- jsonl
 
 
+def test_a_checked_small_file_is_not_opened_again_when_its_records_are_taken_unless_it_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checking a plan reads each small data file whole and keeps its bytes: a dataset starting
+    takes its records from them (10,000 small datasets opened none again); a file changed since
+    (another size, mtime or inode) is read anew."""
+    import os
+
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"q": 0}\n{"q": 1}\n', encoding="utf-8")
+    dataset = {"abbr": "d", "path": str(path), "prompt": "{q}", "target": "{q}"}
+    plan_path = tmp_path / "plan.toml"
+    plan_path.write_text(tomli_w.dumps({"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": [dataset]}))
+    plan = load_plan(plan_path)  # checks the data: reads it
+    opened: list[str] = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda file, *a, **kw: opened.append(os.fspath(file)) or real_open(file, *a, **kw))
+    assert list(open_records(plan, plan.datasets[0])) == [{"q": 0}, {"q": 1}]
+    assert str(path) not in opened
+    path.write_text('{"q": 0}\n{"q": 1}\n{"q": 2}\n', encoding="utf-8")
+    assert list(open_records(plan, plan.datasets[0])) == [{"q": 0}, {"q": 1}, {"q": 2}]
+    assert str(path) in opened
+
+
 def test_a_resume_reads_only_the_records_it_still_needs(tmp_path: Path) -> None:
     """A resumed run skips its finished samples' lines unread: here they are not even JSON, and
     the records it needs still come with their own index (blank lines are not records)."""

@@ -137,3 +137,41 @@ def test_a_dataset_failed_by_refused_prompts_says_which_fail_on_error_scores_the
     assert inferred.error.endswith("fail_on_error = 0.2 would score the others")
     code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=[gsm_dataset("d", data, fail_on_error=0.2)]))
     assert code == 0 and [e.score for e in of_type(events, ev.DatasetScored)] == [80.0]
+
+
+def test_a_pairs_version_is_the_one_earlier_runs_wrote(tmp_path: Path) -> None:
+    """Every work dir holds pair versions (status files, checkpoints' first line): one that came
+    out otherwise would set aside all earlier work as stale. These are the values before the
+    version was made of parts held for all datasets (issue 23), for a simulated model (its
+    accuracy counts) and a chat one, a plain dataset and one of columns, a system prompt and
+    non-ASCII text, each with a data fingerprint and without one."""
+    import tomli_w
+
+    from evaltui.engine.disk.versions import pair_version
+    from evaltui.plan import load_plan
+
+    (tmp_path / "d.jsonl").write_text('{"q": "1", "a": "A"}\n')
+    (tmp_path / "d.csv").write_text("1,A\n")
+    plan = {
+        "models": [
+            {"abbr": "s", "type": "lightllm", "url": "sim://?accuracy=0.9&latency=0.01"},
+            {"abbr": "c", "type": "openai-chat", "url": "http://127.0.0.1:1/v1", "model": "gpt-x", "generation_kwargs": {"temperature": 0.5, "max_new_tokens": 64}},
+        ],
+        "datasets": [
+            {"abbr": "plain", "path": str(tmp_path / "d.jsonl"), "prompt": "{q}", "target": "{a}"},
+            {"abbr": "csv", "path": str(tmp_path / "d.csv"), "prompt": "Frage: {q} — «Antwort»?", "system": "Sé breve.", "target": "{a}", "columns": ["q", "a"]},
+        ],
+    }
+    (tmp_path / "plan.toml").write_text(tomli_w.dumps(plan))
+    loaded = load_plan(tmp_path / "plan.toml", check_data=False)
+    versions = {(m.abbr, d.abbr, data): pair_version(m, d, data) for m in loaded.models for d in loaded.datasets for data in ("0123456789abcdef", "")}
+    assert versions == {
+        ("s", "plain", "0123456789abcdef"): "313c9dfabe3a",
+        ("s", "plain", ""): "7b800b3116e3",
+        ("s", "csv", "0123456789abcdef"): "ebea2ea64b76",
+        ("s", "csv", ""): "8805b5a91933",
+        ("c", "plain", "0123456789abcdef"): "ee66d797ae0e",
+        ("c", "plain", ""): "e8bd6f7c2c92",
+        ("c", "csv", "0123456789abcdef"): "48d25bbcd94f",
+        ("c", "csv", ""): "3f8162507805",
+    }

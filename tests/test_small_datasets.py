@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 
 import anyio
@@ -92,7 +93,21 @@ def test_a_dataset_of_few_samples_whose_checkpoints_hold_megabytes_is_merged_in_
     data = write_jsonl(tmp_path / "d.jsonl", arithmetic(3))
     checkpoint = tmp_path / "tmp_d.jsonl"
     checkpoint.write_bytes(b"x" * 1000)
-    run = SimpleNamespace(total=3, cfg=SimpleNamespace(benchmark=None), checkpoints=[checkpoint, tmp_path / "tmp_d_1.jsonl"])
+    run = SimpleNamespace(total=3, cfg=SimpleNamespace(benchmark=None), checkpoints=[checkpoint, tmp_path / "tmp_d_1.jsonl"], fresh=False)
     assert runs.is_small(run, data)  # type: ignore[arg-type]
     checkpoint.write_bytes(b"x" * (runs.SMALL_DATA_BYTES + 1))
     assert not runs.is_small(run, data)  # type: ignore[arg-type]
+
+
+def test_a_fresh_pairs_checkpoints_are_not_looked_for_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pair planning found no file of has none of its checkpoints yet: whether it is small is its
+    data file's size alone, without a failed stat of each of them (10,000 datasets: 10,000 on the loop)."""
+    from types import SimpleNamespace
+
+    data = write_jsonl(tmp_path / "d.jsonl", arithmetic(3))
+    run = SimpleNamespace(total=3, cfg=SimpleNamespace(benchmark=None), checkpoints=[tmp_path / "tmp_d_0.jsonl", tmp_path / "tmp_d_1.jsonl"], fresh=True)
+    looked: list[str] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *a, **kw: looked.append(os.fspath(path)) or real_stat(path, *a, **kw))
+    assert runs.is_small(run, data)  # type: ignore[arg-type]
+    assert looked == [str(data)]

@@ -38,28 +38,42 @@ def pair_version(model: ModelConfig, ds: DatasetConfig, data: str) -> str:
     known = _PAIRS.get((id(model), id(ds), data))
     if known is not None and known[0][0] is model and known[0][1] is ds:
         return known[1]
-    keys: dict[str, Any] = {
-        "dataset": ds.model_dump(include={"columns", "prompt", "system", "target", "mode", "choices"}),
-        "data": data,
-        **_model_keys(model),
-    }
-    value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    # json.dumps({"dataset": …, "data": …, "model": …[, "sim": …]}, sort_keys=True) — "data" <
+    # "dataset" < "model" < "sim" — of parts made once: the model's for each of its datasets, the
+    # settings' for each dataset that has them (10,000 datasets of one prompt: one dump and encoding).
+    text = f'{{"data": {json.dumps(data)}, "dataset": {_settings_json(ds)}, {_model_json(model)}}}'
+    value = hashlib.sha256(text.encode()).hexdigest()[:12]
     _remember(_PAIRS, (id(model), id(ds), data), ((model, ds), value))
     return value
 
 
-def _model_keys(model: ModelConfig) -> dict[str, Any]:
-    """What of the model a pair_version hashes: the same for each of its datasets."""
+_PAIR_SETTINGS = ("columns", "prompt", "system", "target", "mode", "choices")  # a dataset's, in its pair_version (strings, lists of them)
+
+
+def _settings_json(ds: DatasetConfig) -> str:
+    """The JSON of the dataset's settings a pair_version hashes, made once for each set of them."""
+    key = tuple(tuple(v) if isinstance(v, list) else v for v in (getattr(ds, name) for name in _PAIR_SETTINGS))
+    text = _SETTINGS.get(key)
+    if text is None:
+        text = json.dumps(ds.model_dump(include=set(_PAIR_SETTINGS)), sort_keys=True)
+        _remember(_SETTINGS, key, text)
+    return text
+
+
+def _model_json(model: ModelConfig) -> str:
+    """What of the model a pair_version hashes, as the entries of a JSON object (sorted keys): the
+    same for each of its datasets."""
     known = _MODELS.get(id(model))
     if known is not None and known[0] is model:
         return known[1]
     keys: dict[str, Any] = {"model": model.model_dump(include={"type", "model", "generation_kwargs"})}
     if model.is_sim:  # its accuracy is the model itself (0.9 and 0.8 answer differently); latency is not
         keys["sim"] = sim_options(model.urls[0]).get("accuracy")
-    _MODELS[id(model)] = (model, keys)
+    text = json.dumps(keys, sort_keys=True)[1:-1]
+    _MODELS[id(model)] = (model, text)
     if len(_MODELS) > _REMEMBERED:
         _MODELS.clear()
-    return keys
+    return text
 
 
 def evaluator_version(ds: DatasetConfig) -> str:
@@ -108,11 +122,12 @@ def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
 _EVALUATORS: dict[int, tuple[Any, str]] = {}
 _DATASETS: dict[tuple[int, int, str], tuple[Any, str]] = {}
 _PAIRS: dict[tuple[int, int, str], tuple[Any, str]] = {}
-_MODELS: dict[int, tuple[ModelConfig, dict[str, Any]]] = {}
+_MODELS: dict[int, tuple[ModelConfig, str]] = {}
+_SETTINGS: dict[tuple[Any, ...], str] = {}
 _REMEMBERED = 100_000  # entries each keeps before it starts over (a long session loading plan after plan)
 
 
-def _remember(memo: dict[Any, tuple[Any, str]], key: Any, entry: tuple[Any, str]) -> None:
+def _remember(memo: dict[Any, Any], key: Any, entry: Any) -> None:
     if len(memo) >= _REMEMBERED:
         memo.clear()
     memo[key] = entry

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from evaltui import fastjson
 from evaltui.engine.disk.lockstate import lock_holder
-from evaltui.fsutil import Unreadable, atomic_write_json, atomic_write_text, names_by_stem, open_regular, read_json, read_regular, read_small
+from evaltui.fsutil import Listing, Listings, Unreadable, atomic_write_json, atomic_write_text, open_regular, read_json, read_regular, read_small
 
 TERMINAL = ("done", "fail")
 # What each kind of work-dir file may weigh when it is read (fsutil.open_regular: a FIFO, a
@@ -150,25 +150,28 @@ class WorkDir:
     # -- whole-pair housekeeping
     def _pair_files(self, folder: Path, prefix: str, dataset: str, suffix: str) -> list[Path]:
         """`<prefix><dataset><suffix>` and its shards `<prefix><dataset>_<n><suffix>`, whatever the shard count."""
-        listed: dict[tuple[Path, str, str], dict[str, list[str]]] | None = getattr(self._listings, "folders", None)
-        if listed is None:
-            return sorted(folder / name for name in names_by_stem(folder, prefix, suffix).get(dataset, ()))
-        # within `listed()`: the folder is read once and its names indexed (10,000 datasets read 30,000 names each)
-        if (folder, prefix, suffix) not in listed:
-            listed[folder, prefix, suffix] = names_by_stem(folder, prefix, suffix)
-        found = (folder / name for name in listed[folder, prefix, suffix].get(dataset, ()))
+        listings: Listings | None = getattr(self._listings, "folders", None)
+        if listings is None:
+            return sorted(folder / name for name in Listing(folder).by_stem(prefix, suffix).get(dataset, ()))
+        found = (folder / name for name in listings[os.fspath(folder)].by_stem(prefix, suffix).get(dataset, ()))
         return sorted(p for p in found if p.exists())
 
     @contextmanager
     def listed(self) -> Iterator[None]:
-        """Within it, this thread lists each folder of pair files once: a pair's files are those
-        there as it began (and still there), not those made meanwhile — what planning wants,
-        which reads each pair's earlier files before it writes any of its own."""
-        self._listings.folders = {}
+        """Within it, this thread lists each folder of pair files once: a pair's files are those there
+        as it began (and still there), not those made meanwhile — what planning wants, which reads a
+        pair's earlier files before it writes any — and one not there then is not looked for (`absent`)."""
+        self._listings.folders = Listings()
         try:
             yield
         finally:
             self._listings.folders = None
+
+    def absent(self, path: Path) -> bool:
+        """Within listed(): whether `path` was not in its folder as listed (False when not known)."""
+        listings: Listings | None = getattr(self._listings, "folders", None)
+        folder, _, name = os.fspath(path).rpartition(os.sep)  # (a path of this work dir: os.path.split's cases are not its)
+        return listings is not None and listings[folder].lacks(name)
 
     def checkpoint_files(self, model: str, dataset: str) -> list[Path]:
         """Every checkpoint of the pair, including those of an earlier shard layout."""
@@ -237,8 +240,11 @@ class WorkDir:
     def predictions_complete(self, model: str, dataset: str) -> bool:
         """Whether the final predictions file exists and ends as evaltui ends it (not cut short);
         Unreadable when it is no regular file."""
+        path = self.predictions_file(model, dataset)
+        if self.absent(path):
+            return False
         try:
-            with open_regular(self.predictions_file(model, dataset), ANY_SIZE) as f:
+            with open_regular(path, ANY_SIZE) as f:
                 if f.read(1) != b"{":
                     return False
                 f.seek(0, os.SEEK_END)
@@ -302,7 +308,8 @@ class WorkDir:
     def read_status(self, model: str, dataset: str, shard: int = 0, shards: int = 1) -> dict[str, Any] | None:
         """The status, or None when the file is missing or not one a writer of statuses could have
         made (torn, garbage, counts that are not integers): then the checkpoints decide."""
-        data = read_json(self.status_file(model, dataset, shard, shards), STATUS_BYTES)
+        path = self.status_file(model, dataset, shard, shards)
+        data = None if self.absent(path) else read_json(path, STATUS_BYTES)
         if not isinstance(data, dict) or not isinstance(data.get("status"), str):
             return None
         for key in ("total", "completed", "failed"):
@@ -320,6 +327,8 @@ class WorkDir:
         it is read whole, found invalid, and so scored again.
         """
         path = self.result_file(model, dataset)
+        if self.absent(path):
+            return None
         try:
             data = read_small(path, RESULT_SMALL)
             if data is not None:

@@ -54,32 +54,17 @@ def _plan_pairs(
     for ds in datasets:
         total = totals[ds.abbr]
         epochs = plan.epochs(ds).count
-        version, urls, result = _drop_stale_work(plan, model, wd, ds, emit)
-        scored = result is not None and "error" not in result  # (wd.has_scored_result, without reading it again)
-        if len(urls) > len(model.urls):
-            moved.append(ds.abbr)
-        count = total if ds.sample_ids is None else len(ds.sample_ids)
-        # A pair scored whole is kept without reading its checkpoints again; any other has them
-        # read through first: a damaged line (set aside) means its predictions are to be rebuilt.
-        if scored and _kept_whole(m, wd, ds, count, plan.epochs(ds), result, emit):
-            continue
-        chosen = None if ds.sample_ids is None else set(ds.sample_ids)
-        answered, failures = bytearray(total * epochs), bytearray(total * epochs)  # a byte per unit, by its key (disk/units.py)
-        damaged, answered_turns = _sort_lines(wd, m, ds, version, epochs, chosen, answered, failures, total)
-        if damaged:
-            _say_damaged(wd, m, ds.abbr, damaged, emit)
-        elif not scored and _kept_whole(m, wd, ds, count, plan.epochs(ds), result, emit):
-            continue
-        rebuilt_now: list[Path] = []  # (the listing planning reads was made before it)
-        if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
-            # Checkpoints deleted after the merge (as OpenCompass users do): the final file
-            # holds the same samples, so it becomes the checkpoint to resume from.
-            predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), rebuilt := wd.checkpoint_file(m, ds.abbr, 0, 1))
-            _read_back(wd, m, ds.abbr, total, epochs, chosen, answered, failures)
-            rebuilt_now.append(rebuilt)
-        # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
-        wd.predictions_file(m, ds.abbr).unlink(missing_ok=True)
-        wd.result_file(m, ds.abbr).unlink(missing_ok=True)
+        fresh = _untouched(wd, m, ds.abbr)
+        if fresh:  # nothing of it to keep whole, read back or set aside
+            version, urls = pair_version(model, ds, file_fingerprint(plan, ds) or ""), tuple(dict.fromkeys(model.urls))
+            answered, failures = bytearray(total * epochs), bytearray(total * epochs)
+            answered_turns: dict[int, dict[int, dict[str, Any]]] | None = {} if is_conversation(ds) else None
+            rebuilt_now: list[Path] = []
+        else:
+            earlier = _earlier_work(plan, model, wd, ds, total, moved, emit)
+            if earlier is None:  # kept whole (announced)
+                continue
+            version, urls, answered, failures, answered_turns, rebuilt_now = earlier
         indices: Sequence[int] = range(total) if ds.sample_ids is None else ds.sample_ids
         done, failed = UnitFlags(total * epochs, answered), UnitFlags(total * epochs, failures)  # failed: none since answered
         n = ds.shards
@@ -97,7 +82,7 @@ def _plan_pairs(
             )
         units = len(indices) * epochs
         run = DatasetRun(ds, units, version, shards, done, failed, records=total, epochs=epochs, remaining=units - len(done))
-        run.selection, run.samples, run.urls = ds.sample_ids, samples, urls
+        run.selection, run.samples, run.urls, run.fresh = ds.sample_ids, samples, urls, fresh
         run.checkpoints = sorted({*wd.checkpoint_files(m, ds.abbr), *rebuilt_now, *(s.checkpoint.path for s in shards)})
         run.tokens = SampleTokens(ds.token_limit) if ds.token_limit else None
         run.turns = _unfinished(answered_turns, answered)
@@ -108,6 +93,55 @@ def _plan_pairs(
             f"{m}: its url is not the one that answered earlier runs of {', '.join(moved)} (now {', '.join(model.urls)}): "
             "their answers are kept, as a url is not what makes an answer stale (--fresh starts over); results record each url", "warning"))
     return runs
+
+
+# What a pair keeps of earlier runs (_earlier_work): its version, urls, units answered and failed, turns answered, checkpoint rebuilt
+Earlier = tuple[str, tuple[str, ...], bytearray, bytearray, dict[int, dict[int, dict[str, Any]]] | None, list[Path]]
+
+
+def _untouched(wd: WorkDir, m: str, dataset: str) -> bool:
+    """Whether no file of the pair was there as planning listed the work dir (WorkDir.listed):
+    then there is nothing to read, and a fresh run of 10,000 datasets looks for none of their
+    files one by one (each look a system call, dearer still when the GIL is waited for after it)."""
+    if not (wd.absent(wd.predictions_file(m, dataset)) and wd.absent(wd.result_file(m, dataset))):
+        return False  # (asked first: a pair done before is told by a name, not a stat of its files as these lists make)
+    return not wd.status_files(m, dataset) and not wd.checkpoint_files(m, dataset)
+
+
+def _earlier_work(plan: Plan, model: ModelConfig, wd: WorkDir, ds: DatasetConfig, total: int, moved: list[str], emit: ev.Sink) -> Earlier | None:
+    """What a pair keeps of the files earlier runs left: its version, urls, the units they
+    answered and failed (a byte each, by key: disk/units.py), a conversation's turns answered and
+    the checkpoint rebuilt from its final predictions (if it was); None when it is kept whole.
+    `moved` gets the pair's dataset when its answers came from another url."""
+    m, epochs = model.abbr, plan.epochs(ds).count
+    version, urls, result = _drop_stale_work(plan, model, wd, ds, emit)
+    scored = result is not None and "error" not in result  # (wd.has_scored_result, without reading it again)
+    if len(urls) > len(model.urls):
+        moved.append(ds.abbr)
+    count = total if ds.sample_ids is None else len(ds.sample_ids)
+    # A pair scored whole is kept without reading its checkpoints again; any other has them
+    # read through first: a damaged line (set aside) means its predictions are to be rebuilt.
+    if scored and _kept_whole(m, wd, ds, count, plan.epochs(ds), result, emit):
+        return None
+    chosen = None if ds.sample_ids is None else set(ds.sample_ids)
+    answered, failures = bytearray(total * epochs), bytearray(total * epochs)
+    damaged, answered_turns = _sort_lines(wd, m, ds, version, epochs, chosen, answered, failures, total)
+    if damaged:
+        _say_damaged(wd, m, ds.abbr, damaged, emit)
+    elif not scored and _kept_whole(m, wd, ds, count, plan.epochs(ds), result, emit):
+        return None
+    rebuilt_now: list[Path] = []  # (the listing planning reads was made before it)
+    if wd.predictions_complete(m, ds.abbr) and not wd.checkpoint_files(m, ds.abbr):
+        # Checkpoints deleted after the merge (as OpenCompass users do): the final file
+        # holds the same samples, so it becomes the checkpoint to resume from.
+        predictions_to_checkpoint(wd.predictions_file(m, ds.abbr), rebuilt := wd.checkpoint_file(m, ds.abbr, 0, 1))
+        _read_back(wd, m, ds.abbr, total, epochs, chosen, answered, failures)
+        rebuilt_now.append(rebuilt)
+    # Predictions for another limit, an unfinished shard or a file cut short: rebuild them.
+    for old in (wd.predictions_file(m, ds.abbr), wd.result_file(m, ds.abbr)):
+        if not wd.absent(old):
+            old.unlink(missing_ok=True)
+    return version, urls, answered, failures, answered_turns, rebuilt_now
 
 
 def _drop_stale_work(

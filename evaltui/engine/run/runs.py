@@ -100,7 +100,7 @@ def is_small(run: DatasetRun, data: Path) -> bool:
     # the merge reads every line its checkpoints hold: an earlier full run's (`limit` is not in
     # the fingerprint) can be megabytes behind a dataset of a few samples now
     held = 0
-    for path in run.checkpoints:
+    for path in () if run.fresh else run.checkpoints:  # (a fresh pair's: none made yet, none looked for)
         try:
             held += os.stat(path).st_size
         except FileNotFoundError:  # a shard not begun
@@ -189,6 +189,7 @@ class DatasetRun:
     selection: Sequence[int] | None = None  # the indices run (sample_ids, --samples); None: all of them
     samples: str = ""  # the selection as written in status and result files (`3,17,40-60`); "": all
     checkpoints: list[Path] = field(default_factory=list)  # its shards' and any earlier layout's, as planned (the merge reads them)
+    fresh: bool = False  # no file of it was there when it was planned (none of its checkpoints exist before it starts)
     urls: tuple[str, ...] = ()  # the model's urls its answers came from, earlier runs' included (status files)
     tokens: SampleTokens | None = None  # token_limit's count per sample, when the dataset has one
     # a conversation dataset's: the units earlier runs left unfinished, by key, with the requests
