@@ -15,7 +15,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -393,11 +393,6 @@ class StatusWriter:
         else:
             self._final.pop(path, None)
         return True
-
-    def written_elsewhere(self, paths: Iterable[Path]) -> None:
-        """Status files the worker process wrote `pending` (planning): as after a write with `reset`."""
-        for path in paths:
-            self._final.pop(path, None)
 
 
 def _head(f: BinaryIO) -> dict[str, Any] | None:

@@ -185,13 +185,11 @@ class Session:
         return [p for p in pairs if p not in busy]
 
     async def _plan_apart(self, model: str, chunk: list[DatasetConfig]) -> Planned | None:
-        """Plan `chunk` in the worker process; None when it cannot (it died): then here."""
+        """Plan `chunk` in the worker process; None when it cannot (it died): then here. (Its
+        `pending` statuses need no word to this process's StatusWriter: only a run's first
+        session plans there, and its writer, new with the run, has written none of them.)"""
         assert self.scorer.offload is not None
-        planned = await self.scorer.offload.plan_chunk(model, chunk, self.totals)
-        if planned is not None:
-            wd = self.workdir
-            self.statuses.written_elsewhere(wd.status_file(model, r.cfg.abbr, s.shard, len(r.shards)) for r in planned.runs for s in r.shards)
-        return planned
+        return await self.scorer.offload.plan_chunk(model, chunk, self.totals)
 
     def _plan(self, pool: WorkerPool, datasets: list[DatasetConfig], retry: bool, emit: ev.Sink) -> tuple[list[DatasetRun], list[Pair]]:
         """In a worker thread: what is left of each pair, and which of them await scoring."""
