@@ -81,15 +81,21 @@ def test_an_evaluator_error_reads_the_same_scored_here_or_in_the_process(tmp_pat
     assert said(events_there, "offload") == said(events_here, "here")
 
 
+def _datasets_in_the_process(tmp_path: Path, sim_factory: Any, n: int) -> tuple[Any, Any]:
+    """A plan of `n` gsm8k datasets of 3 samples scored in the worker process, and its server."""
+    sets = [arithmetic(3, prefix=f"D{d}Q") for d in range(n)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*sets), default=ModelProfile(latency=0.01)))
+    entries = [gsm_dataset(f"d{d}", write_jsonl(tmp_path / "data" / f"d{d}.jsonl", rows)) for d, rows in enumerate(sets)]
+    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=entries, run={"work_dir": "out", "scorer_process": "always"}))
+    return plan, sim
+
+
 def test_a_retry_of_a_pair_queued_in_a_stopped_scoring_process(tmp_path: Path, sim_factory) -> None:
     """`r` on a pair whose scoring waits in the child: the run ends with every pair scored right
     and no temporary left, as with scorer_process = "never"."""
 
     n = 8
-    sets = [arithmetic(3, prefix=f"D{d}Q") for d in range(n)]
-    sim = sim_factory(SimConfig(answer_key=key_for(*sets), default=ModelProfile(latency=0.01)))
-    entries = [gsm_dataset(f"d{d}", write_jsonl(tmp_path / "data" / f"d{d}.jsonl", rows)) for d, rows in enumerate(sets)]
-    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=entries, run={"work_dir": "out", "scorer_process": "always"}))
+    plan, sim = _datasets_in_the_process(tmp_path, sim_factory, n)
     events: list[ev.Event] = []
     child: list[int] = []
     queued = anyio.Event()
@@ -227,10 +233,7 @@ def test_a_sigterm_that_reaches_the_scoring_process_is_its_parents_to_act_on(tmp
     is lost to the run."""
 
     n = 30
-    sets = [arithmetic(3, prefix=f"D{d}Q") for d in range(n)]
-    sim = sim_factory(SimConfig(answer_key=key_for(*sets), default=ModelProfile(latency=0.01)))
-    entries = [gsm_dataset(f"d{d}", write_jsonl(tmp_path / "data" / f"d{d}.jsonl", rows)) for d, rows in enumerate(sets)]
-    plan = load_plan(write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=entries, run={"work_dir": "out", "scorer_process": "always"}))
+    plan, sim = _datasets_in_the_process(tmp_path, sim_factory, n)
     events: list[ev.Event] = []
     child: list[int] = []
 
