@@ -64,7 +64,7 @@ def main() -> int:
     return 0
 
 
-def _stop(signum: int, frame: object) -> None:
+def _stop(signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 

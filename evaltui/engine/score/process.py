@@ -81,8 +81,8 @@ class WorkerProcess:
 
     @property
     def ready(self) -> bool:
-        """Up (it said so once it had imported the evaluators and read the plan) and not lost: a
-        request sent now is not held up by its start."""
+        """Up (it said so once it had read the plan) and not lost: a request sent now is not held
+        up by its start."""
         return self._up and not self._broken
 
     async def start(self) -> None:
@@ -250,6 +250,11 @@ class WorkerProcess:
         stops, are not scored), killed if it has not ended in STOP_WAIT; then the replies
         nobody read have their temporaries removed."""
         self._closing = True
+        self._broken = True  # no request from now on: a late one is done in this process, as one still waiting
+        waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            waiter.lost = True
+            waiter.done.set()
         proc, self._proc = self._proc, None
         if proc is not None:
             with anyio.CancelScope(shield=True):
