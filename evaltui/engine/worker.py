@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
-from evaltui.engine.run.resume import plan_pairs
+from evaltui.engine.run.resume import plan_chunk
 from evaltui.engine.score.frames import UP, Planned, frame, portable, read_frame
 from evaltui.engine.score.pairscore import ScoringFailed, failure_message, score_pair
 from evaltui.engine.stream import events as ev
@@ -69,12 +69,11 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def _plan(plan: Plan, workdir: WorkDir, statuses: StatusWriter, job_id: int, model: str, abbrs: tuple[str, ...], totals: dict[str, int]) -> tuple[Any, ...]:
-    """The reply for a chunk to plan, as Session._plan makes it in a thread."""
+    """The reply for a chunk to plan (resume.plan_chunk, as Session._plan runs it in a thread)."""
     events: list[ev.Event] = []
     try:
         datasets = [plan.dataset(abbr) for abbr in abbrs]
-        runs = plan_pairs(plan, plan.model(model), workdir, statuses, totals, datasets, events.append)
-        pending = [(model, abbr) for abbr in abbrs if not workdir.has_scored_result(model, abbr)]
+        runs, pending = plan_chunk(plan, plan.model(model), workdir, statuses, totals, datasets, events.append)
         return (job_id, None, Planned(runs, pending, events), None)
     except Exception as e:  # (DatasetError, OSError, …): raised in the parent as planning in a thread raises it
         return (job_id, None, None, portable(e))

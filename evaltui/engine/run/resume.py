@@ -45,6 +45,16 @@ def plan_pairs(
         return _plan_pairs(plan, model, wd, statuses, totals, datasets, emit)
 
 
+def plan_chunk(
+    plan: Plan, model: ModelConfig, wd: WorkDir, statuses: StatusWriter, totals: dict[str, int], datasets: list[DatasetConfig], emit: ev.Sink
+) -> tuple[list[DatasetRun], list[tuple[str, str]]]:
+    """plan_pairs, and which of the pairs await scoring (no scored result): what a session plans
+    of each chunk, in a thread or in the worker process."""
+    runs = plan_pairs(plan, model, wd, statuses, totals, datasets, emit)
+    m = model.abbr
+    return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]
+
+
 def _plan_pairs(
     plan: Plan, model: ModelConfig, wd: WorkDir, statuses: StatusWriter, totals: dict[str, int], datasets: list[DatasetConfig], emit: ev.Sink
 ) -> list[DatasetRun]:

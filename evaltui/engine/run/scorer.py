@@ -246,8 +246,7 @@ class Scorer:
             return self._score_now(pair, token, replace, ready)
 
     def _score_now(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored:
-        if not self.gate.current(pair, token):
-            raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
+        self.gate.check(pair, token)
         return score_pair(self.plan, self.workdir, pair[0], pair[1], self.code_workers, replace, self.run_code, ready.statuses)
 
     def _light(self, pair: Pair, ready: Ready) -> bool:
@@ -263,8 +262,7 @@ class Scorer:
         """A small pair of a LIGHT evaluator: in the worker process when the run has one
         (`offload`), else on the loop; None when neither could (a thread scores it)."""
         if self.offload is not None:
-            if not self.gate.current(pair, token):
-                raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
+            self.gate.check(pair, token)
             scored = await self.offload.score(pair, ready.statuses, replace)
             if scored is not None:
                 return scored

@@ -21,10 +21,9 @@ from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.judge.judging import Judges
 from evaltui.engine.run.executor import Executor, LocalExecutor
 from evaltui.engine.run.pool import WorkerPool
-from evaltui.engine.run.resume import plan_pairs
+from evaltui.engine.run.resume import plan_chunk
 from evaltui.engine.run.runs import DatasetRun
 from evaltui.engine.run.scorer import Scorer, wants_process
-from evaltui.engine.score.frames import Planned
 from evaltui.engine.score.gate import ScoreGate
 from evaltui.engine.score.process import WorkerProcess
 from evaltui.engine.stream import events as ev
@@ -143,9 +142,11 @@ class Session:
                     # In the worker process once it is up, or once chunks are the largest (~1,000
                     # datasets planned here by then: it is up, or nearly); here before (the first
                     # requests go out while it starts), for a retry, and when the run has none.
-                    offload = self.scorer.offload
-                    apart = not retry and offload is not None and (offload.ready or len(chunk) >= MOST_PLANNED)
-                    planned = await self._plan_apart(model, chunk) if apart else None
+                    # (Its `pending` statuses need no word to this process's StatusWriter: only a
+                    # run's first session plans there, and its writer, new with the run, wrote none.)
+                    offload, planned = self.scorer.offload, None
+                    if not retry and offload is not None and (offload.ready or len(chunk) >= MOST_PLANNED):
+                        planned = await offload.plan_chunk(model, chunk, self.totals)
                     if planned is not None:
                         runs, pending, events = planned
                     else:
@@ -184,13 +185,6 @@ class Session:
             self.emit(ev.Notice(f"not retried, still running: {names}", "warning"))
         return [p for p in pairs if p not in busy]
 
-    async def _plan_apart(self, model: str, chunk: list[DatasetConfig]) -> Planned | None:
-        """Plan `chunk` in the worker process; None when it cannot (it died): then here. (Its
-        `pending` statuses need no word to this process's StatusWriter: only a run's first
-        session plans there, and its writer, new with the run, has written none of them.)"""
-        assert self.scorer.offload is not None
-        return await self.scorer.offload.plan_chunk(model, chunk, self.totals)
-
     def _plan(self, pool: WorkerPool, datasets: list[DatasetConfig], retry: bool, emit: ev.Sink) -> tuple[list[DatasetRun], list[Pair]]:
         """In a worker thread: what is left of each pair, and which of them await scoring."""
         m, wd = pool.model.abbr, self.workdir
@@ -200,8 +194,7 @@ class Session:
                 # (checkpoints deleted after the merge); planning resumes the pair from them, and a
                 # pair with failures (even those fail_on_error tolerated) is never kept whole.
                 wd.result_file(m, d.abbr).unlink(missing_ok=True)
-        runs = plan_pairs(self.plan, pool.model, wd, self.statuses, self.totals, datasets, emit)
-        return runs, [(m, d.abbr) for d in datasets if not wd.has_scored_result(m, d.abbr)]
+        return plan_chunk(self.plan, pool.model, wd, self.statuses, self.totals, datasets, emit)
 
     async def _pool(self, model: str) -> WorkerPool:
         """The model's pool, with what answers its units (an HTTP client here, or Ray actors), made

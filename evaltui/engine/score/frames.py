@@ -4,8 +4,8 @@ then a pickle.
 The first frame in is (plan, work dir, code workers); each next one is ("score", job, model,
 dataset, statuses) or ("plan", job, model, dataset abbrs, their record counts); each frame out
 is (job, temporary, value, exception): a Scored and its result's temporary, a Planned, or the
-exception (the first, job UP, says the worker is up). Datasets in a reply go by abbr (DATASET): the parent links its own (PlanLinks)
-rather than unpickling 10,000 copies of them.
+exception (the first, job UP, says the worker is up). Datasets in a reply go by abbr (DATASET):
+the parent links its own (PlanLinks) rather than unpickling 10,000 copies of them.
 """
 
 from __future__ import annotations

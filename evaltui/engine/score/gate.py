@@ -31,6 +31,11 @@ class ScoreGate:
     def current(self, pair: Pair, token: tuple[int, int]) -> bool:
         return self.token(pair) == token
 
+    def check(self, pair: Pair, token: tuple[int, int]) -> None:
+        """StaleResult unless `token` is current: a scoring about to begin that need not."""
+        if not self.current(pair, token):
+            raise StaleResult(f"{pair[0]}/{pair[1]}: retried or stopped before it was scored")
+
     def invalidate(self, pair: Pair) -> None:
         """A retry of `pair` begins: any scoring of it now running is stale."""
         with self._lock:

@@ -195,13 +195,11 @@ class WorkerProcess:
                     continue
                 waiter.tmp, waiter.value, waiter.error = tmp, value, error
                 waiter.done.set()
-        except CLOSED:
-            pass
+        except CLOSED:  # its pipe closed: it ended, or was killed
+            if not self._closing:
+                self._lose(f"it ended (exit code {await _exit_code(proc)})")
         except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as e:
             self._lose(f"it sent what cannot be read ({type(e).__name__}: {e})")
-            return
-        if not self._closing:
-            self._lose(f"it ended (exit code {await _exit_code(proc)})")
 
     async def _next_reply(self) -> tuple[int, str | None, Any, Exception | None]:
         """The next frame from the child. Cancel-safe (the reader is cancelled as its session
