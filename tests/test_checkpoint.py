@@ -163,3 +163,72 @@ def test_reopening_cuts_a_torn_last_line_and_starts_an_empty_file_with_its_versi
     cp.open()
     cp.close()
     assert path.read_bytes() == after
+
+
+def test_a_kept_checkpoint_holds_every_byte_of_the_file_it_began(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a small dataset's merge reads instead of the file (Checkpoint.open's `keep`)."""
+    full = full_disk(monkeypatch)
+
+    async def run() -> None:
+        cp = Checkpoint(tmp_path / "tmp_d.jsonl", version="v1")
+        cp.open(defer=asyncio.get_running_loop().call_soon, keep=True)
+        cp.append(entry(0))
+        cp.append({"index": 1, "error": {"type": "timeout", "message": "slow"}})
+        await cp.written()
+        cp.append({"turn": 0, "index": 2, "prompt": "a\u2028b\r", "answer": "c"})
+        await cp.written()
+        full["disk"] = True
+        cp.append(entry(3))
+        with pytest.raises(OSError):
+            await cp.written()
+        full["disk"] = False
+        cp.close()
+        assert cp.kept is not None and bytes(cp.kept) == cp.path.read_bytes()
+        assert [json.loads(line) for line in cp.kept.splitlines()][0] == {"version": "v1"}
+
+        again = Checkpoint(cp.path, version="v1")  # a file it did not begin: not kept
+        again.open(keep=True)
+        again.append(entry(4))
+        again.close()
+        assert again.kept is None
+
+        monkeypatch.setattr("evaltui.engine.disk.checkpoint.KEPT_BYTES", 200)
+        big = Checkpoint(tmp_path / "tmp_big.jsonl")
+        big.open(keep=True)
+        for i in range(5):  # past the bound: given up, never a part of the file
+            big.append(entry(i))
+        big.close()
+        assert big.kept is None
+
+    asyncio.run(run())
+
+
+MESSY = (
+    b'{"version":"v1"}\n'
+    b'{"index":0,"error":{"type":"timeout","message":"x"},"origin_prompt":"q0","prediction":"","gold":"g"}\n'
+    b'{"index":0,"origin_prompt":"q0","prediction":"0","gold":"g"}\n'  # a retry that succeeded: this one
+    b'{"index":1,"origin_prompt":"q1","prediction":"1","gold":"g"}\n'
+    b'{"index":1,"error":{"type":"timeout","message":"x"},"origin_prompt":"q1","prediction":"","gold":"g"}\n'  # answered stays answered
+    b'{"index":1,"epoch":1,"origin_prompt":"q1","prediction":"1b","gold":"g"}\n'
+    b'not json at all\n'
+    b'{"turn":0,"index":2,"prompt":"p","answer":"a"}\n'
+    b'{"index": 2, "origin_prompt": "q2 \\u2028 \\r", "prediction": "2", "gold": "g"}\n'  # an older writer's spaces
+    b'{"prediction":"3","index":3,"gold":"g"}\n'  # keys in another order: parsed
+    b'{"index":99,"prediction":"out of range"}\n'
+    b'{"index":4,"origin_prompt":"q4","predic'  # torn
+)
+
+
+@pytest.mark.parametrize(("epochs", "selection"), [(1, None), (1, [3, 0]), (2, None)])
+def test_the_merge_of_held_bytes_writes_what_the_merge_of_the_files_writes(tmp_path: Path, epochs: int, selection: list[int] | None) -> None:
+    from evaltui.engine.disk.predictions import merge_checkpoints
+
+    first, second = tmp_path / "tmp_d_0.jsonl", tmp_path / "tmp_d_1.jsonl"
+    first.write_bytes(MESSY)
+    second.write_bytes(b'{"index":5,"origin_prompt":"q5","prediction":"5","gold":"g"}\n')
+    missing = tmp_path / "tmp_d_2.jsonl"  # a shard that never began
+    paths = [first, second, missing]
+    assert merge_checkpoints(paths, 6, tmp_path / "read.json", epochs=epochs, selection=selection) > 0
+    for held in ({first: MESSY}, {first: MESSY, second: second.read_bytes()}):
+        merge_checkpoints(paths, 6, tmp_path / "held.json", epochs=epochs, selection=selection, held=held)
+        assert (tmp_path / "held.json").read_bytes() == (tmp_path / "read.json").read_bytes()

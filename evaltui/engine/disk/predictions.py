@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from evaltui import fastjson
 from evaltui.engine.disk.checkpoint import ANY_SIZE, ENTRY_HEAD, LINE_BYTES, LineIndex
 from evaltui.engine.disk.units import sample_keys
 from evaltui.failure import ErrorKind, error_record
-from evaltui.fsutil import atomic_writer, json_bytes, open_regular, read_json
+from evaltui.fsutil import atomic_write_bytes, atomic_writer, json_bytes, open_regular, read_json
 
 # An epoch with no line when the predictions are merged (it cannot be: a dataset ends `done`
 # only once every (sample, epoch) has one; this keeps a hand-edited checkpoint readable).
@@ -25,28 +25,43 @@ MISSING_EPOCH = error_record(ErrorKind.MISSING, "no answer for this epoch")
 WHOLE_BYTES = 1 << 30
 
 
-def merge_checkpoints(paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None) -> int:
+def merge_checkpoints(
+    paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None, held: Mapping[Path, bytes] | None = None
+) -> int:
     """Write the final predictions file from the shards' checkpoints, streaming, in index order.
 
     One epoch: each line's bytes are copied with the `index` key dropped. Several: a sample's
     lines are parsed and joined into one entry (see _joined). `selection`: the indices to write
-    (a --samples run); all of 0..total-1 by default. Returns the entries written.
+    (a --samples run); all of 0..total-1 by default. `held`: checkpoints whose bytes are at hand
+    (a small dataset's, Checkpoint.kept): when every one is, the file is written in one go, as
+    10,000 datasets of a few samples each spent a tenth of the engine's time in their merges.
+    Returns the entries written.
     """
-    written = 0
-    with LineIndex(paths, total, epochs=epochs) as lines, atomic_writer(out) as w:
-        w.write(b"{")
-        for index in range(total) if selection is None else selection:
-            if epochs == 1:
-                line = lines.line(index)
-                value = None if line is None else _without_index(line)
-            else:
-                value = _joined([lines.line(key) for key in sample_keys(index, epochs)])
-            if value is None:
-                continue
-            w.write(b'%s\n  "%d": %s' % (b"," if written else b"", index, value))
-            written += 1
-        w.write(b"\n}\n")
-    return written
+    with LineIndex(paths, total, epochs=epochs, held=held) as lines:
+        if held and all(p in held for p in lines.paths):
+            entries = list(_entries_of(lines, total, epochs, selection))
+            atomic_write_bytes(out, b"{%s\n}\n" % b",".join(entries))
+            return len(entries)
+        written = 0
+        with atomic_writer(out) as w:
+            w.write(b"{")
+            for entry in _entries_of(lines, total, epochs, selection):
+                w.write(b"," + entry if written else entry)
+                written += 1
+            w.write(b"\n}\n")
+        return written
+
+
+def _entries_of(lines: LineIndex, total: int, epochs: int, selection: Sequence[int] | None) -> Iterator[bytes]:
+    """The predictions file's entries (`\\n  "3": {…}`), in index order."""
+    for index in range(total) if selection is None else selection:
+        if epochs == 1:
+            line = lines.line(index)
+            value = None if line is None else _without_index(line)
+        else:
+            value = _joined([lines.line(key) for key in sample_keys(index, epochs)])
+        if value is not None:
+            yield b'\n  "%d": %s' % (index, value)
 
 
 def _without_index(line: bytes) -> bytes:

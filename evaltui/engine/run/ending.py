@@ -192,11 +192,13 @@ class PairEnding:
         self.on_inferred(m, d)
 
     def _merge(self, run: DatasetRun) -> Callable[[], int]:
-        """The merge of the checkpoints into the final predictions file (it reads every line)."""
+        """The merge of the checkpoints into the final predictions file (it reads every line, from
+        memory for a checkpoint this run began and kept: a small dataset's)."""
         m, d = self.model, run.cfg.abbr
         paths = run.checkpoints or self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
         out = self.workdir.predictions_file(m, d)
-        return functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection)
+        held = {s.checkpoint.path: bytes(s.checkpoint.kept) for s in run.shards if s.checkpoint.kept is not None}
+        return functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection, held=held)
 
     def close_interrupted(self, runs: list[DatasetRun]) -> None:
         """On cancellation: close checkpoints and say in the status files that work is left.

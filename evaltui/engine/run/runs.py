@@ -136,7 +136,7 @@ def start_shards(run: DatasetRun, defer: Callable[[Callable[[], None]], object],
     would have seen."""
     for s in run.shards:
         if s.outstanding:
-            s.open(defer=defer)
+            s.open(defer=defer, keep=run.small)
             if not run.small:
                 say(s, "running")
 
@@ -158,12 +158,13 @@ class ShardRun:
     in_flight: int = 0  # units handed to a worker and not yet counted as finished
     log: Checkpoint | None = None  # its per-sample log (samplelog.py), unless sample_log = false
 
-    def open(self, defer: Callable[[Callable[[], None]], object]) -> None:
+    def open(self, defer: Callable[[Callable[[], None]], object], *, keep: bool = False) -> None:
         """Its files, for appending: the log first, whose line of a unit goes out before the
-        checkpoint's (a kill between them leaves a record of a request, never a unit done without one)."""
+        checkpoint's (a kill between them leaves a record of a request, never a unit done without
+        one). `keep`: a small dataset's checkpoint is kept in memory too, for its merge."""
         if self.log is not None:
             self.log.open(defer=defer)
-        self.checkpoint.open(defer=defer)
+        self.checkpoint.open(defer=defer, keep=keep)
 
     def close(self) -> None:
         self.checkpoint.close()
