@@ -263,3 +263,24 @@ def test_datasets_planned_in_the_worker_are_planned_as_here(tmp_path: Path, sim_
 
     assert files(there) == files(here)
     assert any("superseded" in name for name in files(there))  # d2's stale work set aside, in the worker too
+
+
+def test_a_frame_sends_datasets_by_abbr_and_the_receiver_links_its_own(tmp_path: Path) -> None:
+    """A reply of planned runs names each dataset (a few bytes) and the engine links its own
+    DatasetConfig: 10,000 copies would each be unpickled and compared for nothing."""
+    import io
+    import pickle
+
+    from evaltui.engine.score.frames import HEADER, PlanLinks, frame
+
+    plan = load_plan(_plan(tmp_path, "http://127.0.0.1:9", 3, "auto"))
+    sent = load_plan(_plan(tmp_path, "http://127.0.0.1:9", 3, "auto", name="again.toml"))  # the worker's copy of the same plan
+    reply = (7, None, {"runs": [sent.datasets[2], sent.datasets[0]], "also": [sent.datasets[2]]}, None)
+    body = frame(reply, by_abbr=True)[HEADER.size :]
+    assert sent.datasets[2].prompt not in body.decode("latin-1")  # not the dataset's fields: its abbr
+    got = PlanLinks(io.BytesIO(body), plan).load()
+    assert got[2]["runs"][0] is plan.datasets[2] and got[2]["runs"][1] is plan.datasets[0] and got[2]["also"][0] is plan.datasets[2]
+    with pytest.raises(pickle.UnpicklingError):  # outside PlanLinks there is no plan to link to
+        pickle.loads(body)
+    whole = pickle.loads(frame(reply)[HEADER.size :])  # without by_abbr: copies, as the plan itself goes
+    assert whole[2]["runs"][0] == plan.datasets[2] and whole[2]["runs"][0] is not plan.datasets[2]
