@@ -1,10 +1,13 @@
-"""What every front end and log says alike: a span of time, and a message on one line.
+"""What every front end and log says alike: a span of time, a moment, and a message on one line.
 
 Low in the package, so a backend's failure message, the run log, the headless lines, `evaltui
 show` and the Textual panes shorten and time things the same way.
 """
 
 from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
 
 
 def one_line(text: str, limit: int, *, cut: str = "") -> str:
@@ -21,3 +24,28 @@ def duration(seconds: float | None) -> str:
         return "–"
     s = int(round(seconds))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def now_iso() -> str:
+    """The local time with its offset, to the millisecond (`2026-12-06T17:26:06.123+01:00`), as
+    `datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")` says it. The
+    second's text is made once a second: the local zone's lookup was most of a status file's cost."""
+    second, micros = divmod(round(time.time() * 1_000_000), 1_000_000)
+    held = _SECOND[0]
+    if held[0] != second:
+        text = datetime.fromtimestamp(second, timezone.utc).astimezone().isoformat(timespec="seconds")
+        held = _SECOND[0] = (second, text[:19], text[19:])  # (one tuple: a thread reading it meanwhile sees one second, whole)
+    return f"{held[1]}.{micros // 1000:03d}{held[2]}"
+
+
+_SECOND: list[tuple[int, str, str]] = [(-1, "", "")]  # the latest second said: (its time, its text, the zone's offset)
+
+
+def parse_iso(text: str) -> float | None:
+    text = text.strip()
+    if text.endswith("Z"):  # Python 3.10's fromisoformat does not read the UTC designator
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

@@ -111,3 +111,42 @@ def test_a_fresh_pairs_checkpoints_are_not_looked_for_when_it_starts(tmp_path: P
     monkeypatch.setattr(os, "stat", lambda path, *a, **kw: looked.append(os.fspath(path)) or real_stat(path, *a, **kw))
     assert runs.is_small(run, data)  # type: ignore[arg-type]
     assert looked == [str(data)]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/St_Johns"])
+def test_status_times_say_what_datetime_says_to_the_millisecond_in_any_zone(monkeypatch: pytest.MonkeyPatch, zone: str) -> None:
+    """now_iso makes each second's text once (a status file a dataset, 10,000 datasets): the same
+    text as datetime's, across seconds, at a millisecond's edge, and with a zone's own offset."""
+    import time
+    from datetime import datetime, timezone
+
+    from evaltui import text
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        for t in (1_780_000_000.0, 1_780_000_000.4567, 1_780_000_000.9994, 1_780_000_001.0001, 1_767_225_599.999, 1_767_225_600.0, 1_782_000_123.25):
+            monkeypatch.setattr(text.time, "time", lambda t=t: t)
+            expected = datetime.fromtimestamp(t, timezone.utc).astimezone().isoformat(timespec="milliseconds")
+            assert text.now_iso() == expected, (zone, t)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_a_killed_writes_temporary_is_named_as_the_work_dir_clears_it(tmp_path: Path) -> None:
+    """Temporaries are `.<name>.<8 of [a-z0-9_]>.tmp` beside the file, absolute even for a relative path."""
+    import re
+
+    from evaltui.engine.disk.workdir import _RANDOM
+    from evaltui.fsutil import _temporary
+
+    names = set()
+    for target in (tmp_path / "infer_status" / "m" / "d.json", Path(os.path.relpath(tmp_path / "x.json"))):
+        for _ in range(50):
+            fd, tmp = _temporary(target)
+            os.close(fd)
+            assert os.path.isabs(tmp) and Path(tmp).parent == Path(os.path.abspath(target)).parent
+            assert Path(tmp).name.startswith(f".{target.name}.") and re.search(_RANDOM, tmp), tmp
+            names.add(tmp)
+    assert len(names) == 100

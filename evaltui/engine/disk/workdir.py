@@ -18,13 +18,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from evaltui import fastjson
 from evaltui.engine.disk.lockstate import lock_holder
 from evaltui.fsutil import Listing, Listings, Unreadable, atomic_write_json, atomic_write_text, open_regular, read_json, read_regular, read_small
+from evaltui.text import now_iso, parse_iso
 
 TERMINAL = ("done", "fail")
 # What each kind of work-dir file may weigh when it is read (fsutil.open_regular: a FIFO, a
@@ -59,20 +60,6 @@ class NotAWorkDir(Exception):
 def in_use(pid: object) -> str:
     """Why a work dir held by `pid` cannot be used now (after the field or path naming it)."""
     return f"is in use by another evaltui (pid {pid}); wait for it or pass --work-dir"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")
-
-
-def parse_iso(text: str) -> float | None:
-    text = text.strip()
-    if text.endswith("Z"):  # Python 3.10's fromisoformat does not read the UTC designator
-        text = text[:-1] + "+00:00"
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
 
 
 def shard_suffix(shard: int, shards: int) -> str:
