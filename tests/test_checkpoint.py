@@ -37,7 +37,7 @@ def test_the_answers_of_one_turn_go_out_in_one_write_at_its_end(tmp_path: Path, 
         cp = deferred(tmp_path / "tmp_0.jsonl", version="v1")
         for i in range(3):
             cp.append(entry(i))
-        assert lines(cp.path) == [{"version": "v1"}]  # not yet: the turn is not over
+        assert lines(cp.path) == []  # not yet: the turn is not over (nor the version line, which goes with them)
         await asyncio.sleep(0)
         assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2]
         cp.append(entry(3))
@@ -48,7 +48,7 @@ def test_the_answers_of_one_turn_go_out_in_one_write_at_its_end(tmp_path: Path, 
         assert [e.get("index") for e in lines(cp.path)] == [None, 0, 1, 2, 3, 4]
 
     asyncio.run(run())
-    assert [w.count(b"\n") for w in writes] == [1, 3, 1, 1]  # header; one turn's three; one; the last at close
+    assert [w.count(b"\n") for w in writes] == [4, 1, 1]  # the version line with one turn's three; one; the last at close
 
 
 def test_answers_of_workers_that_finish_in_one_turn_share_a_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,3 +232,22 @@ def test_the_merge_of_held_bytes_writes_what_the_merge_of_the_files_writes(tmp_p
     for held in ({first: MESSY}, {first: MESSY, second: second.read_bytes()}):
         merge_checkpoints(paths, 6, tmp_path / "held.json", epochs=epochs, selection=selection, held=held)
         assert (tmp_path / "held.json").read_bytes() == (tmp_path / "read.json").read_bytes()
+
+
+def test_a_begun_file_says_its_version_first_even_with_no_answer_or_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    full = full_disk(monkeypatch)
+
+    async def run() -> None:
+        quiet = deferred(tmp_path / "tmp_quiet.jsonl", version="v1")
+        quiet.close()  # cancelled before any answer: the version line still goes out at close
+        assert lines(quiet.path) == [{"version": "v1"}]
+        cp = deferred(tmp_path / "tmp_full.jsonl", version="v1")
+        full["disk"] = True
+        cp.append(entry(0))
+        with pytest.raises(OSError):
+            await cp.written()
+        full["disk"] = False
+        cp.close()
+        assert cp.path.read_bytes() == b""  # never an answer without the version line before it
+
+    asyncio.run(run())

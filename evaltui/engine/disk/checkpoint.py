@@ -53,6 +53,7 @@ class Checkpoint:
         self._pending: list[bytes] = []
         self._failed: OSError | None = None
         self.kept: bytearray | None = None  # every byte of the file, when it began it (open's `keep`)
+        self._head = b""  # the version line of a file it began, until written
 
     def open(self, defer: Callable[[Callable[[], None]], object] | None = None, *, keep: bool = False) -> None:
         """Open for appending, first cutting off a torn last line so the next line starts clean.
@@ -91,7 +92,9 @@ class Checkpoint:
         self._failed = None
         self.kept = bytearray() if keep and size == 0 else None
         if size == 0 and self.version:  # (its size as cut: no fstat again, for each of 10,000 datasets' files)
-            self._write(json_bytes({"version": self.version}) + b"\n")
+            self._head = json_bytes({"version": self.version}) + b"\n"
+            if defer is None:
+                self.flush()  # else it goes out with the first lines, in their write (or at close)
 
     def append(self, entry: dict[str, Any]) -> None:
         assert self._fd is not None, "checkpoint not open"
@@ -113,9 +116,9 @@ class Checkpoint:
 
     def flush(self) -> None:
         """Write the lines still held (one write), now."""
-        if self._pending and self._fd is not None:
-            lines, self._pending = self._pending, []
-            self._write(b"".join(lines))
+        if (self._pending or self._head) and self._fd is not None:
+            lines, self._pending, head, self._head = self._pending, [], self._head, b""
+            self._write(head + b"".join(lines))  # (should it fail, nothing follows it: every later append raises)
 
     def _flush_deferred(self) -> None:
         try:
