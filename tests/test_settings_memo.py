@@ -116,3 +116,46 @@ def test_settings_keys_tell_values_and_types_apart(tmp_path: Path) -> None:
     assert settings_key(plan.datasets[0]) != settings_key(plan.datasets[1])  # abbr and path counted when not skipped
     assert values_key((1,)) != values_key((1.0,)) != values_key((True,))
     assert values_key((2**70,)) is None  # beyond what orjson writes: nothing is kept, the version is made anew
+
+
+def test_a_plans_problems_found_once_for_each_kind_of_settings_are_those_found_for_each_dataset(tmp_path: Path, monkeypatch: Any) -> None:
+    """check_semantics checks each kind of dataset settings once (and check_judges each kind's
+    evaluator): every dataset still gets each of its problems, under its own index, in order,
+    as when each dataset is checked on its own (settings_key None: no memo)."""
+    import pytest
+
+    from evaltui.plan import PlanError, checks
+
+    (tmp_path / "ok.jsonl").write_text(RECORDS, encoding="utf-8")
+    bad_kinds: list[dict[str, Any]] = [
+        {"prompt": "{0}"},  # a template that names no field
+        {"evaluator": {"type": "regex"}},  # no pattern
+        {"mode": "ppl", "choices": ["a"], "evaluator": {"type": "ppl"}},  # too few choices
+        {"epochs": 2, "evaluator": {"type": "exact", "reducer": "pass_at_k"}},  # no k
+        {"evaluator": {"type": "model_graded_qa", "judge": "nobody"}},  # no such judge
+        {"evaluator": {"type": "gsm8k", "baseline": "m"}},  # a pairwise key elsewhere
+        {"fail_on_error": 0.5, "score_on_error": True},
+        {},
+    ]
+    datasets = []
+    for i in range(24):
+        path = "ok.jsonl" if i % 5 else f"missing{i}.jsonl"  # a path's problem is each dataset's own
+        datasets.append({"abbr": f"d{i}", "path": path, "prompt": "{question}", "target": "{answer}", **bad_kinds[i % len(bad_kinds)]})
+    plan = tmp_path / "plan.toml"
+    plan.write_text(tomli_w.dumps({"models": [{"abbr": "m", "type": "lightllm", "url": "http://127.0.0.1:1/generate"}], "datasets": datasets}), encoding="utf-8")
+
+    def problems() -> list[str]:
+        with pytest.raises(PlanError) as e:
+            load_plan(plan)
+        return e.value.problems
+
+    calls: list[str] = []
+    check_settings = checks._check_settings
+    monkeypatch.setattr(checks, "_check_settings", lambda plan, ds: calls.append(ds.abbr) or check_settings(plan, ds))
+    memo = problems()
+    assert len(calls) == len(bad_kinds)  # once a kind
+    monkeypatch.setattr(checks, "settings_key", lambda model, skip=(): None)
+    alone = problems()
+    assert len(calls) == len(bad_kinds) + len(datasets)  # once a dataset
+    assert memo == alone
+    assert len(memo) == 26 and sum(p.startswith("plan.toml: datasets[22].") for p in memo) == 1
