@@ -45,7 +45,7 @@ from evaltui.engine.unit.heap import settle_heap
 from evaltui.exitcode import ExitCode
 from evaltui.fsutil import Unreadable, atomic_write_text
 from evaltui.plan import ModelConfig, Plan
-from evaltui.plan.snapshot import dumps_snapshot
+from evaltui.plan.snapshot import dumps_snapshot, snapshot_to_write
 
 if TYPE_CHECKING:
     from evaltui.scoring.leaderboard import Leaderboard
@@ -297,7 +297,7 @@ class Runner:
 
     # ------------------------------------------------------------------ parts
     def _write_snapshot(self) -> None:
-        data = self._snapshot_of.snapshot()
+        data = snapshot_to_write(self._snapshot_of)
         data["run"]["work_dir"] = str(self.workdir.root)
         atomic_write_text(self.workdir.plan_file, dumps_snapshot(data))
 
