@@ -61,8 +61,8 @@ def values_key(values: Any) -> bytes | None:
 
 
 def _fields(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.__dict__
+    if isinstance(value, BaseModel):  # (named: two kinds of table with the same fields are two values)
+        return [type(value).__qualname__, value.__dict__]
     if isinstance(value, Path):
         return str(value)
     raise TypeError(type(value).__name__)
