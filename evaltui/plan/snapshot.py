@@ -40,7 +40,7 @@ def dumps_snapshot(data: dict[str, Any]) -> str:
     for ds in datasets:
         if not (isinstance(ds, dict) and all(isinstance(ds.get(k), str) for k in _PUT_IN)):
             return tomli_w.dumps(data)
-        like = {k: stand_in.get(k, v) if k in _PUT_IN else v for k, v in ds.items()}
+        like = {**ds, **stand_in}  # (both keys are there: their places kept)
         try:
             kind = orjson.dumps(like)
         except TypeError:  # not JSON (a date, an integer beyond 64 bits): not vouched for
