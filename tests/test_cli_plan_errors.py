@@ -497,3 +497,41 @@ def test_a_command_line_it_refuses_is_one_line_and_exit_2(argv: list[str], said:
     assert exit_.value.code == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1 and err.startswith(said), err
+
+
+def _too_deep_walking_every_value(raw: dict[str, Any]) -> str | None:
+    """load._too_deep as it was: every value walked (the reference its faster walk must match)."""
+    from evaltui.plan.load import _NAMED_LEVELS, MAX_NESTING
+
+    stack: list[tuple[Any, str, int]] = [(raw, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return f"{where}…"
+        named = depth < _NAMED_LEVELS
+        if isinstance(value, dict):
+            stack += [(v, (f"{where}.{k}" if where else str(k)) if named else where, depth + 1) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{where}[{i}]" if named else where, depth + 1) for i, v in enumerate(value)]
+    return None
+
+
+def test_the_walk_of_tables_and_arrays_finds_what_the_walk_of_every_value_found() -> None:
+    """_too_deep walks only tables and arrays: the same first path, or None, for nestings at,
+    around and past the limit, scalars or empty ones at the bottom, several too deep at once."""
+    import random
+
+    from evaltui.plan.load import MAX_NESTING, _too_deep
+
+    rng = random.Random(23)
+
+    def nest(depth: int) -> Any:
+        bottom = rng.choice([1, "x", [], {}, [2], {"k": 3}])
+        for _ in range(depth):
+            bottom = rng.choice([lambda v: [v], lambda v: {"k": v}, lambda v: [1, v, "s"], lambda v: {"a": 1, "b": v, "c": [v]}])(bottom)
+        return bottom
+
+    for _ in range(400):
+        raw = {f"t{j}": nest(rng.randint(MAX_NESTING - 4, MAX_NESTING + 2)) for j in range(rng.randint(1, 3))}
+        raw["datasets"] = [{"abbr": "d", "evaluator": {"type": "x", "k": [1]}}, nest(rng.randint(0, MAX_NESTING + 1))]
+        assert _too_deep(raw) == _too_deep_walking_every_value(raw), raw

@@ -237,14 +237,14 @@ def test_the_fingerprint_made_while_checking_a_dataset_is_that_of_its_bytes(tmp_
     it no more): what it keeps is the sha256 of every byte of the file, however far the check read."""
     import hashlib
 
-    import evaltui.datasets as datasets
+    from evaltui.datasets import kept
 
     data = tmp_path / name
     data.write_text(content, encoding="utf-8")
     plan, ds = _unchecked(tmp_path, data, extra)
     check_dataset(plan, ds)
     st = data.stat()
-    kept = datasets._FINGERPRINTS.get(datasets._identity(st))
+    kept = kept._FINGERPRINTS.get(kept.identity(st))
     assert kept == hashlib.sha256(data.read_bytes()).hexdigest()[:16]
     assert file_fingerprint(plan, ds) == kept
 
@@ -302,25 +302,25 @@ def test_a_small_data_file_checked_is_loaded_again_from_its_bytes_held_and_anew_
 
 
 def test_the_bytes_held_are_bounded_the_oldest_let_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import evaltui.datasets as datasets
+    from evaltui.datasets import kept
 
-    monkeypatch.setattr(datasets, "_HELD", {})
-    monkeypatch.setattr(datasets, "_held_size", [0])
-    monkeypatch.setattr(datasets, "HELD_BYTES", len(RECORDS.encode()) * 2)
+    monkeypatch.setattr(kept, "_HELD", {})
+    monkeypatch.setattr(kept, "_held_size", [0])
+    monkeypatch.setattr(kept, "HELD_BYTES", len(RECORDS.encode()) * 2)
     keys = []
     for name in ("a", "b", "c"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "d.jsonl").write_text(RECORDS, encoding="utf-8")
         plan_for(tmp_path / name)
         st = (tmp_path / name / "d.jsonl").stat()
-        keys.append(datasets._identity(st))
-    assert list(datasets._HELD) == keys[1:]
-    assert datasets._held_size == [len(RECORDS.encode()) * 2]
+        keys.append(kept.identity(st))
+    assert list(kept._HELD) == keys[1:]
+    assert kept._held_size == [len(RECORDS.encode()) * 2]
     big = tmp_path / "big"
     big.mkdir()
-    (big / "d.jsonl").write_text(RECORDS * (datasets.HELD_FILE_BYTES // len(RECORDS) + 1), encoding="utf-8")
+    (big / "d.jsonl").write_text(RECORDS * (kept.HELD_FILE_BYTES // len(RECORDS) + 1), encoding="utf-8")
     plan_for(big)
-    assert list(datasets._HELD) == keys[1:]  # too large a file to hold
+    assert list(kept._HELD) == keys[1:]  # too large a file to hold
 
 
 def test_a_data_file_rewritten_in_place_with_its_time_put_back_is_read_anew(tmp_path: Path) -> None:
@@ -341,3 +341,72 @@ def test_a_data_file_rewritten_in_place_with_its_time_put_back_is_read_anew(tmp_
     assert (now.st_ino, now.st_size, now.st_mtime_ns) == (old.st_ino, old.st_size, old.st_mtime_ns)
     assert load_records(plan, ds)[1]["answer"] == "7"
     assert file_fingerprint(plan, ds) not in (None, before)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        RECORDS,
+        "\ufeff" + RECORDS,
+        RECORDS.rstrip("\n"),  # no newline at the end
+        "\n  \n" + RECORDS + "\n\t\n",  # blank lines (counted in the line numbers)
+        RECORDS.replace("\n", "\r\n"),
+        RECORDS.replace("\n", "\r"),  # a lone CR ends a line too
+        RECORDS + '{"question": "big", "answer": 123456789012345678901234567890}\n',
+        RECORDS + '{"question": "cut", "answer": \n',  # not valid JSON: the message names the line and column
+        RECORDS + "[1, 2]\n",  # not an object
+        RECORDS + "\ufeff" + RECORDS,  # a BOM that is not the first character is data
+        '{"question": "é ü 漢", "answer": "\\u00e9"}\n',
+    ],
+    ids=["plain", "bom", "no-final-newline", "blank-lines", "crlf", "cr", "big-int", "bad-json", "not-object", "inner-bom", "non-ascii"],
+)
+def test_a_small_file_split_whole_gives_what_reading_it_line_by_line_gives(tmp_path: Path, content: str) -> None:
+    """check_dataset reads a small .jsonl file in one read and splits it at once (_split_lines);
+    the records, or the error and its place, are those the general reader gives."""
+    import hashlib
+
+    import evaltui.datasets as datasets
+    from evaltui.datasets import DatasetError, iter_records, kept
+
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(content.encode("utf-8"))
+
+    def read(**how: Any) -> tuple[list[Any], str | None]:
+        got: list[Any] = []
+        try:
+            for rec in iter_records(path, **how):
+                got.append(rec)
+        except DatasetError as e:
+            return got, str(e)
+        return got, None
+
+    general = read()
+    assert (datasets._split_lines(path.read_bytes()) is None) == ("\r" in content)  # split at once but where a CR is
+    assert read(fingerprint=True) == general  # read whole (_small_file) and split
+    assert read(held=path.read_bytes()) == general  # held bytes, split
+    assert kept._FINGERPRINTS[kept.identity(path.stat())] == hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"a": "1"}\n{"a": "\xff"}\n', b'{"a": "1"}\n\xef\xbb\xbf{"a": "2"}\n', b"\xef\xbb\xbf\xef\xbb\xbf{}\n"],
+    ids=["not-utf8", "inner-bom", "two-boms"],
+)
+def test_a_small_file_that_is_not_plain_utf8_is_read_as_before(tmp_path: Path, data: bytes) -> None:
+    """Bytes one decode refuses are left to the incremental reader, whose error (and the records
+    before it) a user saw before; the records of the others are the general reader's."""
+    from evaltui.datasets import DatasetError, iter_records
+
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(data)
+
+    def read(**how: Any) -> tuple[list[Any], str | None]:
+        got: list[Any] = []
+        try:
+            for rec in iter_records(path, **how):
+                got.append(rec)
+        except DatasetError as e:
+            return got, str(e)
+        return got, None
+
+    assert read(fingerprint=True) == read() == read(held=data)

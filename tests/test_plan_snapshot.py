@@ -57,3 +57,29 @@ def _written(folder: Path, text: str) -> Path:
     path = folder / "again.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def test_the_snapshot_to_write_is_the_plans_snapshot(tmp_path: Path) -> None:
+    """snapshot_to_write dumps each kind of dataset table once: the same data as snapshot(), in
+    the same order (so the same text), for kinds repeated, interleaved and alone, paths through
+    a link or another folder, and a model whose secret header is redacted."""
+    from evaltui.plan.snapshot import snapshot_to_write
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "e.jsonl").write_text('{"question": "q", "answer": "a"}\n', encoding="utf-8")
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    kinds = [{}, {"limit": 2}, {"evaluator": {"type": "gsm8k"}}, {"stop": ["\n\n", "Q:"], "epochs": 2}, {"evaluator": {"type": "gsm8k", "timeout": 5.0}}]
+    datasets = [_dataset(i, **kinds[i * 7 % len(kinds)]) for i in range(12)]
+    datasets[3]["path"] = "linked/e.jsonl"
+    datasets[5]["path"] = str(tmp_path / "real" / "e.jsonl")
+    (tmp_path / "d.jsonl").write_text('{"question": "q", "answer": "a"}\n', encoding="utf-8")
+    models = [{"abbr": "m", "type": "openai-chat", "model": "x", "url": "http://127.0.0.1:1/v1", "headers": {"X-Api-Key": "secret", "X-Team": "t"}}]
+    path = tmp_path / "plan.toml"
+    path.write_text(tomli_w.dumps({"title": "t", "models": models, "datasets": datasets}), encoding="utf-8")
+    plan = load_plan(path, check_data=False)
+    expected, got = plan.snapshot(), snapshot_to_write(plan)
+    assert got == expected
+    assert [list(d) for d in got["datasets"]] == [list(d) for d in expected["datasets"]] and list(got) == list(expected)
+    assert dumps_snapshot(got) == dumps_snapshot(expected) == tomli_w.dumps(expected)
+    assert got["models"][0]["headers"]["X-Api-Key"] != "secret"
+    assert got["datasets"][3]["path"] == str((tmp_path / "real" / "e.jsonl").resolve())

@@ -490,3 +490,36 @@ def test_stats_request_window(http):
     assert body["first_received"] < body["last_done"] == log[-1]["t_done"] <= t1
     http.post("/sim/reset")
     assert http.get("/sim/stats").json()["last_done"] is None
+
+
+def test_the_answer_key_is_written_as_json_dumps_writes_it(tmp_path):
+    """write_answer_key writes a gen dataset's lines without json.dumps (30,000 of them at a run's
+    start): each is the text json.dumps makes of its {"prompt", "answer"}, quotes, escapes and
+    non-ASCII text alike; the other modes' lines (with choices) are json.dumps's own."""
+    import io
+
+    import tomli_w
+
+    from evaltui.engine.run.simproc import write_answer_key
+    from evaltui.plan import load_plan
+
+    rows = [{"question": 'say "hi"\\ \t né 漢 \U0001f600', "answer": "#### 1\n"}, {"question": "plain", "answer": "x"}]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "c.jsonl").write_text(json.dumps({"question": "pick", "label": "1"}) + "\n", encoding="utf-8")
+    plan = {
+        "models": [{"abbr": "m", "type": "lightllm", "url": "sim://"}],
+        "datasets": [
+            {"abbr": "d", "path": "d.jsonl", "prompt": "Q: {question}", "target": "{answer}", "system": "Be brief ✓."},
+            {"abbr": "c", "path": "c.jsonl", "prompt": "{question}", "target": "{label}", "mode": "ppl", "choices": [" a", " b"], "evaluator": {"type": "ppl"}},
+        ],
+    }
+    path = tmp_path / "plan.toml"
+    path.write_text(tomli_w.dumps(plan), encoding="utf-8")
+    out = io.StringIO()
+    count = write_answer_key(load_plan(path), out)
+    lines = out.getvalue().splitlines()
+    assert count == len(lines) == 5
+    assert lines == [json.dumps(json.loads(line)) for line in lines]
+    assert json.loads(lines[0]) == {"prompt": 'Q: say "hi"\\ \t né 漢 \U0001f600', "answer": "#### 1\n"}
+    assert json.loads(lines[1]) == {"prompt": 'Be brief ✓.\n\nQ: say "hi"\\ \t né 漢 \U0001f600', "answer": "#### 1\n"}
+    assert list(json.loads(lines[-1])) == ["prompt", "answer", "choices"]

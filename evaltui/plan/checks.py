@@ -26,6 +26,7 @@ from evaltui.plan.conversation import check_conversation
 from evaltui.plan.evaluator import EvaluatorConfig
 from evaltui.plan.judges import check_judges
 from evaltui.plan.schema import ABBR_RE, DatasetConfig, ModelConfig, Plan, RunConfig, expand_home
+from evaltui.plan.strict import settings_key
 from evaltui.sim.url import sim_options
 
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".csv", ".parquet")
@@ -37,9 +38,11 @@ def check_semantics(plan: Plan, env: Mapping[str, str]) -> list[str]:
     generates = any(ds.mode == "gen" for ds in plan.datasets)  # a ppl or loglikelihood request generates one token
     for i, m in enumerate(plan.models):
         problems += [f"models[{i}].{p}" for p in _check_model(m, env) + _check_fleet(m, generates)]
-    for i, ds in enumerate(plan.datasets):
-        problems += [f"datasets[{i}].{p}" for p in _check_dataset_config(plan, ds)]
-    return problems + check_judges(plan)
+    # settings (all but abbr and path) checked once a kind: 10,000 datasets of a few kinds were the same checks 10,000 times
+    kinds, memo = [settings_key(ds, ("abbr", "path")) for ds in plan.datasets], dict[bytes, list[str]]()
+    for i, (ds, kind) in enumerate(zip(plan.datasets, kinds, strict=True)):
+        problems += [f"datasets[{i}].{p}" for p in _check_dataset_config(plan, ds, kind, memo)]
+    return problems + check_judges(plan, kinds)
 
 
 def _check_abbrs(plan: Plan) -> list[str]:
@@ -262,7 +265,8 @@ def _check_ca_file(path: str) -> list[str]:
     return []
 
 
-def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
+def _check_dataset_config(plan: Plan, ds: DatasetConfig, kind: bytes | None, memo: dict[bytes, list[str]]) -> list[str]:
+    """Its path's and data file's problems, then its settings' (`memo`: by settings_key `kind`)."""
     nul = nul_byte(ds.path)
     if nul is not None:
         return [f"path: {nul}"]
@@ -270,8 +274,14 @@ def _check_dataset_config(plan: Plan, ds: DatasetConfig) -> list[str]:
         path = plan.dataset_path(ds)
     except ValueError as e:
         return [f"path: {e}"]
-    data = check_benchmark(ds, plan.models) if ds.benchmark else _check_data_file(path, ds.columns) + benchmark_keys_unused(ds)
-    checks = data + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator) + check_filters(ds.evaluator) + _check_installed(ds.evaluator)
+    data = check_benchmark(ds, plan.models) if ds.benchmark else _check_data_file(path, ds.columns)
+    return data + (_check_settings(plan, ds) if kind is None else memo[kind] if kind in memo else memo.setdefault(kind, _check_settings(plan, ds)))
+
+
+def _check_settings(plan: Plan, ds: DatasetConfig) -> list[str]:
+    """What of a dataset's problems its settings alone make (not its abbr, path or data file)."""
+    unused = [] if ds.benchmark else benchmark_keys_unused(ds)
+    checks = unused + _check_templates(ds) + _check_mode(plan, ds) + _check_pattern(ds.evaluator) + check_filters(ds.evaluator) + _check_installed(ds.evaluator)
     return checks + _check_epochs(plan, ds) + _check_error_policy(ds) + check_conversation(plan, ds)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import string
+from collections.abc import Sequence
 from importlib.metadata import entry_points
 
 from evaltui.plan.baseline import BaselineFileError, read_baseline_file
@@ -39,7 +40,9 @@ def answer_hash(answer: str) -> str:
     return hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def check_judges(plan: Plan) -> list[str]:
+def check_judges(plan: Plan, kinds: Sequence[bytes | None] | None = None) -> list[str]:
+    """The judges' and evaluators' problems; `kinds`: each dataset's settings_key, whose
+    evaluator is checked once for each kind (a None kind is checked on its own)."""
     problems: list[str] = []
     if not plan.tested:
         problems.append('models: every model has role = "judge": there is no model to evaluate')
@@ -47,8 +50,15 @@ def check_judges(plan: Plan) -> list[str]:
     for i, m in enumerate(plan.models):
         if m.role == "judge" and m.abbr not in named:
             problems.append(f"models[{i}].role: {m.abbr!r} is a judge that no evaluator names (judge = {m.abbr!r} in a [datasets.evaluator])")
+    memo: dict[bytes, list[str]] = {}
     for i, ds in enumerate(plan.datasets):
-        problems += [f"datasets[{i}].evaluator.{p}" for p in _check_evaluator(plan, ds)]
+        kind = kinds[i] if kinds is not None else None
+        found = memo.get(kind) if kind is not None else None
+        if found is None:
+            found = _check_evaluator(plan, ds)
+            if kind is not None:
+                memo[kind] = found
+        problems += [f"datasets[{i}].evaluator.{p}" for p in found]
     return problems
 
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from typing import Any
 
 from evaltui.datasets import file_fingerprint
 from evaltui.plan import DatasetConfig, ModelConfig, Plan
+from evaltui.plan.strict import settings_key, values_key
 from evaltui.scoring.score import JUDGE_REVISIONS
 from evaltui.sim.url import sim_options
 
@@ -82,11 +84,18 @@ def evaluator_version(ds: DatasetConfig) -> str:
     known = _EVALUATORS.get(id(ds.evaluator))
     if known is not None and known[0] is ds.evaluator:
         return known[1]
-    keys = ds.evaluator.versioned_dump()
-    revision = JUDGE_REVISIONS.get(keys["type"])
-    if revision is not None:
-        keys["revision"] = revision
-    value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    # by the settings' values: 10,000 datasets of one evaluator are 10,000 objects of one version
+    settings = settings_key(ds.evaluator)
+    key = None if settings is None else (settings, JUDGE_REVISIONS.get(ds.evaluator.type))
+    value = None if key is None else _EVALUATOR_VALUES.get(key)
+    if value is None:
+        keys = ds.evaluator.versioned_dump()
+        revision = JUDGE_REVISIONS.get(keys["type"])
+        if revision is not None:
+            keys["revision"] = revision
+        value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+        if key is not None:
+            _remember(_EVALUATOR_VALUES, key, value)
     _remember(_EVALUATORS, id(ds.evaluator), (ds.evaluator, value))
     return value
 
@@ -104,15 +113,29 @@ def dataset_fingerprint(plan: Plan, ds: DatasetConfig) -> str:
     known = _DATASETS.get((id(ds), count, data))
     if known is not None and known[0] is ds:
         return known[1]
-    keys = {
-        "dataset": ds.model_dump(mode="json", include={"columns", "prompt", "system", "target", "mode", "choices", "limit", "sample_ids"}),
-        "epochs": count,
-        "evaluator": evaluator_version(ds),
-        "data": data,
-    }
-    value = hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:12]
+    # json.dumps({"data": …, "dataset": …, "epochs": …, "evaluator": …}, sort_keys=True) (the keys
+    # in that order), its "dataset" part made once for each set of settings: the data differ
+    # (a string's JSON as json.dumps makes it, without the encoder it makes for each call)
+    text = f'{{"data": {_json_string(data)}, "dataset": {_fingerprinted_json(ds)}, "epochs": {int(count)}, "evaluator": {_json_string(evaluator_version(ds))}}}'
+    value = hashlib.sha256(text.encode()).hexdigest()[:12]
     _remember(_DATASETS, (id(ds), count, data), (ds, value))
     return value
+
+
+_FINGERPRINTED = ("columns", "prompt", "system", "target", "mode", "choices", "limit", "sample_ids")  # a dataset's, in its dataset_fingerprint
+_fingerprinted = operator.attrgetter(*_FINGERPRINTED)
+_json_string = json.encoder.encode_basestring_ascii
+
+
+def _fingerprinted_json(ds: DatasetConfig) -> str:
+    """The JSON (sorted keys) of the settings a dataset_fingerprint hashes, made once for each set of them."""
+    key = values_key(_fingerprinted(ds))
+    text = None if key is None else _FINGERPRINTED_JSON.get(key)
+    if text is None:
+        text = json.dumps(ds.model_dump(mode="json", include=set(_FINGERPRINTED)), sort_keys=True)
+        if key is not None:
+            _remember(_FINGERPRINTED_JSON, key, text)
+    return text
 
 
 # Versions made, by the settings object they were made of (a plan's models are frozen), which is
@@ -124,6 +147,9 @@ _DATASETS: dict[tuple[int, int, str], tuple[Any, str]] = {}
 _PAIRS: dict[tuple[int, int, str], tuple[Any, str]] = {}
 _MODELS: dict[int, tuple[ModelConfig, str]] = {}
 _SETTINGS: dict[tuple[Any, ...], str] = {}
+# ... and by the settings' values (settings_key), which objects of the same settings share
+_EVALUATOR_VALUES: dict[tuple[bytes, int | None], str] = {}
+_FINGERPRINTED_JSON: dict[bytes, str] = {}
 _REMEMBERED = 100_000  # entries each keeps before it starts over (a long session loading plan after plan)
 
 

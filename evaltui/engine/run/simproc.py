@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import threading
-from typing import IO, Any
+from typing import IO
 
 from evaltui.backends import backend_class
 from evaltui.conversation import Script, as_text
@@ -27,6 +27,7 @@ START_TIMEOUT = 30.0
 #: The pipes' buffer: the answer key (~2 MB for 30,000 prompts) is made while the child starts
 #: (~0.5 s of imports) instead of waiting on a full 64 KiB pipe until the child reads it.
 KEY_BUFFER = 8 << 20
+_json_string = json.encoder.encode_basestring_ascii  # a str's JSON as json.dumps writes it
 
 
 class SimulatorError(Exception):
@@ -58,10 +59,10 @@ def write_answer_key(plan: Plan, out: IO[str]) -> int:
                     continue  # no choice is right (a gold out of range): the simulator knows nothing of it
                 prompts, answer = prompts[-1:], right
             for prompt in prompts:
-                line: dict[str, Any] = {"prompt": prompt, "answer": answer}
-                if ds.mode != "gen":
-                    line["choices"] = list(s.choices)
-                out.write(json.dumps(line) + "\n")
+                if ds.mode == "gen":  # json.dumps({"prompt": …, "answer": …}), without making a dict and an encoder for each of 30,000
+                    out.write(f'{{"prompt": {_json_string(prompt)}, "answer": {_json_string(answer)}}}\n')
+                else:
+                    out.write(json.dumps({"prompt": prompt, "answer": answer, "choices": list(s.choices)}) + "\n")
                 count += 1
     return count
 

@@ -2,26 +2,40 @@
 
 Records are plain dicts. A run reads them as its workers take them (`open_records`) and renders a
 sample only when it is about to be sent, so a large dataset costs memory for the samples in
-flight, not for its records (a .json array is the exception: it is parsed whole).
+flight, not for its records (a .json array is the exception: it is parsed whole). What is learnt
+of a data file on the way (its count, fingerprint, a small one's bytes) is kept by the file's
+identity (`kept`), so that 10,000 small datasets are not each read again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import gzip
-import hashlib
 import io
 import itertools
 import json
 import os
 import sys
 import zlib
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any
 
 from evaltui import fastjson
+from evaltui.datasets.kept import (
+    ANY_SIZE,
+    FIRST_READ_BYTES,
+    HELD_FILE_BYTES,
+    Hashing,
+    count_key,
+    counted,
+    file_fingerprint,
+    file_key,
+    held_bytes,
+    keep,
+    small_file,
+)
+from evaltui.datasets.kept import known_count as known
 from evaltui.fsutil import Unreadable, open_regular
 from evaltui.templates import (
     Sample,
@@ -52,29 +66,45 @@ MAX_RECORD_CHARS = 16 << 20
 #: The largest .json file read (it is parsed whole); the line-per-record formats have no bound
 #: but their records'.
 MAX_JSON_BYTES = 256 << 20
-_ANY_SIZE = 1 << 62
 
 
 def _open_text(path: Path, fingerprint: bool = False, held: bytes | None = None) -> io.TextIOBase:
     """The file as text, once it is known to be a regular file (a FIFO would hang the reader);
-    `fingerprint`: its bytes hashed on the way (_Hashing), not .gz; `held`: its bytes, kept."""
+    `fingerprint`: its bytes hashed on the way (kept.Hashing), not .gz; `held`: its bytes, kept."""
     if held is not None:
         return io.TextIOWrapper(io.BytesIO(held), encoding="utf-8-sig", newline="")
-    raw = open_regular(path, MAX_JSON_BYTES if path.name.endswith(".json") else _ANY_SIZE)
+    raw = open_regular(path, MAX_JSON_BYTES if path.name.endswith(".json") else ANY_SIZE)
     if fingerprint and not path.name.endswith(".gz"):
         st = os.fstat(raw.fileno())
-        if st.st_size <= HELD_FILE_BYTES:  # read whole, hashed and held at once: the layers of _Hashing were most of a small file's cost
+        if st.st_size <= HELD_FILE_BYTES:  # read whole, hashed and held at once: the layers of Hashing were most of a small file's cost
             with raw:
                 data = raw.read()
-            key = _identity(st)
-            _FINGERPRINTS[key] = hashlib.sha256(data).hexdigest()[:16]
-            if len(data) == st.st_size:  # (not one that grew as it was read)
-                _hold(key, data)
-            return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig", newline="")
-        raw = io.BufferedReader(_Hashing(raw))
+            return io.TextIOWrapper(io.BytesIO(keep(st, data)), encoding="utf-8-sig", newline="")
+        raw = io.BufferedReader(Hashing(raw))
     if path.name.endswith(".gz"):
         raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
     return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")  # -sig: a leading BOM is not data
+
+
+def _split_lines(data: bytes) -> list[str] | None:
+    """A small file's lines as _lines gives them (each with its "\n", a leading BOM dropped), in
+    one decode and one split; None where that could differ (bytes that are not UTF-8, whose error
+    is the incremental reader's to report; a "\r", which it also ends a line at): then the file
+    is read through io as any other."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\r" in text or len(text) > MAX_RECORD_CHARS:
+        return None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    last = lines.pop()
+    whole = [line + "\n" for line in lines]
+    if last:
+        whole.append(last)
+    return whole
 
 
 def _lines(f: io.TextIOBase, name: str) -> Iterator[str]:
@@ -95,7 +125,7 @@ def iter_records(
 
     A record whose index is in `skip` (a resumed run's finished samples) is yielded as None,
     unread where the format allows: a .jsonl line is not parsed. `held`: the file's bytes, kept
-    (_HELD) since they were read, for the file itself."""
+    (kept.py) since they were read, for the file itself."""
     name = path.name
     try:
         if name.endswith((".jsonl", ".jsonl.gz")):
@@ -115,23 +145,32 @@ def iter_records(
 
 
 def _jsonl_records(path: Path, skip: Container[int], fingerprint: bool = False, held: bytes | None = None) -> Iterator[dict[str, Any] | None]:
-    name = path.name
-    index = -1
+    if held is None and fingerprint:
+        held = small_file(path)
+    lines = None if held is None else _split_lines(held)
+    if lines is not None:  # a small file's bytes in hand: split at once, not read a line at a time through io
+        yield from _parsed(path.name, lines, skip)
+        return
     with _open_text(path, fingerprint, held) as f:
-        for lineno, line in enumerate(_lines(f, name), 1):
-            if not line.strip():
-                continue
-            index += 1
-            if index in skip:
-                yield None
-                continue
-            try:
-                rec = fastjson.loads_exact(line)
-            except ValueError as e:
-                raise DatasetError(f"{name} line {lineno}: not valid JSON ({e})") from None
-            if not isinstance(rec, dict):
-                raise DatasetError(f"{name} line {lineno}: expected a JSON object, got {type(rec).__name__}")
-            yield rec
+        yield from _parsed(path.name, _lines(f, path.name), skip)
+
+
+def _parsed(name: str, lines: Iterable[str], skip: Container[int]) -> Iterator[dict[str, Any] | None]:
+    index = -1
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        index += 1
+        if index in skip:
+            yield None
+            continue
+        try:
+            rec = fastjson.loads_exact(line)
+        except ValueError as e:
+            raise DatasetError(f"{name} line {lineno}: not valid JSON ({e})") from None
+        if not isinstance(rec, dict):
+            raise DatasetError(f"{name} line {lineno}: expected a JSON object, got {type(rec).__name__}")
+        yield rec
 
 
 def _parquet_records(path: Path, skip: Container[int]) -> Iterator[dict[str, Any] | None]:
@@ -188,100 +227,6 @@ def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = Fals
             yield dict(zip(header, row, strict=False))
 
 
-# Facts learnt of a data file, kept for the process and keyed by the file's identity as a stat
-# gives it (device, inode, size, mtime): asked again, the file is stat'ed (one call, not the six
-# of resolving its path), and one edited, replaced or re-pointed since has another key, so
-# nothing stale is served. Record counts are those seen while validating, so a run does not parse
-# a dataset once more just to learn its size. A small file's bytes, read whole by that check, are
-# kept too (_HELD): the simulator's answer key and the scoring parse them again (their records
-# anew, as a caller may change its own) without opening 10,000 small files once more.
-FileIdentity = tuple[int, int, int, int, int]
-_COUNTS: dict[tuple[Any, ...], int] = {}
-_FINGERPRINTS: dict[FileIdentity, str] = {}
-_HELD: dict[FileIdentity, bytes] = {}
-HELD_FILE_BYTES = 64 << 10  # a larger file is read from disk each time (its bytes would cost memory all run)
-FIRST_READ_BYTES = 4096  # what a data file's first read takes at least (a page; io reads 8 KiB chunks)
-HELD_BYTES = 16 << 20  # the held files together; the oldest are let go past it
-_held_size = [0]
-
-
-def _hold(key: FileIdentity, data: bytes) -> None:
-    _held_size[0] += len(data) - len(_HELD.pop(key, b""))
-    _HELD[key] = data
-    while _held_size[0] > HELD_BYTES:
-        _held_size[0] -= len(_HELD.pop(next(iter(_HELD))))
-
-
-def _identity(st: os.stat_result) -> FileIdentity:
-    """(device, inode, size, mtime, ctime): the change time too, which no one can set back — a
-    file rewritten in place at its old size with its mtime restored (`cp -p`, `touch -r`, a
-    tarball unpacked) is another file."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _file_key(path: Path) -> FileIdentity | None:
-    try:
-        return _identity(os.stat(path))
-    except OSError:
-        return None
-
-
-def _count_key(path: Path, ds: DatasetConfig) -> tuple[Any, ...] | None:
-    key = _file_key(path)
-    return None if key is None else (*key, tuple(ds.columns), ds.limit)
-
-
-def file_fingerprint(plan: Plan, ds: DatasetConfig) -> str | None:
-    """sha256 of the data file's bytes (None when unreadable): an edited file makes earlier
-    predictions stale."""
-    if ds.benchmark:
-        from evaltui.benchmarks import data_fingerprint
-
-        return data_fingerprint(ds, plan.base_dir)
-    path = plan.dataset_path(ds)
-    key = _file_key(path)
-    if key is not None and key in _FINGERPRINTS:
-        return _FINGERPRINTS[key]
-    digest = hashlib.sha256()
-    try:
-        with open_regular(path, _ANY_SIZE) as f:
-            read = _identity(os.fstat(f.fileno()))  # the file hashed, whatever was at the path before
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-    except OSError:
-        return None
-    value = digest.hexdigest()[:16]
-    _FINGERPRINTS[read] = value
-    return value
-
-
-class _Hashing(io.RawIOBase):
-    """A data file whose bytes are hashed as they are read and to its end when it is closed, the
-    fingerprint kept as file_fingerprint keeps it (by the open file's fstat): checking a dataset
-    reads it whole anyway, and a second read for its fingerprint was ~70 us a small dataset."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self._raw, self._digest, self._key = cast(io.BufferedReader, raw), hashlib.sha256(), _identity(os.fstat(raw.fileno()))
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        n: int = self._raw.readinto(buffer)
-        self._digest.update(memoryview(buffer)[:n])
-        return n
-
-    def close(self) -> None:
-        if not self.closed:
-            with contextlib.suppress(OSError), self._raw:  # unreadable further: no fingerprint kept
-                while self._key[2] <= _HASHED_TO_THE_END and (chunk := self._raw.read(1 << 20)):  # (not the rest of 2 GB after an error)
-                    self._digest.update(chunk)
-                if self._key[2] <= _HASHED_TO_THE_END or self._raw.tell() == self._key[2]:
-                    _FINGERPRINTS[self._key] = self._digest.hexdigest()[:16]
-        super().close()
-
-
-_HASHED_TO_THE_END = 16 << 20  # a larger file's rest is not read on close: planning hashes it
 
 
 def count_records(plan: Plan, ds: DatasetConfig) -> int:
@@ -294,8 +239,7 @@ def count_records(plan: Plan, ds: DatasetConfig) -> int:
 def known_count(plan: Plan, ds: DatasetConfig) -> int | None:
     """The records counted when the data file was checked, if it is the same file still (a stat,
     no read); None when they are to be counted."""
-    key = None if ds.benchmark else _count_key(plan.dataset_path(ds), ds)
-    return None if key is None else _COUNTS.get(key)
+    return None if ds.benchmark else known(count_key(plan.dataset_path(ds), ds))
 
 
 def open_records(plan: Plan, ds: DatasetConfig, skip: Container[int] = ()) -> Iterator[dict[str, Any] | None]:
@@ -310,8 +254,7 @@ def open_records(plan: Plan, ds: DatasetConfig, skip: Container[int] = ()) -> It
     # file that its first read takes whole anyway: a larger one is read as its records are taken
     # (one cut short mid-run fails the samples it lost, not the run's others; test_load.py).
     path = plan.dataset_path(ds)
-    key = _file_key(path)
-    kept = None if key is None else _HELD.get(key)
+    kept = held_bytes(file_key(path))
     records = iter_records(path, ds.columns or None, skip, held=kept if kept is not None and len(kept) <= FIRST_READ_BYTES else None)
     if ds.limit:
         records = itertools.islice(records, ds.limit)
@@ -332,9 +275,8 @@ def load_records(plan: Plan, ds: DatasetConfig) -> list[dict[str, Any]]:
         return _benchmark_records(plan, ds)
     intern = sys.intern
     path = plan.dataset_path(ds)
-    key = _file_key(path)
     records: list[dict[str, Any]] = []
-    for rec in iter_records(path, ds.columns or None, held=None if key is None else _HELD.get(key)):
+    for rec in iter_records(path, ds.columns or None, held=held_bytes(file_key(path))):
         assert rec is not None  # nothing skipped
         records.append({intern(k): v for k, v in rec.items()})
         if ds.limit and len(records) >= ds.limit:
@@ -359,14 +301,14 @@ def check_dataset(plan: Plan, ds: DatasetConfig) -> list[str]:
     if ds.benchmark:
         return _check_benchmark(plan, ds, checks, needs)
     path = plan.dataset_path(ds)
-    key = _count_key(path, ds)  # before the file is read: a change while it is, is a change after
+    key = count_key(path, ds)  # before the file is read: a change while it is, is a change after
     records = iter_records(path, ds.columns or None, fingerprint=True)  # the read planning's file_fingerprint then needs not make
     try:
         count, problems = check_records(records, ds.limit, checks, needs, field_checks(ds))
     except DatasetError as e:
         return [f"path: {e}"]
     if key is not None:
-        _COUNTS[key] = count
+        counted(key, count)
     if path.name.endswith(".csv") and not ds.columns:
         problems = [p + _CSV_HEADER_HINT if " has no field " in p else p for p in problems]
     if count == 0:
