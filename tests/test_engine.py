@@ -123,6 +123,32 @@ def test_concurrency_is_one_pool_per_model_and_the_next_dataset_starts_early(tmp
     assert started == ["a", "b"]
 
 
+def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path, sim_factory) -> None:
+    """The pool loads the next datasets while the started ones still have 2 × max_workers units
+    to hand out: checked as samples of the dataset being handed out come back and as the cursor
+    moves on, never waiting for the poll (an hour here) or for a dataset's turn. 40 datasets: the
+    first planning chunk (16) starts at once; the later ones only through those checks."""
+    n = 40
+    rows = [arithmetic(2, f"D{k}-") for k in range(n)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.01)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=4)],
+        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
+        run={"poll_interval": 3600.0},
+    )
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    started = {e.dataset: i for i, e in enumerate(events) if isinstance(e, ev.DatasetStarted)}
+    first_answer: dict[str, int] = {}
+    for i, e in enumerate(events):
+        if isinstance(e, ev.SampleFinished):
+            first_answer.setdefault(e.dataset, i)
+    assert len(started) == len(first_answer) == n
+    late = [k for k in range(3, n) if started[f"d{k}"] > first_answer[f"d{k - 3}"]]
+    assert not late, f"loaded only after the first answer of the dataset three before: {late}"
+
+
 def test_max_num_workers_runs_models_side_by_side(tmp_path: Path, sim_factory) -> None:
     rows = arithmetic(40)
     sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=0.03)))

@@ -182,14 +182,15 @@ class WorkerPool:
             self._maybe_start_more()
 
     def _maybe_start_more(self) -> None:
-        while self._next_to_start < len(self.runs):
-            if self._next_to_start > 0 and self._active_left() >= self._early_start_below:
-                return
-            run = self.runs[self._next_to_start]
-            self._next_to_start += 1
+        """Load the queued datasets while the started ones have < 2 × max_workers units to hand out (one look: a dataset
+        counts none till loaded); called where that falls: a unit of the cursor's dataset answered, the cursor moved, a load failed."""
+        if self._next_to_start >= len(self.runs) or (self._next_to_start > 0 and self._active_left() >= self._early_start_below):
+            return
+        assert self._tg is not None
+        for run in self.runs[self._next_to_start :]:
             run.started = True
-            assert self._tg is not None
             self._tg.start_soon(self._load, run)
+        self._next_to_start = len(self.runs)
 
     def _active_left(self) -> int:
         """The units left of the started datasets that still hand some out (from the cursor on;
@@ -197,11 +198,10 @@ class WorkerPool:
         threshold: with 10,000 datasets a sum over all started ones, at every sample, was the
         scheduling cost that grew with their number."""
         left = 0
-        for r in self.runs[self._cursor : self._next_to_start]:
-            if r.started:
-                left += r.remaining
-                if left >= self._early_start_below:
-                    break
+        for i in range(self._cursor, self._next_to_start):
+            left += self.runs[i].remaining
+            if left >= self._early_start_below:
+                break
         return left
 
     async def _load(self, run: DatasetRun) -> None:
@@ -227,8 +227,7 @@ class WorkerPool:
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._ending.finish_shard(run, s)
-        run.loaded.set()
-        self._maybe_start_more()
+        run.loaded.set()  # (no scheduling check: a dataset loaded only adds to the units ahead)
 
     async def _worker(self) -> None:
         try:
@@ -261,6 +260,7 @@ class WorkerPool:
                 run.exhausted = True  # its units sent back for another try go now (the back of its queue)
                 if self.runs[self._cursor] is run:
                     self._cursor += 1
+                    self._maybe_start_more()  # its units in flight no longer count as ahead
                 continue
             if run.small and not run.sending:  # its first unit: `running` soon, unless it has ended by then (start_shards)
                 run.sending = True
@@ -348,8 +348,8 @@ class WorkerPool:
             if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
                 shard.last_write = now
                 self._ending.write_status(run, shard, "running")
-        if run.remaining < self._early_start_below:
-            self._maybe_start_more()
+        if not run.exhausted and run.remaining < self._early_start_below:
+            self._maybe_start_more()  # (one handed out in full left the count when the cursor moved on)
 
     async def _turn_answered(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, turn: dict[str, Any]) -> None:
         """A conversation's request answered (not its last): its turn line on disk before the
