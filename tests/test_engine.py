@@ -149,6 +149,37 @@ def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path
     assert not late, f"loaded only after the first answer of the dataset three before: {late}"
 
 
+def test_the_scorer_looks_at_a_pair_it_saw_queued_once_when_said_inferred(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A pair whose inference this run queued is read from disk once, when said inferred, not
+    also when added (it has no predictions then); a pair inferred by an earlier run is looked at
+    when added, and every pair is scored."""
+    from collections import Counter
+
+    from evaltui.engine.run.scorer import Scorer
+
+    looks: Counter[tuple[str, str]] = Counter()
+    ready = Scorer._ready
+
+    def counted(self: Scorer, pair: tuple[str, str]):  # type: ignore[no-untyped-def]
+        looks[pair] += 1
+        return ready(self, pair)
+
+    monkeypatch.setattr(Scorer, "_ready", counted)
+    rows = [arithmetic(2, f"D{k}-") for k in range(6)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.005)))
+    datasets = [gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(6)]
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets[:4])
+    code, events, runner = run_plan(plan)
+    assert code == 0 and len(of_type(events, ev.DatasetScored)) == 4
+    assert looks == Counter({("m", f"d{k}"): 1 for k in range(4)})
+    # d0 scored, d1 inferred only (its result gone): scored again, looked at when added
+    runner.workdir.result_file("m", "d1").unlink()
+    looks.clear()
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets))
+    assert code == 0 and sorted(e.dataset for e in of_type(events, ev.DatasetScored)) == ["d1", "d4", "d5"]
+    assert looks == Counter({("m", "d1"): 1, ("m", "d4"): 1, ("m", "d5"): 1})
+
+
 def test_max_num_workers_runs_models_side_by_side(tmp_path: Path, sim_factory) -> None:
     rows = arithmetic(40)
     sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=0.03)))

@@ -28,7 +28,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
@@ -140,11 +140,17 @@ class Scorer:
         """More inference began (a retry): pairs not done yet are waited for again."""
         self._inference_done = False
 
-    def add(self, pairs: Iterable[Pair]) -> None:
-        """Watch these pairs too (their inference was queued); run() must be running or started."""
+    def add(self, pairs: Iterable[Pair], *, inferred_later: Container[Pair] = ()) -> None:
+        """Watch these pairs too (their inference was queued); run() must be running or started.
+
+        `inferred_later`: those whose inference this process has queued, looked at once said
+        inferred (`inferred`), not now: they have no predictions yet, and that futile look was
+        half of the scan's cost with thousands of small datasets. (A scorer that cannot know its
+        inference, and the final scan, look at every pending pair whatever this says.)"""
         for pair in pairs:
             self.pending[pair] = None
-            self._due[pair] = None
+            if pair not in inferred_later:
+                self._due[pair] = None
         self._wake.set()
 
     def forget(self, pair: Pair) -> None:
