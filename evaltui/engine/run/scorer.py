@@ -165,16 +165,15 @@ class Scorer:
     def _ready(self, pair: Pair) -> Ready | None:
         """What it read of `pair` when every shard says `done` and its predictions are there, else None.
 
-        The predictions file is looked for first: a pair queued for inference has none yet, and
-        a stat is cheaper than the status files (a pair's inference writes its predictions
-        before its last `done`; one seen done without them is looked at again when said inferred)."""
+        The predictions file is looked for first (its size read with it: one stat): a pair
+        queued for inference has none yet, and a stat is cheaper than the status files (a pair's
+        inference writes its predictions before its last `done`; one seen done without them is
+        looked at again when said inferred)."""
         model, dataset = pair
         n = self.plan.dataset(dataset).shards
-        predictions = self.workdir.predictions_file(model, dataset)
         statuses = []
         try:
-            if not predictions.exists():
-                return None
+            size = os.stat(self.workdir.predictions_file(model, dataset)).st_size  # (none: FileNotFoundError)
             for k in range(n):
                 status = self.workdir.read_status(model, dataset, k, n)
                 if not status or status.get("status") != "done":
@@ -183,7 +182,7 @@ class Scorer:
             baseline = self.plan.dataset(dataset).evaluator.baseline  # pairwise: judged against its answers
             if baseline is not None and baseline != model and self._ready((baseline, dataset)) is None:
                 return None
-            return Ready(tuple(statuses), predictions.stat().st_size)
+            return Ready(tuple(statuses), size)
         except OSError:  # not there (FileNotFoundError), or cannot look now (e.g. out of file handles): not ready yet
             return None
 
