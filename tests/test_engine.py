@@ -149,6 +149,32 @@ def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path
     assert not late, f"loaded only after the first answer of the dataset three before: {late}"
 
 
+def test_a_large_datasets_load_holds_up_none_of_the_small_ones_after_it(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The pool loads a burst of small datasets in turn in one task, and a large one (its file
+    work in a thread) in a task of its own: a slow large file delays none of those after it."""
+    import time
+
+    from evaltui.engine.run import pool, runs
+
+    monkeypatch.setattr(runs, "SMALL_UNITS", 2)  # d2's 3 samples make it large
+    opened = pool.open_records
+
+    def slow(plan, cfg, *a, **kw):  # type: ignore[no-untyped-def]
+        if cfg.abbr == "d2":
+            time.sleep(0.3)  # (in its thread)
+        return opened(plan, cfg, *a, **kw)
+
+    monkeypatch.setattr(pool, "open_records", slow)
+    rows = [arithmetic(3 if k == 2 else 2, f"D{k}-") for k in range(6)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.005)))
+    datasets = [gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(6)]
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets))
+    assert code == 0 and len(of_type(events, ev.DatasetScored)) == 6
+    started = [e.dataset for e in of_type(events, ev.DatasetStarted)]
+    assert started.index("d2") > max(started.index(f"d{k}") for k in (3, 4, 5)), started
+    assert {e.dataset: e.total for e in of_type(events, ev.DatasetStarted)} == {f"d{k}": 3 if k == 2 else 2 for k in range(6)}
+
+
 def test_the_scorer_looks_at_a_pair_it_saw_queued_once_when_said_inferred(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A pair whose inference this run queued is read from disk once, when said inferred, not
     also when added (it has no predictions then); a pair inferred by an earlier run is looked at

@@ -103,7 +103,7 @@ class WorkerPool:
             self._next_to_start += len(runs)  # runs[:_next_to_start] are the started ones
             for run in runs:
                 run.started = True
-                self._tg.start_soon(self._load, run)
+            self._tg.start_soon(self._load_in_turn, runs)
         else:
             self.runs.extend(runs)
         if self._workers is not None:
@@ -163,9 +163,7 @@ class WorkerPool:
 
     def _emit_load(self) -> None:
         load = self.answerer.load(self.samples)
-        if self._priced:
-            load = load._replace(cost=self.cost.cost(self.model.abbr), usage=self.cost.usage(self.model.abbr))
-        self.emit(load)
+        self.emit(load._replace(cost=self.cost.cost(self.model.abbr), usage=self.cost.usage(self.model.abbr)) if self._priced else load)
 
     def _stop_for_cost(self) -> None:
         """cost_limit reached: this model sends nothing more (what is out finishes); its
@@ -183,30 +181,34 @@ class WorkerPool:
 
     def _maybe_start_more(self) -> None:
         """Load the queued datasets while the started ones have < 2 × max_workers units to hand out (one look: a dataset
-        counts none till loaded); called where that falls: a unit of the cursor's dataset answered, the cursor moved, a load failed."""
-        if self._next_to_start >= len(self.runs) or (self._next_to_start > 0 and self._active_left() >= self._early_start_below):
+        counts none till loaded); called where that falls: a unit of the cursor's dataset answered, the cursor moved, a load failed.
+        Counted from the cursor on (those before it have at most their requests in flight) no further than that: with 10,000
+        datasets a sum over all started ones, at every sample, was the scheduling cost that grew with their number."""
+        if self._next_to_start >= len(self.runs):
             return
-        assert self._tg is not None
-        for run in self.runs[self._next_to_start :]:
-            run.started = True
-            self._tg.start_soon(self._load, run)
-        self._next_to_start = len(self.runs)
-
-    def _active_left(self) -> int:
-        """The units left of the started datasets that still hand some out (from the cursor on;
-        those before it have at most their requests in flight), counted no further than the
-        threshold: with 10,000 datasets a sum over all started ones, at every sample, was the
-        scheduling cost that grew with their number."""
         left = 0
         for i in range(self._cursor, self._next_to_start):
             left += self.runs[i].remaining
             if left >= self._early_start_below:
-                break
-        return left
+                return
+        starting, self._next_to_start = self.runs[self._next_to_start :], len(self.runs)
+        for run in starting:
+            run.started = True
+        assert self._tg is not None
+        self._tg.start_soon(self._load_in_turn, starting)
 
-    async def _load(self, run: DatasetRun) -> None:
-        m, d = self.model.abbr, run.cfg.abbr
-        run.small = is_small(run, self.plan.dataset_path(run.cfg))
+    async def _load_in_turn(self, runs: list[DatasetRun]) -> None:
+        """Datasets loaded one after another by one task (a task each cost ~18 µs of the loop: 10,000 in a plan of small
+        datasets), a large one in a task of its own: its file work, in a thread, holds up none of those after it."""
+        for run in runs:
+            if is_small(run, self.plan.dataset_path(run.cfg)):
+                await self._load(run, True)
+            else:
+                assert self._tg is not None
+                self._tg.start_soon(self._load, run, False)
+
+    async def _load(self, run: DatasetRun, small: bool) -> None:
+        m, d, run.small = self.model.abbr, run.cfg.abbr, small
         try:
             # The file is opened (and a .json array parsed) where it fits; lines are read as needed.
             records = await where_it_fits(run.small, partial(open_records, self.plan, run.cfg, first_pass_skip(run)))
@@ -379,9 +381,7 @@ class WorkerPool:
             code = f" {error['status']}" if error.get("status") is not None else ""
             why = f"{error.get('type')}{code}: {error.get('message')}"
             self._stopped = f"stopped: the model's server did not answer ({why})"
-            hint = ""
-            if error.get("status") == 404:
-                hint = f" (type {self.model.type} wants {backend_class(self.model).url_form})"
+            hint = f" (type {self.model.type} wants {backend_class(self.model).url_form})" if error.get("status") == 404 else ""
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
                 f"check its url ({', '.join(self.answerer.urls)}){hint} and that its server is up, then run again", "error"))
