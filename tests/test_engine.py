@@ -123,6 +123,89 @@ def test_concurrency_is_one_pool_per_model_and_the_next_dataset_starts_early(tmp
     assert started == ["a", "b"]
 
 
+def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path, sim_factory) -> None:
+    """The pool loads the next datasets while the started ones still have 2 × max_workers units
+    to hand out: checked as samples of the dataset being handed out come back and as the cursor
+    moves on, never waiting for the poll (an hour here) or for a dataset's turn. 40 datasets: the
+    first planning chunk (16) starts at once; the later ones only through those checks."""
+    n = 40
+    rows = [arithmetic(2, f"D{k}-") for k in range(n)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.01)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=4)],
+        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
+        run={"poll_interval": 3600.0},
+    )
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    started = {e.dataset: i for i, e in enumerate(events) if isinstance(e, ev.DatasetStarted)}
+    first_answer: dict[str, int] = {}
+    for i, e in enumerate(events):
+        if isinstance(e, ev.SampleFinished):
+            first_answer.setdefault(e.dataset, i)
+    assert len(started) == len(first_answer) == n
+    late = [k for k in range(3, n) if started[f"d{k}"] > first_answer[f"d{k - 3}"]]
+    assert not late, f"loaded only after the first answer of the dataset three before: {late}"
+
+
+def test_a_large_datasets_load_holds_up_none_of_the_small_ones_after_it(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The pool loads a burst of small datasets in turn in one task, and a large one (its file
+    work in a thread) in a task of its own: a slow large file delays none of those after it."""
+    import time
+
+    from evaltui.engine.run import pool, runs
+
+    monkeypatch.setattr(runs, "SMALL_UNITS", 2)  # d2's 3 samples make it large
+    opened = pool.open_records
+
+    def slow(plan, cfg, *a, **kw):  # type: ignore[no-untyped-def]
+        if cfg.abbr == "d2":
+            time.sleep(0.3)  # (in its thread)
+        return opened(plan, cfg, *a, **kw)
+
+    monkeypatch.setattr(pool, "open_records", slow)
+    rows = [arithmetic(3 if k == 2 else 2, f"D{k}-") for k in range(6)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.005)))
+    datasets = [gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(6)]
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets))
+    assert code == 0 and len(of_type(events, ev.DatasetScored)) == 6
+    started = [e.dataset for e in of_type(events, ev.DatasetStarted)]
+    assert started.index("d2") > max(started.index(f"d{k}") for k in (3, 4, 5)), started
+    assert {e.dataset: e.total for e in of_type(events, ev.DatasetStarted)} == {f"d{k}": 3 if k == 2 else 2 for k in range(6)}
+
+
+def test_the_scorer_looks_at_a_pair_it_saw_queued_once_when_said_inferred(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A pair whose inference this run queued is read from disk once, when said inferred, not
+    also when added (it has no predictions then); a pair inferred by an earlier run is looked at
+    when added, and every pair is scored."""
+    from collections import Counter
+
+    from evaltui.engine.run.scorer import Scorer
+
+    looks: Counter[tuple[str, str]] = Counter()
+    ready = Scorer._ready
+
+    def counted(self: Scorer, pair: tuple[str, str]):  # type: ignore[no-untyped-def]
+        looks[pair] += 1
+        return ready(self, pair)
+
+    monkeypatch.setattr(Scorer, "_ready", counted)
+    rows = [arithmetic(2, f"D{k}-") for k in range(6)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.005)))
+    datasets = [gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(6)]
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets[:4])
+    code, events, runner = run_plan(plan)
+    assert code == 0 and len(of_type(events, ev.DatasetScored)) == 4
+    assert looks == Counter({("m", f"d{k}"): 1 for k in range(4)})
+    # d0 scored, d1 inferred only (its result gone): scored again, looked at when added
+    runner.workdir.result_file("m", "d1").unlink()
+    looks.clear()
+    code, events, _ = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets))
+    assert code == 0 and sorted(e.dataset for e in of_type(events, ev.DatasetScored)) == ["d1", "d4", "d5"]
+    assert looks == Counter({("m", "d1"): 1, ("m", "d4"): 1, ("m", "d5"): 1})
+
+
 def test_max_num_workers_runs_models_side_by_side(tmp_path: Path, sim_factory) -> None:
     rows = arithmetic(40)
     sim = sim_factory(SimConfig(answer_key=key_for(rows), default=ModelProfile(latency=0.03)))

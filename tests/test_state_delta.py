@@ -179,3 +179,18 @@ def test_a_pair_started_again_forgets_exactly_its_own_kept_failures(kept: int) -
             walked.clear()
             walked.extend(kept_ones)
         assert list(state.failures) == list(walked)
+
+
+@pytest.mark.parametrize("status", [PairStatus.PENDING, PairStatus.RUNNING, PairStatus.DONE, PairStatus.FAIL])
+@pytest.mark.parametrize("before", ["planned", "running"])
+def test_a_one_shard_pairs_status_is_what_combining_its_shards_says(status: PairStatus, before: str) -> None:
+    """The fold takes a one-shard pair's status from its shard without combining (most pairs
+    have one): the same status combine_shards gives, from whichever status the pair had."""
+    from evaltui.engine.stream.pair import combine_shards
+
+    s = planned(("m", "d")) if before == "planned" else running()
+    s.apply(ev.ShardStatusChanged("m", "d", 0, 1, status, 10, 0, 0, "why" if status == PairStatus.FAIL else ""))
+    assert s.pairs[("m", "d")].status == combine_shards({0: status}, 1)
+    two = planned(("m", "d"), shards=2)  # and a split pair's still combines: one shard done is not the pair done
+    two.apply(ev.ShardStatusChanged("m", "d", 0, 2, status, 5, 0, 0))
+    assert two.pairs[("m", "d")].status == combine_shards({0: status}, 2)

@@ -103,7 +103,7 @@ class WorkerPool:
             self._next_to_start += len(runs)  # runs[:_next_to_start] are the started ones
             for run in runs:
                 run.started = True
-                self._tg.start_soon(self._load, run)
+            self._tg.start_soon(self._load_in_turn, runs)
         else:
             self.runs.extend(runs)
         if self._workers is not None:
@@ -163,9 +163,7 @@ class WorkerPool:
 
     def _emit_load(self) -> None:
         load = self.answerer.load(self.samples)
-        if self._priced:
-            load = load._replace(cost=self.cost.cost(self.model.abbr), usage=self.cost.usage(self.model.abbr))
-        self.emit(load)
+        self.emit(load._replace(cost=self.cost.cost(self.model.abbr), usage=self.cost.usage(self.model.abbr)) if self._priced else load)
 
     def _stop_for_cost(self) -> None:
         """cost_limit reached: this model sends nothing more (what is out finishes); its
@@ -182,31 +180,35 @@ class WorkerPool:
             self._maybe_start_more()
 
     def _maybe_start_more(self) -> None:
-        while self._next_to_start < len(self.runs):
-            if self._next_to_start > 0 and self._active_left() >= self._early_start_below:
-                return
-            run = self.runs[self._next_to_start]
-            self._next_to_start += 1
-            run.started = True
-            assert self._tg is not None
-            self._tg.start_soon(self._load, run)
-
-    def _active_left(self) -> int:
-        """The units left of the started datasets that still hand some out (from the cursor on;
-        those before it have at most their requests in flight), counted no further than the
-        threshold: with 10,000 datasets a sum over all started ones, at every sample, was the
-        scheduling cost that grew with their number."""
+        """Load the queued datasets while the started ones have < 2 × max_workers units to hand out (one look: a dataset
+        counts none till loaded); called where that falls: a unit of the cursor's dataset answered, the cursor moved, a load failed.
+        Counted from the cursor on (those before it have at most their requests in flight) no further than that: with 10,000
+        datasets a sum over all started ones, at every sample, was the scheduling cost that grew with their number."""
+        if self._next_to_start >= len(self.runs):
+            return
         left = 0
-        for r in self.runs[self._cursor : self._next_to_start]:
-            if r.started:
-                left += r.remaining
-                if left >= self._early_start_below:
-                    break
-        return left
+        for i in range(self._cursor, self._next_to_start):
+            left += self.runs[i].remaining
+            if left >= self._early_start_below:
+                return
+        starting, self._next_to_start = self.runs[self._next_to_start :], len(self.runs)
+        for run in starting:
+            run.started = True
+        assert self._tg is not None
+        self._tg.start_soon(self._load_in_turn, starting)
 
-    async def _load(self, run: DatasetRun) -> None:
-        m, d = self.model.abbr, run.cfg.abbr
-        run.small = is_small(run, self.plan.dataset_path(run.cfg))
+    async def _load_in_turn(self, runs: list[DatasetRun]) -> None:
+        """Datasets loaded one after another by one task (a task each cost ~18 µs of the loop: 10,000 in a plan of small
+        datasets), a large one in a task of its own: its file work, in a thread, holds up none of those after it."""
+        for run in runs:
+            if is_small(run, self.plan.dataset_path(run.cfg)):
+                await self._load(run, True)
+            else:
+                assert self._tg is not None
+                self._tg.start_soon(self._load, run, False)
+
+    async def _load(self, run: DatasetRun, small: bool) -> None:
+        m, d, run.small = self.model.abbr, run.cfg.abbr, small
         try:
             # The file is opened (and a .json array parsed) where it fits; lines are read as needed.
             records = await where_it_fits(run.small, partial(open_records, self.plan, run.cfg, first_pass_skip(run)))
@@ -227,8 +229,7 @@ class WorkerPool:
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
                 await self._ending.finish_shard(run, s)
-        run.loaded.set()
-        self._maybe_start_more()
+        run.loaded.set()  # (no scheduling check: a dataset loaded only adds to the units ahead)
 
     async def _worker(self) -> None:
         try:
@@ -261,6 +262,7 @@ class WorkerPool:
                 run.exhausted = True  # its units sent back for another try go now (the back of its queue)
                 if self.runs[self._cursor] is run:
                     self._cursor += 1
+                    self._maybe_start_more()  # its units in flight no longer count as ahead
                 continue
             if run.small and not run.sending:  # its first unit: `running` soon, unless it has ended by then (start_shards)
                 run.sending = True
@@ -348,8 +350,8 @@ class WorkerPool:
             if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
                 shard.last_write = now
                 self._ending.write_status(run, shard, "running")
-        if run.remaining < self._early_start_below:
-            self._maybe_start_more()
+        if not run.exhausted and run.remaining < self._early_start_below:
+            self._maybe_start_more()  # (one handed out in full left the count when the cursor moved on)
 
     async def _turn_answered(self, run: DatasetRun, shard: ShardRun, index: int, epoch: int, number: int, turn: dict[str, Any]) -> None:
         """A conversation's request answered (not its last): its turn line on disk before the
@@ -379,9 +381,7 @@ class WorkerPool:
             code = f" {error['status']}" if error.get("status") is not None else ""
             why = f"{error.get('type')}{code}: {error.get('message')}"
             self._stopped = f"stopped: the model's server did not answer ({why})"
-            hint = ""
-            if error.get("status") == 404:
-                hint = f" (type {self.model.type} wants {backend_class(self.model).url_form})"
+            hint = f" (type {self.model.type} wants {backend_class(self.model).url_form})" if error.get("status") == 404 else ""
             self.emit(ev.Notice(
                 f"{self.model.abbr}: the first {self._no_server} samples all failed and none was answered; stopping this model — "
                 f"check its url ({', '.join(self.answerer.urls)}){hint} and that its server is up, then run again", "error"))

@@ -28,7 +28,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import anyio
@@ -140,11 +140,17 @@ class Scorer:
         """More inference began (a retry): pairs not done yet are waited for again."""
         self._inference_done = False
 
-    def add(self, pairs: Iterable[Pair]) -> None:
-        """Watch these pairs too (their inference was queued); run() must be running or started."""
+    def add(self, pairs: Iterable[Pair], *, inferred_later: Container[Pair] = ()) -> None:
+        """Watch these pairs too (their inference was queued); run() must be running or started.
+
+        `inferred_later`: those whose inference this process has queued, looked at once said
+        inferred (`inferred`), not now: they have no predictions yet, and that futile look was
+        half of the scan's cost with thousands of small datasets. (A scorer that cannot know its
+        inference, and the final scan, look at every pending pair whatever this says.)"""
         for pair in pairs:
             self.pending[pair] = None
-            self._due[pair] = None
+            if pair not in inferred_later:
+                self._due[pair] = None
         self._wake.set()
 
     def forget(self, pair: Pair) -> None:
@@ -159,16 +165,15 @@ class Scorer:
     def _ready(self, pair: Pair) -> Ready | None:
         """What it read of `pair` when every shard says `done` and its predictions are there, else None.
 
-        The predictions file is looked for first: a pair queued for inference has none yet, and
-        a stat is cheaper than the status files (a pair's inference writes its predictions
-        before its last `done`; one seen done without them is looked at again when said inferred)."""
+        The predictions file is looked for first (its size read with it: one stat): a pair
+        queued for inference has none yet, and a stat is cheaper than the status files (a pair's
+        inference writes its predictions before its last `done`; one seen done without them is
+        looked at again when said inferred)."""
         model, dataset = pair
         n = self.plan.dataset(dataset).shards
-        predictions = self.workdir.predictions_file(model, dataset)
         statuses = []
         try:
-            if not predictions.exists():
-                return None
+            size = os.stat(self.workdir.predictions_file(model, dataset)).st_size  # (none: FileNotFoundError)
             for k in range(n):
                 status = self.workdir.read_status(model, dataset, k, n)
                 if not status or status.get("status") != "done":
@@ -177,7 +182,7 @@ class Scorer:
             baseline = self.plan.dataset(dataset).evaluator.baseline  # pairwise: judged against its answers
             if baseline is not None and baseline != model and self._ready((baseline, dataset)) is None:
                 return None
-            return Ready(tuple(statuses), predictions.stat().st_size)
+            return Ready(tuple(statuses), size)
         except OSError:  # not there (FileNotFoundError), or cannot look now (e.g. out of file handles): not ready yet
             return None
 

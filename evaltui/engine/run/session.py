@@ -162,7 +162,7 @@ class Session:
     def _hand_over(self, pool: WorkerPool, runs: list[DatasetRun], pending: list[Pair], retry: bool) -> None:
         """Planned pairs to their model's pool (started if it is not running) and the scorer."""
         pool.add_runs(runs, first=retry)
-        self.scorer.add(pending)
+        self.scorer.add(pending, inferred_later={(pool.model.abbr, r.cfg.abbr) for r in runs})  # looked at once inferred
         if runs:
             self._start(pool)
         assert self._work is not None  # _add is one of its tasks

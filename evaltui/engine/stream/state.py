@@ -136,7 +136,8 @@ class RunState:
         p.shards = max(p.shards, e.shards)
         p.shard_status[e.shard] = e.status
         p.shard_events[e.shard] = e
-        self._set_inference_status(p, combine_shards(p.shard_status, p.shards))
+        # a pair of one shard (most are) has that shard's status, as combine_shards would say
+        self._set_inference_status(p, e.status if p.shards == 1 and e.shard == 0 else combine_shards(p.shard_status, p.shards))
         if e.error and e.status == PairStatus.FAIL:
             p.error = e.error
         return _changed(p, before)
