@@ -8,6 +8,8 @@ the summary files. No ANSI escapes, ever, so logs stay greppable.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -37,6 +39,7 @@ class HeadlessRenderer:
         self.state = RunState() if state is None else state
         self.log_interval = log_interval
         self.closed = False
+        self._flush_due = False  # a flush is queued for the end of this turn of the loop
         self._lines = EventLines(epochs)
         self._stamp = Stamp(_clock_time)
 
@@ -60,6 +63,25 @@ class HeadlessRenderer:
                 self.out.write(line)
             except UnicodeEncodeError:
                 self.out.write(line.encode("utf-8", "backslashreplace").decode("utf-8"))
+        except (OSError, ValueError):
+            self.closed = True
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the leaderboard at the end): now
+            self.flush()
+            return
+        if not self._flush_due:
+            # At the end of this turn of the loop, every line of the turn in one write: a file or
+            # a pipe took a write per line, 20,000 of them for 10,000 datasets of 3 samples.
+            self._flush_due = True
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_due = False
+        if self.closed:
+            return
+        try:
             self.out.flush()
         except (OSError, ValueError):
             # `evaltui … | head`, or the terminal went away: the run goes on; logs/run.log has
@@ -189,6 +211,7 @@ def follow_headless(
         return code
 
     code = anyio.run(main)
+    renderer.flush()  # the last turn's lines, should its flush not have run before the loop closed
     source.close()  # the simulator, if the plan has sim:// models
     finished = renderer.state.finished
     if finished is not None and finished.leaderboard is not None:
@@ -209,6 +232,8 @@ async def _cancel_on_signal(source: RunSource) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for _ in signals:
             if asked:
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stdout.flush()  # this turn's lines
                 sys.stderr.write("interrupted twice: leaving now (finished samples are on disk)\n")
                 os._exit(ExitCode.INTERRUPTED)
             asked = True

@@ -274,3 +274,39 @@ def test_a_renderer_reads_its_sources_fold_without_folding_again() -> None:
         assert renderer.progress_line().startswith("progress: 2/3 samples, 0 failed | m/d 2/3")
         outs.append([line.split("] ", 1)[1] for line in out.getvalue().splitlines()])
     assert outs[0] == outs[1] == ["m/d: started, 3 samples to run"]
+
+
+def test_the_lines_of_one_turn_of_the_loop_go_out_in_one_write(tmp_path: Path) -> None:
+    """A file or a pipe (CI's log, `| tee`) gets a turn's lines in one write, at the turn's end;
+    without a loop (the leaderboard at the end) a line goes out at once."""
+    import asyncio
+    import io
+
+    from evaltui.headless import HeadlessRenderer
+
+    writes: list[bytes] = []
+
+    class Raw(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, b) -> int:  # type: ignore[no-untyped-def, override]
+            writes.append(bytes(b))
+            return len(b)
+
+    out = io.TextIOWrapper(io.BufferedWriter(Raw(), 1 << 16), encoding="utf-8")
+    renderer = HeadlessRenderer(out)
+
+    async def turns() -> None:
+        for i in range(50):
+            renderer.write(f"line {i}\n")
+        assert writes == []  # not yet: the turn is not over
+        await asyncio.sleep(0)
+        assert writes == [b"".join(f"line {i}\n".encode() for i in range(50))]
+        renderer.write("next turn\n")
+        await asyncio.sleep(0)
+        assert writes[-1] == b"next turn\n"
+
+    asyncio.run(turns())
+    renderer.write("the table\n")  # no loop: at once
+    assert writes[-1] == b"the table\n" and len(writes) == 3
