@@ -210,16 +210,27 @@ def not_regular(path: str | os.PathLike[str], mode: int) -> Unreadable:
     return Unreadable(path, f"is {_kind(mode)}, not a regular file")
 
 
-def open_regular(path: str | os.PathLike[str], limit: int) -> BinaryIO:
-    """`path` open for reading, once it is known to be a regular file of at most `limit` bytes
-    (symlinks followed, checked on the open file, so nothing can swap it in between); Unreadable
-    otherwise. Opened non-blocking, so a FIFO is refused rather than waited on.
-    FileNotFoundError (and other OSErrors) as `open` raises them."""
+def open_checked(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+    """`path`'s descriptor and stat, once the open file is known to be a regular one (symlinks
+    followed, checked on the open file, so nothing can swap it in between); Unreadable otherwise.
+    Opened non-blocking, so a FIFO is refused rather than waited on. FileNotFoundError (and
+    other OSErrors) as `open` raises them."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise not_regular(path, st.st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def open_regular(path: str | os.PathLike[str], limit: int) -> BinaryIO:
+    """`path` open for reading, once it is known to be a regular file of at most `limit` bytes
+    (open_checked); Unreadable otherwise."""
+    fd, st = open_checked(path)
+    try:
         if st.st_size > limit:
             raise Unreadable(path, too_large(st.st_size, limit))
         os.set_blocking(fd, True)
@@ -232,11 +243,8 @@ def open_regular(path: str | os.PathLike[str], limit: int) -> BinaryIO:
 def read_small(path: str | os.PathLike[str], small: int) -> bytes | None:
     """The bytes of a regular file of at most `small` bytes, in one read (no buffered file made:
     a run's end reads 10,000 small results); None for a larger one. Checked as open_regular."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd, st = open_checked(path)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
         return os.read(fd, st.st_size) if st.st_size <= small else None
     finally:
         os.close(fd)

@@ -6,6 +6,7 @@ by a copy get their own fingerprint."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -366,19 +367,12 @@ def test_a_small_file_split_whole_gives_what_reading_it_line_by_line_gives(tmp_p
     import hashlib
 
     import evaltui.datasets as datasets
-    from evaltui.datasets import DatasetError, iter_records, kept
+    from evaltui.datasets import kept
 
     path = tmp_path / "d.jsonl"
     path.write_bytes(content.encode("utf-8"))
 
-    def read(**how: Any) -> tuple[list[Any], str | None]:
-        got: list[Any] = []
-        try:
-            for rec in iter_records(path, **how):
-                got.append(rec)
-        except DatasetError as e:
-            return got, str(e)
-        return got, None
+    read = functools.partial(_records_and_error, path)
 
     general = read()
     assert (datasets._split_lines(path.read_bytes()) is None) == ("\r" in content)  # split at once but where a CR is
@@ -395,18 +389,22 @@ def test_a_small_file_split_whole_gives_what_reading_it_line_by_line_gives(tmp_p
 def test_a_small_file_that_is_not_plain_utf8_is_read_as_before(tmp_path: Path, data: bytes) -> None:
     """Bytes one decode refuses are left to the incremental reader, whose error (and the records
     before it) a user saw before; the records of the others are the general reader's."""
-    from evaltui.datasets import DatasetError, iter_records
-
     path = tmp_path / "d.jsonl"
     path.write_bytes(data)
 
-    def read(**how: Any) -> tuple[list[Any], str | None]:
-        got: list[Any] = []
-        try:
-            for rec in iter_records(path, **how):
-                got.append(rec)
-        except DatasetError as e:
-            return got, str(e)
-        return got, None
+    read = functools.partial(_records_and_error, path)
 
     assert read(fingerprint=True) == read() == read(held=data)
+
+
+def _records_and_error(path: Path, **how: Any) -> tuple[list[Any], str | None]:
+    """What iter_records gives of `path` read `how`: the records, then its error (None: none)."""
+    from evaltui.datasets import DatasetError, iter_records
+
+    got: list[Any] = []
+    try:
+        for rec in iter_records(path, **how):
+            got.append(rec)
+    except DatasetError as e:
+        return got, str(e)
+    return got, None

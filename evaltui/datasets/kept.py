@@ -14,11 +14,10 @@ import contextlib
 import hashlib
 import io
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from evaltui.fsutil import not_regular, open_regular
+from evaltui.fsutil import open_checked, open_regular
 
 if TYPE_CHECKING:  # only read here: the plan is above the datasets (it checks them)
     from evaltui.plan import DatasetConfig, Plan
@@ -142,11 +141,8 @@ def small_file(path: Path) -> bytes | None:
     os.read, not open_regular's buffered file: checking 10,000 small datasets opens each."""
     if not path.name.endswith(".jsonl"):
         return None
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd, st = open_checked(path)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise not_regular(path, st.st_mode)
         if st.st_size > HELD_FILE_BYTES:
             return None
         os.set_blocking(fd, True)
