@@ -126,8 +126,8 @@ def test_concurrency_is_one_pool_per_model_and_the_next_dataset_starts_early(tmp
 def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path, sim_factory) -> None:
     """The pool loads the next datasets while the started ones still have 2 × max_workers units
     to hand out: checked as samples of the dataset being handed out come back and as the cursor
-    moves on, never waiting for the poll (an hour here) or for a dataset's turn. 40 datasets: the
-    first planning chunk (16) starts at once; the later ones only through those checks."""
+    moves on, never waiting for the poll (an hour here) or for a dataset's turn. 40 datasets of 2
+    samples: four are loaded ahead of the one being handed out."""
     n = 40
     rows = [arithmetic(2, f"D{k}-") for k in range(n)]
     sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.01)))
@@ -147,6 +147,31 @@ def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path
     assert len(started) == len(first_answer) == n
     late = [k for k in range(3, n) if started[f"d{k}"] > first_answer[f"d{k - 3}"]]
     assert not late, f"loaded only after the first answer of the dataset three before: {late}"
+
+
+def test_datasets_are_loaded_no_further_ahead_than_twice_max_workers_units(tmp_path: Path, sim_factory) -> None:
+    """Loading ahead stops at 2 × max_workers units (a dataset counts its units from its planning
+    on): 12 datasets of 40 samples at max_workers = 2 have at most two loaded and not ended at any
+    time. Loading every queued dataset at once held all their files open: 300 datasets under
+    `ulimit -n 400` stopped with "Too many open files"."""
+    n = 12
+    rows = [arithmetic(40, f"D{k}-") for k in range(n)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.002)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=2)],
+        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
+    )
+    code, events, _ = run_plan(plan)
+    assert code == 0
+    live = peak = 0
+    for e in events:
+        if isinstance(e, ev.DatasetStarted):
+            live += 1
+            peak = max(peak, live)
+        elif isinstance(e, ev.DatasetInferred):
+            live -= 1
+    assert peak <= 2, f"{peak} of {n} datasets loaded and not ended at once"
 
 
 def test_a_large_datasets_load_holds_up_none_of_the_small_ones_after_it(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
