@@ -29,6 +29,22 @@ import orjson
 from evaltui import fastjson
 
 
+def _current_umask() -> int:
+    """The process umask, read without changing it where the OS allows (Linux /proc)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):  # no /proc: the fallback below
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: the classic dance, at import time
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates files 0600; results are meant to be shared like any file the user writes.
+_MODE = 0o666 & ~_current_umask()
+
+
 @contextmanager
 def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path], None] = os.replace) -> Iterator[BinaryIO]:
     """A binary file that appears at `path` only once the block ends without an error.
@@ -38,6 +54,7 @@ def atomic_writer(path: str | os.PathLike[str], *, replace: Callable[[str, Path]
     path = path if isinstance(path, Path) else Path(path)
     fd, tmp = _temporary(path)
     try:
+        os.fchmod(fd, _MODE)
         with os.fdopen(fd, "wb", buffering=1 << 16) as f:
             yield f
         replace(tmp, path)
@@ -66,9 +83,7 @@ def _temporary(path: Path) -> tuple[int, str]:
     for attempt in range(tempfile.TMP_MAX):
         tmp = f"{start}{_NAMES.getrandbits(32):08x}{_TMP_SUFFIX}"  # 8 of mkstemp's letters (hex digits), a tenth of the cost of choices()
         try:
-            # 0o666 less the umask, as a file opened for writing gets (mkstemp's 0o600 and a chmod
-            # after: a system call more for every file written, for the same mode)
-            return os.open(tmp, _NEW_FILE, 0o666), tmp if folder.startswith(os.sep) else os.path.abspath(tmp)
+            return os.open(tmp, _NEW_FILE, 0o600), tmp if folder.startswith(os.sep) else os.path.abspath(tmp)
         except FileExistsError:
             continue
         except (FileNotFoundError, NotADirectoryError):
@@ -102,6 +117,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     fd, tmp = _temporary(path)
     try:
         try:
+            os.fchmod(fd, _MODE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
