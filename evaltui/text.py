@@ -6,6 +6,7 @@ show` and the Textual panes shorten and time things the same way.
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timezone
 
@@ -30,7 +31,10 @@ def now_iso() -> str:
     """The local time with its offset, to the millisecond (`2026-12-06T17:26:06.123+01:00`), as
     `datetime.now(timezone.utc).astimezone().isoformat(timespec="milliseconds")` says it. The
     second's text is made once a second: the local zone's lookup was most of a status file's cost."""
-    second, micros = divmod(round(time.time() * 1_000_000), 1_000_000)
+    fraction, whole = math.modf(time.time())  # rounded to the microsecond as datetime rounds a timestamp
+    second, micros = int(whole), round(fraction * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
     held = _SECOND[0]
     if held[0] != second:
         text = datetime.fromtimestamp(second, timezone.utc).astimezone().isoformat(timespec="seconds")

@@ -284,3 +284,29 @@ def test_a_frame_sends_datasets_by_abbr_and_the_receiver_links_its_own(tmp_path:
         pickle.loads(body)
     whole = pickle.loads(frame(reply)[HEADER.size :])  # without by_abbr: copies, as the plan itself goes
     assert whole[2]["runs"][0] == plan.datasets[2] and whole[2]["runs"][0] is not plan.datasets[2]
+
+
+class _Registered:
+    """A type a user's evaluator module gives copyreg a reducer for, after evaltui was imported."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def _rebuilt(value: int) -> _Registered:
+    return _Registered(value * 10)
+
+
+def test_a_frame_by_abbr_honours_a_reducer_registered_after_import(tmp_path: Path) -> None:
+    import copyreg
+    import io
+
+    from evaltui.engine.score.frames import HEADER, PlanLinks, frame
+
+    copyreg.pickle(_Registered, lambda r: (_rebuilt, (r.value,)))
+    try:
+        plan = load_plan(_plan(tmp_path, "http://127.0.0.1:9", 1, "auto"))
+        got = PlanLinks(io.BytesIO(frame((1, None, _Registered(4), None), by_abbr=True)[HEADER.size :]), plan).load()
+        assert isinstance(got[2], _Registered) and got[2].value == 40  # through the reducer
+    finally:
+        copyreg.dispatch_table.pop(_Registered, None)

@@ -150,3 +150,55 @@ def test_a_killed_writes_temporary_is_named_as_the_work_dir_clears_it(tmp_path: 
             assert Path(tmp).name.startswith(f".{target.name}.") and re.search(_RANDOM, tmp), tmp
             names.add(tmp)
     assert len(names) == 100
+
+
+def test_a_small_datasets_merge_reads_what_it_kept_and_lets_go_of_it_at_its_end(tmp_path: Path, sim_factory, monkeypatch) -> None:
+    """The merge of a small dataset reads its checkpoint from memory (nothing opened again), a
+    large one's from disk; once each dataset has ended no shard holds its bytes any more: the
+    pool keeps its runs for the whole run, and 10,000 of up to 64 KiB each would add up."""
+    from evaltui.engine.run import ending
+
+    small_rows, large_rows = arithmetic(3), arithmetic(runs.SMALL_UNITS + 1)
+    sim = sim_factory(SimConfig(answer_key=key_for(large_rows)))
+    datasets = [gsm_dataset(f"s{k}", write_jsonl(tmp_path / f"s{k}.jsonl", small_rows)) for k in range(5)]
+    datasets.append(gsm_dataset("large", write_jsonl(tmp_path / "large.jsonl", large_rows)))
+    plan = write_plan(tmp_path, models=[lightllm("m", sim.url)], datasets=datasets)
+    merged: dict[str, bool] = {}
+    ended: list[runs.DatasetRun] = []
+    real_merge, real_end = ending.merge_checkpoints, ending.PairEnding._end_dataset
+
+    def merge(paths, total, out, **how):  # type: ignore[no-untyped-def]
+        merged[out.stem] = bool(how.get("held"))
+        return real_merge(paths, total, out, **how)
+
+    def end(self, run, *args):  # type: ignore[no-untyped-def]
+        ended.append(run)
+        return real_end(self, run, *args)
+
+    monkeypatch.setattr(ending, "merge_checkpoints", merge)
+    monkeypatch.setattr(ending.PairEnding, "_end_dataset", end)
+    code, _, runner = run_plan(plan)
+    assert code == 0
+    assert merged == {**{f"s{k}": True for k in range(5)}, "large": False}
+    assert len(ended) == 6 and all(s.checkpoint.kept is None for run in ended for s in run.shards)
+    for d in merged:
+        assert len(json.loads(runner.workdir.predictions_file("m", d).read_text())) == len(small_rows if d != "large" else large_rows)
+
+
+def test_status_times_round_to_the_millisecond_as_datetime_does() -> None:
+    """At a microsecond's or a millisecond's edge too (a float's product rounded otherwise, 2 in 20,000)."""
+    import random
+    import time
+    from datetime import datetime, timezone
+
+    from evaltui import text
+
+    draw = random.Random(7)
+    real = time.time
+    try:
+        for _ in range(20_000):
+            t = 1_780_000_000 + draw.randrange(0, 86_400_000) / 1000 + draw.choice((0.0, 0.0000005, -0.0000005, 0.0004999, 0.0005))
+            text.time.time = lambda t=t: t  # type: ignore[misc]
+            assert text.now_iso() == datetime.fromtimestamp(t, timezone.utc).astimezone().isoformat(timespec="milliseconds"), t
+    finally:
+        text.time.time = real  # type: ignore[misc]

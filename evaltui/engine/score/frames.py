@@ -68,7 +68,11 @@ class _AbbrPickler(pickle.Pickler):
     than a `persistent_id` method, which the pickler calls for every object of a reply: for a
     chunk of 1,024 planned runs that call was a third of the frame's cost."""
 
-    dispatch_table = {**copyreg.dispatch_table, DatasetConfig: _by_abbr}
+    @property
+    def dispatch_table(self) -> dict[type, Any]:  # type: ignore[override]
+        """Read once as each frame's pickler is made: copyreg's table as it stands then (with what a
+        user's evaluator module registered since), and datasets by abbr."""
+        return {**copyreg.dispatch_table, DatasetConfig: _by_abbr}
 
 
 class PlanLinks(pickle.Unpickler):
