@@ -227,8 +227,6 @@ def _csv_records(path: Path, columns: list[str] | None, fingerprint: bool = Fals
             yield dict(zip(header, row, strict=False))
 
 
-
-
 def count_records(plan: Plan, ds: DatasetConfig) -> int:
     if ds.benchmark:
         return len(_benchmark_records(plan, ds))

@@ -186,7 +186,8 @@ class PairEnding:
         m, d = self.model, run.cfg.abbr
         run.todo = iter(())  # lets go of the data file at once
         run.ended = True
-        _let_go(run)
+        for s in run.shards:  # the bytes kept for its merge, let go: the pool keeps its runs all run (64 KiB a dataset, 10,000 times)
+            s.checkpoint.kept = None
         completed = sum(s.completed for s in run.shards)
         failed = sum(s.failed for s in run.shards)
         self.emit(ev.DatasetInferred(m, d, status, completed, failed, path, error))
@@ -199,7 +200,6 @@ class PairEnding:
         paths = run.checkpoints or self.workdir.checkpoint_files(m, d)  # this layout's shards and any earlier layout's
         out = self.workdir.predictions_file(m, d)
         held = {s.checkpoint.path: bytes(s.checkpoint.kept) for s in run.shards if s.checkpoint.kept is not None}
-        _let_go(run)
         return functools.partial(merge_checkpoints, paths, run.records, out, epochs=run.epochs, selection=run.selection, held=held)
 
     def close_interrupted(self, runs: list[DatasetRun]) -> None:
@@ -216,10 +216,3 @@ class PairEnding:
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
                         self.write_status(run, s, "pending", "interrupted; run again to resume")
-
-
-def _let_go(run: DatasetRun) -> None:
-    """The checkpoint bytes its shards kept for the merge, let go (the run list lives as long as
-    the pool: up to 64 KiB a dataset, 10,000 times)."""
-    for s in run.shards:
-        s.checkpoint.kept = None
