@@ -43,9 +43,8 @@ from evaltui.failure import ErrorKind
 from evaltui.plan import ModelConfig, Plan
 from evaltui.plan.price import CostMeter
 
-# Samples in a row that found no server (connection refused, unknown host, or every request
-# refused as unauthorised / not found) with nothing answered yet, after which a model stops: a
-# wrong URL or a server that is not up would otherwise grind through every sample's retries.
+# Samples in a row that found no server (connection refused, unknown host, or every request refused as unauthorised / not
+# found) with nothing answered yet, after which a model stops: a wrong URL or a server not up would otherwise grind through every sample's retries.
 NO_SERVER_AFTER = 8
 _NO_SERVER_STATUSES = (401, 403, 404, 405)
 LOAD_REPORT_INTERVAL = 1.0  # s between ModelLoad events of a running model
@@ -130,6 +129,7 @@ class WorkerPool:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
                 outer.start_soon(self._poll)
+                outer.start_soon(self._ending.end_in_batches)  # (its last batch ended as `outer` is cancelled below)
                 await outer.start(self.answerer.serve)
                 outer.start_soon(self._report_load)
                 async with anyio.create_task_group() as workers:
