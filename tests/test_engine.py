@@ -484,7 +484,7 @@ def test_predictions_are_read_streaming_or_whole_alike(tmp_path: Path, monkeypat
 
 def test_a_run_keeps_the_garbage_collector_out_of_the_request_loop(tmp_path: Path) -> None:
     # In a fresh interpreter, as `evaltui PLAN` runs: what was imported and planned is frozen
-    # (no collection walks it again) and young collections come every 10,000 allocations, not
+    # (no collection walks it again) and young collections come every 50,000 allocations, not
     # 700 — 0.2 s of collections per 20,000 requests at 256 in flight otherwise (runner.py).
     import subprocess
     import sys
@@ -493,12 +493,36 @@ def test_a_run_keeps_the_garbage_collector_out_of_the_request_loop(tmp_path: Pat
         "import gc, evaltui.engine.unit.heap as r\n"
         "before = gc.get_threshold()[0]\n"
         "r.settle_heap(); r.settle_heap()\n"
-        "for _ in range(20000):\n"
+        "for _ in range(60000):\n"
         "    a = []; a.append(a)\n"  # cyclic garbage: still collected, in batches
         "print(before, gc.get_threshold()[0], gc.get_freeze_count() > 1000, len(gc.get_objects()) < 15000)\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
-    assert out.split() == ["700", "10000", "True", "True"]
+    assert out.split() == ["700", "50000", "True", "True"]
+
+
+def test_what_is_made_for_the_run_is_made_without_a_collection_and_frozen(tmp_path: Path) -> None:
+    # A chunk of planned datasets read from the worker process (engine/score/process.py): no
+    # collection walks its objects as they are made, nor after (frozen); a reply that is not one
+    # is made without a collection too, but not frozen. Before the heap is settled, nothing changes.
+    import subprocess
+    import sys
+
+    probe = (
+        "import gc, evaltui.engine.unit.heap as r\n"
+        "seen = []\n"
+        "gc.callbacks.append(lambda phase, info: seen.append(info['generation']) if phase == 'start' else None)\n"
+        "def load():\n"
+        "    seen.clear(); made = [[] for _ in range(200000)]; made.append(len(seen)); return made\n"  # collections while it ran
+        "print(r.made_for_the_run(load, lasting=lambda made: True)[-1] > 0)\n"  # not settled: as ever
+        "r.settle_heap(); frozen = gc.get_freeze_count()\n"
+        "kept = r.made_for_the_run(load, lasting=lambda made: True)\n"
+        "print(kept[-1] == 0, gc.get_freeze_count() - frozen >= 200000, gc.isenabled())\n"
+        "frozen = gc.get_freeze_count()\n"
+        "print(r.made_for_the_run(load, lasting=lambda made: False)[-1] == 0, gc.get_freeze_count() == frozen, gc.isenabled())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.split() == ["True"] * 7
 
 
 def test_a_retry_in_the_same_session_after_the_data_file_grew_runs_and_scores_every_record(tmp_path: Path, sim_factory) -> None:

@@ -206,11 +206,27 @@ def test_a_run_stopped_with_pairs_queued_in_the_process_leaves_no_file_and_a_rer
     assert len(_results(tmp_path / "out-always")) == 20
 
 
-def test_datasets_planned_in_the_worker_are_planned_as_here(tmp_path: Path, sim_factory) -> None:
+def test_datasets_planned_in_the_worker_are_planned_as_here(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Resume planning in the worker process: the same runs, events, pending pairs and files as
     planning in this process, on two copies of one work dir (a dataset changed since, whose work
-    is set aside; a result deleted, whose pair awaits scoring again; one untouched)."""
+    is set aside; a result deleted, whose pair awaits scoring again; one untouched). Its reply is
+    read as made for the run (heap.made_for_the_run: frozen, no collection walks it)."""
     import shutil
+
+    from evaltui.engine.score import process as process_module
+
+    kinds: list[bool] = []  # what each reply read was said to be: lasting (a chunk planned) or not
+    made_for_the_run = process_module.made_for_the_run
+
+    def seen(load, *, lasting: Any):  # type: ignore[no-untyped-def]
+        def told(made: Any) -> bool:
+            said: bool = lasting(made)
+            kinds.append(said)
+            return said
+
+        return made_for_the_run(load, lasting=told)
+
+    monkeypatch.setattr(process_module, "made_for_the_run", seen)
 
     from evaltui.engine.disk.workdir import StatusWriter
     from evaltui.engine.run.resume import plan_pairs
@@ -239,6 +255,7 @@ def test_datasets_planned_in_the_worker_are_planned_as_here(tmp_path: Path, sim_
 
     planned = anyio.run(main)
     assert planned is not None
+    assert True in kinds  # the chunk planned: made for the run
 
     def described(runs: list[Any], root: Path) -> list[Any]:
         return [

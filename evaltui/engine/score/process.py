@@ -36,6 +36,7 @@ from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.score.frames import HEADER, UP, PlanLinks, Planned, frame
 from evaltui.engine.score.pairscore import Replace, Scored
 from evaltui.engine.stream import events as ev
+from evaltui.engine.unit.heap import made_for_the_run
 from evaltui.plan import DatasetConfig, Plan
 
 LOG_NAME = "scorer_process.log"  # in logs/: what the child printed (an evaluator's prints, a crash's traceback)
@@ -209,7 +210,7 @@ class WorkerProcess:
             (self._size,) = HEADER.unpack(await self._replies.receive_exactly(HEADER.size))
         body = await self._replies.receive_exactly(self._size)
         self._size = None
-        reply: tuple[int, str | None, Any, Exception | None] = PlanLinks(io.BytesIO(body), self.plan).load()
+        reply: tuple[int, str | None, Any, Exception | None] = made_for_the_run(PlanLinks(io.BytesIO(body), self.plan).load, lasting=_planned)
         return reply
 
     def _lose(self, why: str) -> None:
@@ -272,6 +273,10 @@ class WorkerProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def _planned(reply: tuple[int, str | None, Any, Exception | None]) -> bool:
+    return isinstance(reply[2], Planned)
 
 
 def _remove(tmp: str | None) -> None:
