@@ -65,7 +65,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: Path, sim_factory) -> None:
+def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from evaltui.engine.run import ending
+
+    # The datasets end together (a batch: ending.py) and are scored in one request (score_many).
+    monkeypatch.setattr(ending, "BATCH_WAIT", 3600.0)
+    requests: list[tuple[Any, ...]] = []
+    call = WorkerProcess._call
+
+    async def counted(self, request):  # type: ignore[no-untyped-def]
+        requests.append(request)
+        return await call(self, request)
+
+    monkeypatch.setattr(WorkerProcess, "_call", counted)
     sim = sim_factory(SimConfig(answer_key=_key(6), models={"m": ModelProfile(accuracy=0.5)}))
     scored = {}
     for choice in ("always", "never"):
@@ -81,6 +93,7 @@ def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: P
         assert len(of_type(events, ev.DatasetScored)) == 6
     assert len(scored["always"]) == 6
     assert scored["always"] == scored["never"]
+    assert [(r[0], len(r[1])) for r in requests] == [("score_many", 6)]  # one request for the six
     assert 0 < scored["always"]["d0.json"]["accuracy"] < 100  # a real mix of right and wrong answers was judged
 
 
@@ -137,6 +150,30 @@ def test_a_pair_retried_while_the_process_scores_it_is_not_put_in_place(tmp_path
 
     anyio.run(main)
     assert result.read_bytes() == scored_here
+    assert not list(result.parent.glob(".*.tmp")), "the stale result's temporary was left behind"
+
+    # Pairs scored in one request (score_many): the stale one is not put in place, the other is.
+    other = workdir.result_file("m", "d1")
+    other_here = other.read_bytes()
+    result.unlink()
+    other.unlink()
+    both = [(("m", d), [workdir.read_status("m", d, 0, 1)]) for d in ("d0", "d1")]
+
+    async def many() -> list[Any] | None:
+        gate = ScoreGate()
+        async with anyio.create_task_group() as tg:
+            process = WorkerProcess(plan, workdir, 1, tg, lambda e: None)
+            try:
+                tokens = [gate.token(pair) for pair, _ in both]
+                gate.invalidate(("m", "d0"))  # a retry of d0 began while they were scored
+                return await process.score_many([(pair, st, gate.replacer(pair, token)) for (pair, st), token in zip(both, tokens, strict=True)])
+            finally:
+                await process.aclose()
+                tg.cancel_scope.cancel()
+
+    outcomes = anyio.run(many)
+    assert outcomes is not None and isinstance(outcomes[0], StaleResult) and outcomes[1].metrics["accuracy"] == 100.0
+    assert not result.exists() and other.read_bytes() == other_here
     assert not list(result.parent.glob(".*.tmp")), "the stale result's temporary was left behind"
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,19 @@ def main() -> int:
     statuses = StatusWriter(workdir)
     out.write(frame((UP, None, None, None)))
     out.flush()
+    kept: tuple[str, ...]  # the temporaries of the reply's results
     while (job := read_frame(sys.stdin.buffer)) is not None:
         if job[0] == "plan":
-            reply, kept = _plan(plan, workdir, statuses, *job[1:]), ""
+            reply, kept = _plan(plan, workdir, statuses, *job[1:]), ()
+        elif job[0] == "score_many":
+            reply, kept = _score_many(plan, workdir, workers, *job[1:])
         else:
             reply, kept = _score(plan, workdir, workers, *job[1:])
         try:
             out.write(frame(reply, by_abbr=True))
             out.flush()
-        except BaseException:  # the parent is gone (a broken pipe) or stops it: nobody will put this result in place
-            if kept:
-                Path(kept).unlink(missing_ok=True)
+        except BaseException:  # the parent is gone (a broken pipe) or stops it: nobody will put these results in place
+            _unlink(kept)
             return 0
     return 0
 
@@ -79,16 +82,37 @@ def _plan(plan: Plan, workdir: WorkDir, statuses: StatusWriter, job_id: int, mod
         return (job_id, None, None, portable(e))
 
 
-def _score(plan: Plan, workdir: WorkDir, workers: int, job_id: int, model: str, dataset: str, statuses: Any) -> tuple[tuple[Any, ...], str]:
-    """The reply for one pair, and its result's temporary ("" when there is none)."""
+def _score(plan: Plan, workdir: WorkDir, workers: int, job_id: int, model: str, dataset: str, statuses: Any) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The reply for one pair, and its result's temporary (none when it failed)."""
     kept: list[str] = []
     try:
         scored = score_pair(plan, workdir, model, dataset, workers, lambda tmp, _path: kept.append(tmp), statuses=statuses)
-        return (job_id, kept[-1], scored, None), kept[-1]
+        return (job_id, kept[-1], scored, None), (kept[-1],)
     except Exception as e:  # the pair's error result is the parent's to write, as for a thread
-        for tmp in kept:
-            Path(tmp).unlink(missing_ok=True)
-        return (job_id, None, None, ScoringFailed(failure_message(e))), ""
+        _unlink(kept)
+        return (job_id, None, None, ScoringFailed(failure_message(e))), ()
+
+
+def _score_many(plan: Plan, workdir: WorkDir, workers: int, job_id: int, pairs: tuple[tuple[str, str, Any], ...]) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The reply for pairs found ready together (WorkerProcess.score_many): each one's temporary
+    (None when it failed) and its Scored or error, in order, and all the temporaries."""
+    temporaries: list[str | None] = []
+    outcomes: list[Any] = []
+    try:
+        for model, dataset, statuses in pairs:
+            (_, tmp, scored, error), _ = _score(plan, workdir, workers, job_id, model, dataset, statuses)
+            temporaries.append(tmp)
+            outcomes.append(scored if error is None else error)
+    except BaseException:  # stopped half way (SIGUSR1): those scored so far go into no reply
+        _unlink(t for t in temporaries if t)
+        raise
+    kept = tuple(t for t in temporaries if t)
+    return (job_id, tuple(temporaries), tuple(outcomes), None), kept
+
+
+def _unlink(temporaries: Iterable[str]) -> None:
+    for tmp in temporaries:
+        Path(tmp).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

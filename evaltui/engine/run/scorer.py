@@ -213,10 +213,16 @@ class Scorer:
     def _scan(self, tg: TaskGroup, started: float, timeout: float) -> None:
         final_scan = self._inference_done  # read before scanning: no finish slips between
         due, self._due = self.pending if final_scan or self.inferring is None else [p for p in self._due if p in self.pending], {}
+        batch: list[tuple[Pair, Ready]] = []  # small pairs of light evaluators: to the worker process in one request
         for pair, ready in [(p, r) for p in due if (r := self._ready(p)) is not None]:
             del self.pending[pair]
             self._scoring[pair] = anyio.CancelScope()
-            tg.start_soon(self._score, pair, self._scoring[pair], ready)
+            if self.offload is not None and self._light(pair, ready):
+                batch.append((pair, ready))
+            else:
+                tg.start_soon(self._score, pair, self._scoring[pair], ready)
+        if batch:
+            tg.start_soon(self._score_batch, batch)
         if not self.pending:
             return
         if final_scan:
@@ -309,47 +315,80 @@ class Scorer:
             self._stretch = (start, time.perf_counter())
 
     async def _score(self, pair: Pair, scope: anyio.CancelScope, ready: Ready) -> None:
-        from evaltui.scoring import Reduction
-
-        model, dataset = pair
-        ds = self.plan.dataset(dataset)
-        metric = Reduction.of(ds.evaluator, self.plan.epochs(ds)).main
-        result_file = str(self.workdir.result_file(model, dataset))
         token = self.gate.token(pair)
         replace = self.gate.replacer(pair, token)
         try:
             with scope:  # cancelled by forget(): a retry of this pair began
                 if scope.cancel_called:  # forgotten before it started
                     return
-                self.emit(ev.DatasetScoring(model, dataset))
+                self.emit(ev.DatasetScoring(*pair))
                 try:
                     if self.judges is not None:
-                        await self.judges.judge_pair(self.workdir, model, dataset)
-                    # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch to finish
-                    # (the gate keeps the abandoned thread from writing, _slots from adding up).
-                    scored = await self._score_small(pair, token, replace, ready) if self._light(pair, ready) else None
-                    if scored is None:
-                        scored = await anyio.to_thread.run_sync(
-                            self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter
-                        )
-                except StaleResult:
-                    return
+                        await self.judges.judge_pair(self.workdir, *pair)
+                    outcome: Scored | Exception = await self._scored_here(pair, token, replace, ready)
                 except Exception as e:  # one evaluator's failure is that pair's error, not the run's
-                    message = failure_message(e)
-                    # (OSError: the event below still says it; the next run scores again)
-                    with contextlib.suppress(OSError, StaleResult), atomic_writer(result_file, replace=replace) as w:
-                        w.write(dumps_readable({"error": message}).encode("utf-8"))
-                    if self.gate.current(pair, token):
-                        self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
-                    return
-                if self.gate.current(pair, token):
-                    metrics = scored.metrics
-                    extra: ev.Metrics = tuple((name, value) for name, value in metrics.items() if name != metric)
-                    self.emit(ev.DatasetScored(model, dataset, metric, metrics[metric], "", result_file, extra, scored.parts, scored.intervals))
+                    outcome = e
+                self._settle(pair, token, replace, outcome)
         finally:
-            if self._scoring.get(pair) is scope:
-                del self._scoring[pair]
-            self._wake.set()
+            self._release(pair, scope)
+
+    async def _score_batch(self, batch: list[tuple[Pair, Ready]]) -> None:
+        """Small pairs of light evaluators found ready in one scan (the datasets of a batch that
+        ended together: ending.py), scored in the worker process in one request: a frame each way
+        for all of them, not a task, a frame and a wake-up each. Should the process be gone, each
+        is scored here as it would be alone."""
+        assert self.offload is not None
+        scopes = [self._scoring[pair] for pair, _ in batch]
+        try:
+            live = [(pair, ready, self.gate.token(pair), scope) for (pair, ready), scope in zip(batch, scopes, strict=True) if not scope.cancel_called]
+            replaces = [self.gate.replacer(pair, token) for pair, _, token, _ in live]
+            for pair, *_ in live:
+                self.emit(ev.DatasetScoring(*pair))
+            outcomes = await self.offload.score_many([(pair, ready.statuses, replace) for (pair, ready, *_), replace in zip(live, replaces, strict=True)])
+            for i, ((pair, ready, token, scope), replace) in enumerate(zip(live, replaces, strict=True)):
+                with scope:  # (forget(): a retry of the pair began)
+                    try:
+                        outcome = await self._scored_here(pair, token, replace, ready) if outcomes is None else outcomes[i]
+                    except Exception as e:
+                        outcome = e
+                    self._settle(pair, token, replace, outcome)
+        finally:
+            for (pair, _), scope in zip(batch, scopes, strict=True):
+                self._release(pair, scope)
+
+    async def _scored_here(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored:
+        # abandon_on_cancel: Ctrl-C must not wait for a long code_exec batch (the gate keeps the abandoned thread from writing, _slots from adding up)
+        scored = await self._score_small(pair, token, replace, ready) if self._light(pair, ready) else None
+        if scored is None:
+            scored = await anyio.to_thread.run_sync(self._score_in_slot, pair, token, replace, ready, abandon_on_cancel=True, limiter=self._limiter)
+        return scored
+
+    def _settle(self, pair: Pair, token: tuple[int, int], replace: Replace, outcome: Scored | Exception) -> None:
+        """Say how the pair's scoring ended: its metrics, or its error (an error result written in
+        place of its result); nothing when a retry of it began meanwhile (StaleResult)."""
+        from evaltui.scoring import Reduction
+
+        if isinstance(outcome, StaleResult):
+            return
+        model, dataset = pair
+        ds = self.plan.dataset(dataset)
+        metric = Reduction.of(ds.evaluator, self.plan.epochs(ds)).main
+        result_file = str(self.workdir.result_file(model, dataset))
+        if isinstance(outcome, Exception):
+            message = failure_message(outcome)
+            # (OSError: the event below still says it; the next run scores again)
+            with contextlib.suppress(OSError, StaleResult), atomic_writer(result_file, replace=replace) as w:
+                w.write(dumps_readable({"error": message}).encode("utf-8"))
+            if self.gate.current(pair, token):
+                self.emit(ev.DatasetScored(model, dataset, metric, None, message, result_file))
+        elif self.gate.current(pair, token):
+            extra: ev.Metrics = tuple((name, value) for name, value in outcome.metrics.items() if name != metric)
+            self.emit(ev.DatasetScored(model, dataset, metric, outcome.metrics[metric], "", result_file, extra, outcome.parts, outcome.intervals))
+
+    def _release(self, pair: Pair, scope: anyio.CancelScope) -> None:  # its scoring over (unless forgotten and scored again)
+        if self._scoring.get(pair) is scope:
+            del self._scoring[pair]
+        self._wake.set()
 
 
 def wants_process(plan: Plan) -> bool:

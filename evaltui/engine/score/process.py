@@ -42,6 +42,8 @@ from evaltui.plan import DatasetConfig, Plan
 LOG_NAME = "scorer_process.log"  # in logs/: what the child printed (an evaluator's prints, a crash's traceback)
 #: What reading the child's replies ends with once its pipe is closed (it ended, or was killed).
 CLOSED = (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError)
+#: A reply: (job, its result's temporary (score_many: each pair's), what was made, the error).
+Reply = tuple[int, "str | tuple[str | None, ...] | None", Any, "Exception | None"]
 STOP_WAIT = 5.0  # s a child is given to finish the pair it is on once the pipe is closed, before it is killed
 
 
@@ -52,7 +54,7 @@ class _Waiter:
 
     def __init__(self) -> None:
         self.done = anyio.Event()
-        self.tmp: str | None = None  # a scored pair's result, under its temporary name
+        self.tmp: str | tuple[str | None, ...] | None = None  # a scored pair's result under its temporary name (score_many: each one's)
         self.value: Any = None  # what the child made: Scored, or a chunk's Planned
         self.error: Exception | None = None
         self.lost = False  # the child died first
@@ -97,13 +99,33 @@ class WorkerProcess:
         waiter = await self._call(("score", pair[0], pair[1], tuple(statuses)))
         if waiter is None:
             return None
-        assert waiter.tmp is not None and isinstance(waiter.value, Scored)
+        assert isinstance(waiter.tmp, str) and isinstance(waiter.value, Scored)
         try:
             replace(waiter.tmp, self.workdir.result_file(*pair))
         except BaseException:
             _remove(waiter.tmp)
             raise
         return waiter.value
+
+    async def score_many(self, pairs: Sequence[tuple[tuple[str, str], Sequence[Mapping[str, Any]], Replace]]) -> list[Scored | Exception] | None:
+        """Score these pairs in the child in one request, each put in place with its `replace`:
+        for each, its Scored or the error that stands for it (its scoring's, or StaleResult from
+        its `replace`); None when the child cannot (nothing written). Pairs found ready together,
+        as the datasets of a batch end (ending.py): a frame each way, not one per pair, and their
+        replies handled one after another."""
+        waiter = await self._call(("score_many", tuple((pair[0], pair[1], tuple(statuses)) for pair, statuses, _ in pairs)))
+        if waiter is None:
+            return None
+        outcomes: list[Scored | Exception] = []
+        for (pair, _, replace), tmp, outcome in zip(pairs, waiter.tmp or (), waiter.value, strict=True):
+            if tmp is not None:
+                try:
+                    replace(tmp, self.workdir.result_file(*pair))
+                except Exception as e:  # (StaleResult: retried meanwhile)
+                    _remove(tmp)
+                    outcome = e
+            outcomes.append(outcome)
+        return outcomes
 
     async def plan_chunk(self, model: str, datasets: Sequence[DatasetConfig], totals: Mapping[str, int]) -> Planned | None:
         """Plan these datasets of `model` in the child (resume.plan_pairs: their `pending`
@@ -202,7 +224,7 @@ class WorkerProcess:
         except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as e:
             self._lose(f"it sent what cannot be read ({type(e).__name__}: {e})")
 
-    async def _next_reply(self) -> tuple[int, str | None, Any, Exception | None]:
+    async def _next_reply(self) -> Reply:
         """The next frame from the child. Cancel-safe (the reader is cancelled as its session
         ends, and aclose reads on): what was received stays in the buffer, a header read is kept."""
         assert self._replies is not None
@@ -210,7 +232,7 @@ class WorkerProcess:
             (self._size,) = HEADER.unpack(await self._replies.receive_exactly(HEADER.size))
         body = await self._replies.receive_exactly(self._size)
         self._size = None
-        reply: tuple[int, str | None, Any, Exception | None] = made_for_the_run(PlanLinks(io.BytesIO(body), self.plan).load, lasting=_planned)
+        reply: Reply = made_for_the_run(PlanLinks(io.BytesIO(body), self.plan).load, lasting=_planned)
         return reply
 
     def _lose(self, why: str) -> None:
@@ -275,13 +297,14 @@ class WorkerProcess:
             self._log = None
 
 
-def _planned(reply: tuple[int, str | None, Any, Exception | None]) -> bool:
+def _planned(reply: Reply) -> bool:
     return isinstance(reply[2], Planned)
 
 
-def _remove(tmp: str | None) -> None:
-    if tmp:
-        Path(tmp).unlink(missing_ok=True)
+def _remove(tmp: str | tuple[str | None, ...] | None) -> None:
+    for name in tmp if isinstance(tmp, tuple) else (tmp,):
+        if name:
+            Path(name).unlink(missing_ok=True)
 
 
 async def _exit_code(proc: Process) -> int | None:
