@@ -127,3 +127,23 @@ def test_a_full_disk_as_a_batch_ends_stops_the_run_and_a_rerun_finishes_each_dat
     assert code == 0 and sim.stats.requests_total == 0  # every answer was kept: nothing asked again
     for k in range(N):
         assert runner.workdir.read_result("m", f"d{k}")["accuracy"] == 100.0
+
+
+def test_one_dataset_whose_end_fails_leaves_the_others_of_its_batch_said(
+    tmp_path: Path, sim_factory: Any, datasets: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Their files written, what is said of them (their status in the run, DatasetInferred, the
+    # scorer woken) is said of each, whatever one of them raised (its `fail` on a full disk).
+    sim = _sim(sim_factory)
+    said = ending.PairEnding._ended
+
+    def failing(self: ending.PairEnding, run: Any, shard: Any, end: Any) -> None:
+        if run.cfg.abbr == "d5":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        said(self, run, shard, end)
+
+    monkeypatch.setattr(ending.PairEnding, "_ended", failing)
+    code, events, runner = run_plan(write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=4)], datasets=datasets))
+    assert code != 0
+    assert {e.dataset for e in events if isinstance(e, ev.DatasetInferred)} == {f"d{k}" for k in range(N) if k != 5}
+    assert all(_status(runner.workdir.root, f"d{k}")["status"] == "done" for k in range(N))  # (d5's files were written before)

@@ -177,6 +177,43 @@ def test_a_pair_retried_while_the_process_scores_it_is_not_put_in_place(tmp_path
     assert not list(result.parent.glob(".*.tmp")), "the stale result's temporary was left behind"
 
 
+def test_a_pair_forgotten_after_its_scan_put_it_in_a_batch_is_passed_by(tmp_path: Path, sim_factory) -> None:
+    """A retry of a pair (forget) in the turn between the scan that put it in a batch and the
+    batch's start: the batch scores the other pairs and passes it by (no error, nothing written
+    for it, nothing said), as a pair forgotten before its own scoring began."""
+    from evaltui.engine.run.scorer import Scorer
+
+    sim = sim_factory(SimConfig(answer_key=_key(3)))
+    plan_path = _plan(tmp_path, sim.url, 3, "never")
+    assert run_plan(plan_path)[0] == 0
+    plan, workdir = load_plan(plan_path), WorkDir(tmp_path / "out-never")
+    for d in ("d0", "d1", "d2"):
+        workdir.result_file("m", d).unlink()
+    events: list[ev.Event] = []
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                process = WorkerProcess(plan, workdir, 1, tg, lambda e: None)
+                try:
+                    await process.start()
+                    while not process.ready:
+                        await anyio.sleep(0.01)
+                    scorer = Scorer(plan, workdir, events.append, inferring=lambda: True)
+                    scorer.offload = process
+                    async with anyio.create_task_group() as scoring:
+                        scorer.add([("m", d) for d in ("d0", "d1", "d2")])
+                        scorer._scan(scoring, 0.0, 1e9)  # the three go to one batch, not started yet
+                        scorer.forget(("m", "d1"))  # a retry of d1 began in the same turn
+                finally:
+                    await process.aclose()
+                    tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert sorted(e.dataset for e in of_type(events, ev.DatasetScored)) == ["d0", "d2"]
+    assert workdir.read_result("m", "d0")["accuracy"] == 100.0 and not workdir.result_file("m", "d1").exists()
+
+
 def test_the_scoring_process_ends_with_a_killed_run(tmp_path: Path, sim_factory) -> None:
     sim = sim_factory(SimConfig(answer_key=_key(40), default=ModelProfile(latency=0.05)))
     plan = _plan(tmp_path, sim.url, 40, "always", max_workers=2)

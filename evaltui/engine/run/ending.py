@@ -168,8 +168,14 @@ class PairEnding:
             i = len(deferred)
         finally:
             self._deferred[:0] = deferred[i + 1 :]
+            failed: Exception | None = None
             for run, shard, end in ends:
-                self._ended(run, shard, end)
+                try:
+                    self._ended(run, shard, end)
+                except Exception as e:  # (one's `fail` on a full disk): the others, whose files are written, are said all the same
+                    failed = failed or e
+            if failed is not None:
+                raise failed
 
     async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         end = self._ending_of(run, shard)

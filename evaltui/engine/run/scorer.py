@@ -213,12 +213,12 @@ class Scorer:
     def _scan(self, tg: TaskGroup, started: float, timeout: float) -> None:
         final_scan = self._inference_done  # read before scanning: no finish slips between
         due, self._due = self.pending if final_scan or self.inferring is None else [p for p in self._due if p in self.pending], {}
-        batch: list[tuple[Pair, Ready]] = []  # small pairs of light evaluators: to the worker process in one request
+        batch: list[tuple[Pair, Ready, anyio.CancelScope]] = []  # small pairs of light evaluators: to the worker process in one request
         for pair, ready in [(p, r) for p in due if (r := self._ready(p)) is not None]:
             del self.pending[pair]
             self._scoring[pair] = anyio.CancelScope()
-            if self.offload is not None and self._light(pair, ready):
-                batch.append((pair, ready))
+            if self.offload is not None and not self.offload.lost and self._light(pair, ready):
+                batch.append((pair, ready, self._scoring[pair]))
             else:
                 tg.start_soon(self._score, pair, self._scoring[pair], ready)
         if batch:
@@ -332,15 +332,14 @@ class Scorer:
         finally:
             self._release(pair, scope)
 
-    async def _score_batch(self, batch: list[tuple[Pair, Ready]]) -> None:
+    async def _score_batch(self, batch: list[tuple[Pair, Ready, anyio.CancelScope]]) -> None:
         """Small pairs of light evaluators found ready in one scan (the datasets of a batch that
         ended together: ending.py), scored in the worker process in one request: a frame each way
         for all of them, not a task, a frame and a wake-up each. Should the process be gone, each
-        is scored here as it would be alone."""
+        is scored here as it would be alone. A pair forgotten (a retry began) is passed by."""
         assert self.offload is not None
-        scopes = [self._scoring[pair] for pair, _ in batch]
         try:
-            live = [(pair, ready, self.gate.token(pair), scope) for (pair, ready), scope in zip(batch, scopes, strict=True) if not scope.cancel_called]
+            live = [(pair, ready, self.gate.token(pair), scope) for pair, ready, scope in batch if not scope.cancel_called]
             replaces = [self.gate.replacer(pair, token) for pair, _, token, _ in live]
             for pair, *_ in live:
                 self.emit(ev.DatasetScoring(*pair))
@@ -353,7 +352,7 @@ class Scorer:
                         outcome = e
                     self._settle(pair, token, replace, outcome)
         finally:
-            for (pair, _), scope in zip(batch, scopes, strict=True):
+            for pair, _, scope in batch:
                 self._release(pair, scope)
 
     async def _scored_here(self, pair: Pair, token: tuple[int, int], replace: Replace, ready: Ready) -> Scored:

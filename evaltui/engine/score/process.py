@@ -88,6 +88,11 @@ class WorkerProcess:
         up by its start."""
         return self._up and not self._broken
 
+    @property
+    def lost(self) -> bool:
+        """It died or could not start: every request from now on is done in the run's own process."""
+        return self._broken
+
     async def start(self) -> None:
         """Start the child now rather than at the first request."""
         await self._started()
