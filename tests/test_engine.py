@@ -174,6 +174,35 @@ def test_datasets_are_loaded_no_further_ahead_than_twice_max_workers_units(tmp_p
     assert peak <= 2, f"{peak} of {n} datasets loaded and not ended at once"
 
 
+def test_datasets_are_loaded_in_bursts_not_one_at_a_time(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Once the units ahead fall to 1.5 × max_workers, as many datasets are started as bring them
+    back to 2 ×, loaded one after another by one task (their loads run warm): 60 datasets of one
+    sample at max_workers = 8 load in bursts of about four after the first, not one by one as each
+    dataset's unit goes out."""
+    from evaltui.engine.run.pool import WorkerPool
+
+    n = 60
+    rows = [arithmetic(1, f"D{k}-") for k in range(n)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.005)))
+    plan = write_plan(
+        tmp_path,
+        models=[lightllm("m", sim.url, max_workers=8)],
+        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
+    )
+    bursts: list[int] = []
+    load_in_turn = WorkerPool._load_in_turn
+
+    async def counted(self, runs):  # type: ignore[no-untyped-def]
+        bursts.append(len(runs))
+        await load_in_turn(self, runs)
+
+    monkeypatch.setattr(WorkerPool, "_load_in_turn", counted)
+    code, events, _ = run_plan(plan)
+    assert code == 0 and len(of_type(events, ev.DatasetScored)) == n
+    assert sum(bursts) == n and bursts[0] == 16
+    assert sum(bursts[1:-1]) / len(bursts[1:-1]) > 3, bursts  # (one at a time before: 1)
+
+
 def test_a_large_datasets_load_holds_up_none_of_the_small_ones_after_it(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The pool loads a burst of small datasets in turn in one task, and a large one (its file
     work in a thread) in a task of its own: a slow large file delays none of those after it."""

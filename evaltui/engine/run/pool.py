@@ -5,9 +5,9 @@ Layering, after Inspect AI's eval loop, each layer removing one dimension:
 
 The pool is `max_workers` worker coroutines pulling the next sample in plan order, which is the
 OpenCompass semaphore without one task per sample: memory follows concurrency, not dataset
-size. The next dataset is loaded as soon as the running ones have fewer than 2 × max_workers
-samples left, so its first requests go out while the previous dataset's last ones are in
-flight and the pool never drains at a dataset boundary.
+size. The next datasets are loaded as soon as the running ones have fewer than 1.5 × max_workers
+samples left (up to 2 ×), so their first requests go out while the previous dataset's last ones
+are in flight and the pool never drains at a dataset boundary.
 
 What the pool is given comes from resume planning (resume.py); how a shard and its dataset end
 (final statuses, the merged predictions) is ending.py's.
@@ -180,14 +180,14 @@ class WorkerPool:
             self._maybe_start_more()
 
     def _maybe_start_more(self) -> None:
-        """Start queued datasets in turn while the started ones (from the cursor: those before it have only their requests
-        in flight; each counts its planned units before it is loaded) have < 2 × max_workers units to hand out, counted no
-        further: a sum over all, at every sample, grew with 10,000 datasets; all started at once held all their files open."""
+        """Once the started ones (from the cursor: those before it have only their requests in flight; each counts its planned units before it is
+        loaded) have ≤ 1.5 × max_workers units to hand out, start queued ones in turn until they have 2 × (counted no further: a sum over all grew with
+        10,000 datasets; all started at once held all their files open). In bursts, loaded one after another: warm (10,000 × 3: −0.6 s of CPU)."""
         first = self._next_to_start
         left = 0
         for i in range(self._cursor, first):
             left += self.runs[i].remaining
-            if left >= self._early_start_below:
+            if left > 3 * self.model.max_workers // 2:
                 return
         while self._next_to_start < len(self.runs) and (left < self._early_start_below or self._next_to_start == 0):
             run = self.runs[self._next_to_start]
