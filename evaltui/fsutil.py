@@ -110,9 +110,9 @@ def nul_byte(path: str) -> str | None:
     return None
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, replace: Callable[[str, Path], None] = os.replace) -> None:
     """atomic_writer's file for bytes at hand, written straight to its descriptor (no buffered
-    file object made and flushed for them)."""
+    file object made and flushed for them); `replace` as atomic_writer's."""
     path = path if isinstance(path, Path) else Path(path)
     fd, tmp = _temporary(path)
     try:
@@ -123,7 +123,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -134,8 +134,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_bytes(path, dumps_readable(obj).encode("utf-8"))
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, replace: Callable[[str, Path], None] = os.replace) -> None:
+    atomic_write_bytes(path, dumps_readable(obj).encode("utf-8"), replace=replace)
 
 
 def json_bytes(obj: Any) -> bytes:

@@ -97,6 +97,58 @@ def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: P
     assert 0 < scored["always"]["d0.json"]["accuracy"] < 100  # a real mix of right and wrong answers was judged
 
 
+def test_the_done_files_made_in_the_worker_process_are_those_made_here(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A batch of small datasets' `done` files (ending.py) made in the worker process under
+    temporary names and put in place here: the same predictions and status files as a run that
+    makes them itself, and no temporary left."""
+    requests: list[str] = []
+    call = WorkerProcess._call
+
+    async def counted(self, request):  # type: ignore[no-untyped-def]
+        requests.append(request[0])
+        return await call(self, request)
+
+    monkeypatch.setattr(WorkerProcess, "_call", counted)
+    sim = sim_factory(SimConfig(answer_key=_key(40), models={"m": ModelProfile(accuracy=0.5, latency=0.005)}))
+    files = {}
+    for choice in ("always", "never"):
+        code, events, _ = run_plan(_plan(tmp_path, sim.url, 40, choice, name=f"{choice}.toml", max_workers=4))
+        assert code == 0 and len(of_type(events, ev.DatasetScored)) == 40
+        out = tmp_path / f"out-{choice}"
+        files[choice] = {
+            p.relative_to(out).as_posix(): re.sub(r'"updated_at": "[^"]*"', "", p.read_text())
+            for folder in ("predictions", "infer_status") for p in sorted((out / folder).rglob("*.json"))
+        }
+        assert not list(out.rglob(".*.tmp")), "a temporary left behind"
+    assert "files" in requests  # the batches went to the worker process
+    assert len(files["always"]) == 80 and files["always"] == files["never"]
+
+
+def test_a_batch_the_worker_process_is_late_with_is_written_here_and_its_late_files_never_put_in_place(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Given up on at once (ELSEWHERE_WAIT 0: a worker stopped, or busy planning), a batch's
+    `done` files are written here, and the pool's later batches too: one request only, every pair
+    scored right, no temporary left. (What a stopped worker makes once it goes on is removed as its
+    reply comes: tests/test_worker_process_faults.py::test_a_retry_of_a_pair_queued_in_a_stopped_scoring_process.)"""
+    from evaltui.engine.run import ending
+
+    monkeypatch.setattr(ending, "ELSEWHERE_WAIT", 0.0)
+    requests: list[str] = []
+    call = WorkerProcess._call
+
+    async def counted(self, request):  # type: ignore[no-untyped-def]
+        requests.append(request[0])
+        return await call(self, request)
+
+    monkeypatch.setattr(WorkerProcess, "_call", counted)
+    sim = sim_factory(SimConfig(answer_key=_key(30), default=ModelProfile(latency=0.005)))
+    code, events, _ = run_plan(_plan(tmp_path, sim.url, 30, "always", max_workers=4))
+    assert code == 0
+    out = tmp_path / "out-always"
+    assert requests.count("files") == 1
+    assert all(r.get("accuracy") == 100.0 for r in _results(out).values()) and len(_results(out)) == 30
+    assert not list(out.rglob(".*.tmp")), "a temporary left behind"
+
+
 def test_a_scoring_process_killed_mid_run_loses_no_score(tmp_path: Path, sim_factory) -> None:
     sim = sim_factory(SimConfig(answer_key=_key(30), default=ModelProfile(latency=0.01)))
     killed: list[int] = []

@@ -45,8 +45,8 @@ def test_small_datasets_are_loaded_opened_and_merged_without_a_thread_and_a_larg
     code, _, runner = run_plan(plan)
     assert code == 0
     # The large dataset: its loading, its shards' opening and its merge with its `done`, a hop each.
-    loads = [name for name in sent if name in ("open_records", "start_shards", "PairEnding._ending_of.<locals>.<lambda>")]
-    assert sorted(loads) == ["PairEnding._ending_of.<locals>.<lambda>", "open_records", "start_shards"]
+    loads = [name for name in sent if name in ("open_records", "start_shards", "DoneFiles.write")]
+    assert sorted(loads) == ["DoneFiles.write", "open_records", "start_shards"]
     for d in [f"s{k}" for k in range(12)] + ["large"]:  # and every file says what a thread would have written
         status = json.loads(runner.workdir.status_file("m", d, 0, 1).read_text())
         assert status["status"] == "done" and status["completed"] == status["total"]

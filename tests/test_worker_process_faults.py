@@ -132,7 +132,7 @@ def test_a_retry_of_a_pair_queued_in_a_stopped_scoring_process(tmp_path: Path, s
     assert (first, second) == (0, 0)
     results = {p.name: json.loads(p.read_text()) for p in (tmp_path / "out" / "results" / "m").glob("*.json")}
     assert len(results) == n and all(r.get("accuracy") == 100.0 for r in results.values()), results
-    assert not list((tmp_path / "out" / "results").rglob(".*.tmp")), "a temporary left behind"
+    assert not list((tmp_path / "out").rglob(".*.tmp")), "a temporary left behind"  # (results/, and the `done` files a batch left there)
 
 
 async def _note(codes: list[int], awaitable: Any) -> None:

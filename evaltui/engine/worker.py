@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from evaltui.engine.disk.predictions import DoneFiles
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.resume import plan_chunk
 from evaltui.engine.score.frames import UP, Planned, frame, portable, read_frame
@@ -54,6 +55,8 @@ def main() -> int:
     while (job := read_frame(sys.stdin.buffer)) is not None:
         if job[0] == "plan":
             reply, kept = _plan(plan, workdir, statuses, *job[1:]), ()
+        elif job[0] == "files":
+            reply, kept = _make_files(statuses, *job[1:])
         elif job[0] == "score_many":
             reply, kept = _score_many(plan, workdir, workers, *job[1:])
         else:
@@ -108,6 +111,31 @@ def _score_many(plan: Plan, workdir: WorkDir, workers: int, job_id: int, pairs: 
         raise
     kept = tuple(t for t in temporaries if t)
     return (job_id, tuple(temporaries), tuple(outcomes), None), kept
+
+
+def _make_files(statuses: StatusWriter, job_id: int, files: tuple[DoneFiles, ...]) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The reply for a batch of datasets' `done` files, each left under temporary names for the
+    engine to put in place: each one's (temporary, path) pairs, in order, up to the first that
+    failed (the engine writes that one and the rest itself, and says what fails)."""
+    made: list[list[tuple[str, str]]] = []
+    try:
+        for done in files:
+            mine: list[tuple[str, str]] = []
+
+            def left(tmp: str, path: Path, mine: list[tuple[str, str]] = mine) -> None:
+                mine.append((tmp, str(path)))
+
+            try:
+                done.write(statuses, replace=left)
+            except Exception:
+                _unlink(tmp for tmp, _ in mine)
+                break
+            made.append(mine)
+    except BaseException:  # stopped half way (SIGUSR1): none of it goes into a reply
+        _unlink(tmp for one in made for tmp, _ in one)
+        raise
+    temporaries = tuple(tmp for one in made for tmp, _ in one)
+    return (job_id, temporaries, made, None), temporaries
 
 
 def _unlink(temporaries: Iterable[str]) -> None:

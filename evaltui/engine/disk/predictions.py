@@ -7,15 +7,33 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltui import fastjson
 from evaltui.engine.disk.checkpoint import ANY_SIZE, ENTRY_HEAD, LINE_BYTES, LineIndex
 from evaltui.engine.disk.units import sample_keys
 from evaltui.failure import ErrorKind, error_record
 from evaltui.fsutil import atomic_write_bytes, atomic_writer, json_bytes, open_regular, read_json
+
+if TYPE_CHECKING:
+    from evaltui.engine.disk.workdir import StatusWriter
+
+class DoneFiles(NamedTuple):
+    """A dataset's `done` files (engine/run/ending.py), made in the run's process, or in its worker
+    process (engine/worker.py: it pickles) left under temporary names the run puts in place: its
+    predictions (merge_checkpoints with its arguments), then its last shard's status
+    (StatusWriter.write's arguments)."""
+
+    merge: Callable[..., int]
+    status: tuple[Any, ...]
+    fields: dict[str, Any]
+
+    def write(self, statuses: StatusWriter, replace: Callable[[str, Path], None] = os.replace) -> None:
+        self.merge(replace=replace)
+        statuses.write(*self.status, **self.fields, replace=replace)
+
 
 # An epoch with no line when the predictions are merged (it cannot be: a dataset ends `done`
 # only once every (sample, epoch) has one; this keeps a hand-edited checkpoint readable).
@@ -26,7 +44,8 @@ WHOLE_BYTES = 1 << 30
 
 
 def merge_checkpoints(
-    paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None, held: Mapping[Path, bytes] | None = None
+    paths: list[Path], total: int, out: Path, *, epochs: int = 1, selection: Sequence[int] | None = None, held: Mapping[Path, bytes] | None = None,
+    replace: Callable[[str, Path], None] = os.replace,
 ) -> int:
     """Write the final predictions file from the shards' checkpoints, streaming, in index order.
 
@@ -35,15 +54,15 @@ def merge_checkpoints(
     (a --samples run); all of 0..total-1 by default. `held`: checkpoints whose bytes are at hand
     (a small dataset's, Checkpoint.kept): when every one is, the file is written in one go, as
     10,000 datasets of a few samples each spent a tenth of the engine's time in their merges.
-    Returns the entries written.
+    Returns the entries written. `replace` puts the file in place (atomic_writer's).
     """
     with LineIndex(paths, total, epochs=epochs, held=held) as lines:
         if held and all(p in held for p in lines.paths):
             entries = list(_entries_of(lines, total, epochs, selection))
-            atomic_write_bytes(out, b"{%s\n}\n" % b",".join(entries))
+            atomic_write_bytes(out, b"{%s\n}\n" % b",".join(entries), replace=replace)
             return len(entries)
         written = 0
-        with atomic_writer(out) as w:
+        with atomic_writer(out, replace=replace) as w:
             w.write(b"{")
             for entry in _entries_of(lines, total, epochs, selection):
                 w.write(b"," + entry if written else entry)

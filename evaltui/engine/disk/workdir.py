@@ -15,7 +15,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -360,6 +360,7 @@ class StatusWriter:
     def write(
         self, model: str, dataset: str, shard: int, shards: int, status: str, *, total: int, completed: int, failed: int, error: str = "",
         version: str = "", reset: bool = False, epochs: int = 1, samples: str = "", urls: tuple[str, ...] = (),
+        replace: Callable[[str, Path], None] = os.replace,
     ) -> bool:
         """`epochs` > 1: the counts are of (sample, epoch) units, and the file says how many epochs;
         `samples`: the selection run (sample_ids, --samples) when not all of them; `urls`: the
@@ -374,12 +375,17 @@ class StatusWriter:
             data["samples"] = samples
         if urls:
             data["urls"] = list(urls)
-        atomic_write_json(path, data)
+        atomic_write_json(path, data, replace=replace)
         if status in TERMINAL:
             self._final[path] = status
         else:
             self._final.pop(path, None)
         return True
+
+
+    def settled(self, model: str, dataset: str, shard: int, shards: int, status: str) -> None:
+        """A final status put in place here but written elsewhere (the worker process: a batch's `done`s)."""
+        self._final[self.workdir.status_file(model, dataset, shard, shards)] = status
 
 
 def _head(f: BinaryIO) -> dict[str, Any] | None:

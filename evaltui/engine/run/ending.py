@@ -12,13 +12,14 @@ import asyncio
 import contextlib
 import functools
 import math
+import os
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, NamedTuple
 
 import anyio
 
-from evaltui.engine.disk.predictions import merge_checkpoints
+from evaltui.engine.disk.predictions import DoneFiles, merge_checkpoints
 from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.runs import DatasetRun, ShardRun, where_it_fits
 from evaltui.engine.stream import events as ev
@@ -78,12 +79,20 @@ RUNNING_AFTER = 0.25
 BATCH_WAIT = 0.02
 
 
+#: s a batch's files are waited for from the worker process (a few ms, a chunk it plans ~0.3 s) before they are
+#: written here instead; once it was not in time, this pool's batches are written here.
+ELSEWHERE_WAIT = 2.0
+
+#: Where the worker process left a batch's files: for each dataset, its (temporary, path) in the order they go in place.
+Moves = list[list[tuple[str, str]]]
+
+
 class _Ending(NamedTuple):
     status: PairStatus  # the shard's
     final: PairStatus  # the dataset's, when this shard is its last to end (all_final), else FAIL
     error: str
     all_final: bool
-    files: Callable[[], object] | None  # the merge and the `done`, when it ends the dataset done
+    files: DoneFiles | None  # the merge and the `done`, when it ends the dataset done
 
 
 class PairEnding:
@@ -98,13 +107,17 @@ class PairEnding:
         self._batching = False  # end_in_batches is running
         self._deferred: list[tuple[DatasetRun, ShardRun]] = []  # small datasets finished, waiting for their batch
         self._due = anyio.Event()  # set: one is waiting
+        #: writes a batch's `done` files in the worker process (WorkerProcess.write_files), set by the session when it has one
+        self.elsewhere: Callable[[list[DoneFiles]], Awaitable[Moves | None]] | None = None
 
     def write_status(self, run: DatasetRun, shard: ShardRun, status: str, error: str = "") -> None:
         """The shard's status file, with its counts as they stand."""
-        self.statuses.write(
-            self.model, run.cfg.abbr, shard.shard, len(run.shards), status, total=shard.total, completed=shard.completed, failed=shard.failed,
-            error=error, version=run.version, epochs=run.epochs, samples=run.samples, urls=run.urls,
-        )
+        args, fields = self._status_of(run, shard, status, error)
+        self.statuses.write(*args, **fields)
+
+    def _status_of(self, run: DatasetRun, shard: ShardRun, status: str, error: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        fields = {"total": shard.total, "completed": shard.completed, "failed": shard.failed, "error": error, "version": run.version}
+        return (self.model, run.cfg.abbr, shard.shard, len(run.shards), status), {**fields, "epochs": run.epochs, "samples": run.samples, "urls": run.urls}
 
     def running_soon(self, run: DatasetRun, live: Callable[[], bool]) -> None:
         """A small dataset's first unit went out (start_shards said nothing): each shard says
@@ -145,10 +158,59 @@ class PairEnding:
                 await self._due.wait()
                 self._due = anyio.Event()
                 await anyio.sleep(BATCH_WAIT)
+                if self.elsewhere is not None:
+                    await self._end_elsewhere(self.elsewhere)
                 self.end_deferred()
         finally:
             self._batching = False
             self.end_deferred()
+
+    async def _end_elsewhere(self, elsewhere: Callable[[list[DoneFiles]], Awaitable[Moves | None]]) -> None:
+        """The batch's files made by the worker process (as its scoring is: ~85 µs a dataset off
+        this loop) under temporary names, put in place here, in order, then said. What it did not
+        make (it is gone, late, or a write failed there; this task cancelled as the pool ends) goes
+        back to the queue, ahead of any that came since: end_deferred writes it here and raises what
+        fails. A late reply's temporaries are removed as it comes (process.py): nothing the worker
+        made is put in place once this batch was given up, so it cannot overwrite a pair retried since."""
+        deferred, self._deferred = self._deferred, []
+        ends = [(run, shard, self._ending_of(run, shard)) for run, shard in deferred if shard.status is None]
+        moves: Moves = []
+        try:
+            batch = [end.files for _, _, end in ends if end.files is not None]
+            with anyio.move_on_after(ELSEWHERE_WAIT) as late:
+                moves = (await elsewhere(batch) if batch else []) or []
+            if late.cancelled_caught:
+                self.elsewhere = None  # a worker stopped or busy: this pool's batches are written here
+        finally:
+            said: list[tuple[DatasetRun, ShardRun, _Ending]] = []
+            back: list[tuple[DatasetRun, ShardRun]] = []
+            made = iter(moves)
+            for run, shard, end in ends:
+                mine = next(made, None) if end.files is not None else None
+                if back:  # after one that was not put in place: in order, here
+                    _unlink(tmp for tmp, _ in mine or ())
+                    back.append((run, shard))
+                elif end.files is not None and not self._put_in_place(mine, end.files):
+                    back.append((run, shard))
+                else:
+                    said.append((run, shard, end))
+            self._deferred[:0] = back
+            for run, shard, end in said:
+                self._ended(run, shard, end)
+
+    def _put_in_place(self, made: list[tuple[str, str]] | None, files: DoneFiles) -> bool:
+        """A dataset's files the worker made, renamed into place in order (its predictions before
+        its `done`); False when there are none, or a rename failed (the rest removed)."""
+        try:
+            if not made or len(made) < 2:  # (its status not made there: written here)
+                raise FileNotFoundError
+            for tmp, path in made:
+                os.replace(tmp, path)
+        except OSError:
+            _unlink(tmp for tmp, _ in made or ())
+            return False
+        self.statuses.settled(*files.status[:5])
+        return True
 
     def end_deferred(self) -> None:
         """End now the small datasets waiting for their batch, in the order they finished (a
@@ -163,7 +225,7 @@ class PairEnding:
                 if shard.status is None:
                     end = self._ending_of(run, shard)
                     if end.files is not None:
-                        end.files()
+                        end.files.write(self.statuses)
                     ends.append((run, shard, end))
             i = len(deferred)
         finally:
@@ -180,7 +242,7 @@ class PairEnding:
     async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         end = self._ending_of(run, shard)
         if end.files is not None:
-            await where_it_fits(run.small, end.files)
+            await where_it_fits(run.small, functools.partial(end.files.write, self.statuses))
         self._ended(run, shard, end)
 
     def _ending_of(self, run: DatasetRun, shard: ShardRun) -> _Ending:
@@ -197,15 +259,14 @@ class PairEnding:
         shard.outstanding = -1  # finished
         all_final = all(s.outstanding == -1 for s in run.shards)
         final_status = PairStatus.FAIL
-        files = None
+        files: DoneFiles | None = None
         if all_final:
             others_done = all(s.status == PairStatus.DONE for s in run.shards if s is not shard)
             final_status = PairStatus.DONE if status == PairStatus.DONE and others_done else PairStatus.FAIL
             if final_status == PairStatus.DONE:
                 # Predictions before the last `done`: a scorer that sees all shards done finds
                 # them. The two in one go, where the dataset's file work fits (runs.py).
-                merge, say = self._merge(run), functools.partial(self.write_status, run, shard, status, error)
-                files = lambda: (merge(), say())  # noqa: E731
+                files = DoneFiles(self._merge(run), *self._status_of(run, shard, status, error))
         return _Ending(status, final_status, error, all_final, files)
 
     def _ended(self, run: DatasetRun, shard: ShardRun, end: _Ending) -> None:
@@ -299,3 +360,9 @@ class PairEnding:
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
                         self.write_status(run, s, "pending", "interrupted; run again to resume")
+
+
+def _unlink(temporaries: Iterable[str]) -> None:
+    for tmp in temporaries:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

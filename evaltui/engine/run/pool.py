@@ -73,7 +73,7 @@ class WorkerPool:
         self.statuses = statuses
         self.emit = emit
         self._on_answered = on_answered or (lambda model, dataset, entry: None)
-        self._ending = PairEnding(model.abbr, workdir, statuses, emit, on_inferred or (lambda model, dataset: None))
+        self.ending = PairEnding(model.abbr, workdir, statuses, emit, on_inferred or (lambda model, dataset: None))
         self.runs: list[DatasetRun] = []  # in the order they run; a retry appends the pair again
         self._cursor = 0  # index into runs of the dataset whose samples are being handed out
         self._next_to_start = 0
@@ -129,7 +129,7 @@ class WorkerPool:
             async with anyio.create_task_group() as outer:
                 self._tg = outer
                 outer.start_soon(self._poll)
-                outer.start_soon(self._ending.end_in_batches)  # (its last batch ended as `outer` is cancelled below)
+                outer.start_soon(self.ending.end_in_batches)  # (its last batch ended as `outer` is cancelled below)
                 await outer.start(self.answerer.serve)
                 outer.start_soon(self._report_load)
                 async with anyio.create_task_group() as workers:
@@ -143,7 +143,7 @@ class WorkerPool:
         finally:
             self._workers = self._tg = None
             with anyio.CancelScope(shield=True):
-                self._ending.close_interrupted(self.runs)
+                self.ending.close_interrupted(self.runs)
                 self._emit_load()
 
     def _add_workers(self) -> None:
@@ -213,14 +213,14 @@ class WorkerPool:
             # The file is opened (and a .json array parsed) where it fits; lines are read as needed.
             records = await where_it_fits(run.small, partial(open_records, self.plan, run.cfg, first_pass_skip(run)))
         except (DatasetError, OSError) as e:
-            self._ending.end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
+            self.ending.end_failed(run, run.shards, str(e))  # nothing of it will run: the next dataset may start
             self._maybe_start_more()
             return
         for s in run.shards:
             s.outstanding = s.total - s.completed  # `completed` counted the kept samples when planned
         run.remaining = sum(s.outstanding for s in run.shards)
         if run.remaining:
-            await where_it_fits(run.small, partial(start_shards, run, asyncio.get_running_loop().call_soon, partial(self._ending.write_status, run)))
+            await where_it_fits(run.small, partial(start_shards, run, asyncio.get_running_loop().call_soon, partial(self.ending.write_status, run)))
         run.todo = todo(run, records, partial(open_records, self.plan, run.cfg))
         self.emit(ev.DatasetStarted(m, d, run.total, run.remaining))
         for s in run.shards:
@@ -228,7 +228,7 @@ class WorkerPool:
                 s.last_write = time.monotonic()
                 self.emit(ev.ShardStatusChanged(m, d, s.shard, len(run.shards), PairStatus.RUNNING, s.total, s.completed, 0))
             else:
-                await self._ending.finish_shard(run, s)
+                await self.ending.finish_shard(run, s)
         run.loaded.set()  # (no scheduling check: a dataset loaded only adds to the units ahead)
 
     async def _worker(self) -> None:
@@ -266,7 +266,7 @@ class WorkerPool:
                 continue
             if run.small and not run.sending:  # its first unit: `running` soon, unless it has ended by then (start_shards)
                 run.sending = True
-                self._ending.running_soon(run, lambda: self._workers is not None)
+                self.ending.running_soon(run, lambda: self._workers is not None)
             await self._sample(run, *job)
 
     def _again_now(self) -> tuple[DatasetRun, ShardRun, int, int, dict[str, Any] | str, Again] | None:
@@ -342,14 +342,14 @@ class WorkerPool:
         run.remaining -= 1
         run.retried += unit_key(index, epoch, run.epochs) in run.failed_before
         if "error" in entry and not run.stopped_early and stops_early(cfg) and sum(s.failed for s in run.shards) > failure_budget(cfg, run.total):
-            await self._ending.stop_early(run)
+            await self.ending.stop_early(run)
         if shard.outstanding == 0:
-            await self._ending.finish_shard(run, shard)
+            await self.ending.finish_shard(run, shard)
         else:
             now = time.monotonic()
             if now - shard.last_write >= PROGRESS_WRITE_INTERVAL:
                 shard.last_write = now
-                self._ending.write_status(run, shard, "running")
+                self.ending.write_status(run, shard, "running")
         if not run.exhausted and run.remaining < self._early_start_below:
             self._maybe_start_more()  # (one handed out in full left the count when the cursor moved on)
 
@@ -393,7 +393,7 @@ class WorkerPool:
         for run in self.runs:
             unfinished = [s for s in run.shards if s.status is None]
             if unfinished:
-                self._ending.end_failed(run, unfinished, error)
+                self.ending.end_failed(run, unfinished, error)
             else:  # ended already; one never started must not be waited for
                 run.started, run.todo, run.remaining = True, iter(()), 0
                 run.loaded.set()

@@ -210,6 +210,8 @@ class Session:
                     self.plan, cfg, answerer, self.workdir, self.statuses, self.emit, on_inferred=lambda m, d: self.scorer.inferred((m, d)), cost=self.cost,
                     on_answered=self.judges.answered,
                 )
+                if self.scorer.offload is not None:  # a batch of small datasets' `done` files made there, as their scoring is
+                    pool.ending.elsewhere = self.scorer.offload.write_files
                 self._pools[model] = pool
             return pool
 

@@ -32,6 +32,7 @@ import anyio
 from anyio.abc import Process, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from evaltui.engine.disk.predictions import DoneFiles
 from evaltui.engine.disk.workdir import WorkDir
 from evaltui.engine.score.frames import HEADER, UP, PlanLinks, Planned, frame
 from evaltui.engine.score.pairscore import Replace, Scored
@@ -131,6 +132,14 @@ class WorkerProcess:
                     outcome = e
             outcomes.append(outcome)
         return outcomes
+
+    async def write_files(self, files: list[DoneFiles]) -> list[list[tuple[str, str]]] | None:
+        """Make these datasets' `done` files in the child, in order, under temporary names (ending.py
+        puts them in place): for each, its (temporary, path) pairs; it stops at the first that
+        fails (the caller writes that one and the rest itself, and says what fails). None when it
+        cannot. Cancelled, its reply's temporaries are removed as it comes (_read)."""
+        waiter = await self._call(("files", tuple(files)))
+        return None if waiter is None else list(waiter.value)
 
     async def plan_chunk(self, model: str, datasets: Sequence[DatasetConfig], totals: Mapping[str, int]) -> Planned | None:
         """Plan these datasets of `model` in the child (resume.plan_pairs: their `pending`
