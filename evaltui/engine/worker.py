@@ -1,11 +1,13 @@
-"""The run's worker process (`python -m evaltui.engine.worker`, `[run] scorer_process`): plans
-and scores what the engine sends it, one request after another, on the other core.
+"""The run's worker process (`python -m evaltui.engine.worker`, `[run] scorer_process`): plans,
+scores and makes the `done` files of what the engine sends it, one request after another, on
+the other core.
 
 A run of thousands of small datasets is bound by the engine process's Python time, and
 planning and scoring each dataset were a third of it. The engine keeps what must stay there:
 each scored result is left here under a temporary name and put in place by the engine, under
 its ScoreGate (engine/score/gate.py), so a pair retried while it was scored here is fenced off
-as a thread's would be. This process holds no state of the run but the plan; it ends when its
+as a thread's would be; a batch's predictions and `done` statuses (engine/run/ending.py) are
+too, and only while the engine still waits for them. This process holds no state of the run but the plan; it ends when its
 parent closes the pipe or sends SIGUSR1 (the end of the session), or when the parent dies: a
 `kill -9` of the run leaves no worker behind. Frames: engine/score/frames.py.
 """

@@ -2,9 +2,11 @@
 then a pickle.
 
 The first frame in is (plan, work dir, code workers); each next one is ("score", job, model,
-dataset, statuses) or ("plan", job, model, dataset abbrs, their record counts); each frame out
-is (job, temporary, value, exception): a Scored and its result's temporary, a Planned, or the
-exception (the first, job UP, says the worker is up). Datasets in a reply go by abbr (_by_abbr):
+dataset, statuses), ("score_many", job, those three for each pair), ("files", job, DoneFiles for
+each dataset) or ("plan", job, model, dataset abbrs, their record counts); each frame out is
+(job, temporary, value, exception): a Scored and its result's temporary; each pair's temporary
+and Scored or error; each dataset's (temporary, path) pairs and all the temporaries; a Planned;
+or the exception (the first, job UP, says the worker is up). Datasets in a reply go by abbr (_by_abbr):
 the parent links its own (PlanLinks) rather than unpickling 10,000 copies of them.
 """
 
