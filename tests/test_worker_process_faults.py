@@ -279,3 +279,28 @@ def test_the_scoring_process_is_not_given_the_plans_api_key(tmp_path: Path, monk
 
     anyio.run(main)
     assert b"GATEWAY_AUTH" not in environ[0]
+
+
+def test_a_worker_stopped_as_it_makes_a_batchs_files_leaves_no_temporary(tmp_path: Path) -> None:
+    """SIGUSR1 (its parent stopping it: _stop raises SystemExit) as a dataset's status is being
+    made, its predictions already left under a temporary name: neither goes into a reply, and
+    none is left in the work dir."""
+    import functools
+
+    from evaltui.engine import worker
+    from evaltui.engine.disk.predictions import DoneFiles, merge_checkpoints
+
+    wd = WorkDir(tmp_path / "out")
+    wd.prepare()
+    checkpoint = tmp_path / "ck.jsonl"
+    checkpoint.write_bytes(b"")
+
+    class Stopped(StatusWriter):
+        def write(self, *args: Any, **fields: Any) -> bool:
+            raise SystemExit(0)
+
+    out = wd.predictions_file("m", "d")
+    done = DoneFiles(functools.partial(merge_checkpoints, [checkpoint], 0, out), ("m", "d", 0, 1, "done"), {"total": 0, "completed": 0, "failed": 0})
+    with pytest.raises(SystemExit):
+        worker._make_files(Stopped(wd), 1, (done, done))
+    assert not list((tmp_path / "out").rglob(".*.tmp")) and not out.exists()

@@ -120,9 +120,10 @@ def _make_files(statuses: StatusWriter, job_id: int, files: tuple[DoneFiles, ...
     engine to put in place: each one's (temporary, path) pairs, in order, up to the first that
     failed (the engine writes that one and the rest itself, and says what fails)."""
     made: list[list[tuple[str, str]]] = []
+    mine: list[tuple[str, str]] = []
     try:
         for done in files:
-            mine: list[tuple[str, str]] = []
+            mine = []
 
             def left(tmp: str, path: Path, mine: list[tuple[str, str]] = mine) -> None:
                 mine.append((tmp, str(path)))
@@ -134,7 +135,7 @@ def _make_files(statuses: StatusWriter, job_id: int, files: tuple[DoneFiles, ...
                 break
             made.append(mine)
     except BaseException:  # stopped half way (SIGUSR1): none of it goes into a reply
-        _unlink(tmp for one in made for tmp, _ in one)
+        _unlink(tmp for one in (*made, mine) for tmp, _ in one)
         raise
     temporaries = tuple(tmp for one in made for tmp, _ in one)
     return (job_id, temporaries, made, None), temporaries

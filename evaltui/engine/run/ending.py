@@ -195,8 +195,7 @@ class PairEnding:
                 else:
                     said.append((run, shard, end))
             self._deferred[:0] = back
-            for run, shard, end in said:
-                self._ended(run, shard, end)
+            self._say_ended(said)
 
     def _put_in_place(self, made: list[tuple[str, str]] | None, files: DoneFiles) -> bool:
         """A dataset's files the worker made, renamed into place in order (its predictions before
@@ -230,14 +229,19 @@ class PairEnding:
             i = len(deferred)
         finally:
             self._deferred[:0] = deferred[i + 1 :]
-            failed: Exception | None = None
-            for run, shard, end in ends:
-                try:
-                    self._ended(run, shard, end)
-                except Exception as e:  # (one's `fail` on a full disk): the others, whose files are written, are said all the same
-                    failed = failed or e
-            if failed is not None:
-                raise failed
+            self._say_ended(ends)
+
+    def _say_ended(self, ends: list[tuple[DatasetRun, ShardRun, _Ending]]) -> None:
+        """_ended for each, whatever one of them raises (its `fail` on a full disk): the others,
+        whose files are written, are said all the same; the first error is raised after."""
+        failed: Exception | None = None
+        for run, shard, end in ends:
+            try:
+                self._ended(run, shard, end)
+            except Exception as e:
+                failed = failed or e
+        if failed is not None:
+            raise failed
 
     async def _finish_shard_now(self, run: DatasetRun, shard: ShardRun) -> None:
         end = self._ending_of(run, shard)
