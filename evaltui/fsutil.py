@@ -130,6 +130,15 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, replace: Ca
         raise
 
 
+def discard(temporaries: Iterable[str | None]) -> None:
+    """Remove these temporaries (None: none), quietly: what a stopped or refused write leaves
+    behind, cleaned up on the way out of the error that stopped it."""
+    for tmp in temporaries:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

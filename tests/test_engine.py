@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from planmaker import arithmetic, chat, gsm_dataset, key_for, lightllm, of_type, run_plan, write_jsonl, write_plan
@@ -123,20 +124,21 @@ def test_concurrency_is_one_pool_per_model_and_the_next_dataset_starts_early(tmp
     assert started == ["a", "b"]
 
 
+def _many_datasets(tmp_path: Path, sim_factory, n: int, *, per: int, latency: float, max_workers: int, run: dict[str, Any] | None = None) -> Path:  # type: ignore[no-untyped-def]
+    """A plan of `n` datasets of `per` samples each (d0, d1, …) on one model, against a simulator that answers them right."""
+    rows = [arithmetic(per, f"D{k}-") for k in range(n)]
+    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=latency)))
+    datasets = [gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)]
+    return write_plan(tmp_path, models=[lightllm("m", sim.url, max_workers=max_workers)], datasets=datasets, run=run)
+
+
 def test_datasets_are_loaded_ahead_of_their_turn_without_the_poll(tmp_path: Path, sim_factory) -> None:
     """The pool loads the next datasets while the started ones still have 2 × max_workers units
     to hand out: checked as samples of the dataset being handed out come back and as the cursor
     moves on, never waiting for the poll (an hour here) or for a dataset's turn. 40 datasets of 2
     samples: four are loaded ahead of the one being handed out."""
     n = 40
-    rows = [arithmetic(2, f"D{k}-") for k in range(n)]
-    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.01)))
-    plan = write_plan(
-        tmp_path,
-        models=[lightllm("m", sim.url, max_workers=4)],
-        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
-        run={"poll_interval": 3600.0},
-    )
+    plan = _many_datasets(tmp_path, sim_factory, n, per=2, latency=0.01, max_workers=4, run={"poll_interval": 3600.0})
     code, events, _ = run_plan(plan)
     assert code == 0
     started = {e.dataset: i for i, e in enumerate(events) if isinstance(e, ev.DatasetStarted)}
@@ -155,13 +157,7 @@ def test_datasets_are_loaded_no_further_ahead_than_twice_max_workers_units(tmp_p
     time. Loading every queued dataset at once held all their files open: 300 datasets under
     `ulimit -n 400` stopped with "Too many open files"."""
     n = 12
-    rows = [arithmetic(40, f"D{k}-") for k in range(n)]
-    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.002)))
-    plan = write_plan(
-        tmp_path,
-        models=[lightllm("m", sim.url, max_workers=2)],
-        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
-    )
+    plan = _many_datasets(tmp_path, sim_factory, n, per=40, latency=0.002, max_workers=2)
     code, events, _ = run_plan(plan)
     assert code == 0
     live = peak = 0
@@ -182,13 +178,7 @@ def test_datasets_are_loaded_in_bursts_not_one_at_a_time(tmp_path: Path, sim_fac
     from evaltui.engine.run.pool import WorkerPool
 
     n = 60
-    rows = [arithmetic(1, f"D{k}-") for k in range(n)]
-    sim = sim_factory(SimConfig(answer_key=key_for(*rows), default=ModelProfile(latency=0.005)))
-    plan = write_plan(
-        tmp_path,
-        models=[lightllm("m", sim.url, max_workers=8)],
-        datasets=[gsm_dataset(f"d{k}", write_jsonl(tmp_path / f"d{k}.jsonl", rows[k])) for k in range(n)],
-    )
+    plan = _many_datasets(tmp_path, sim_factory, n, per=1, latency=0.005, max_workers=8)
     bursts: list[int] = []
     load_in_turn = WorkerPool._load_in_turn
 

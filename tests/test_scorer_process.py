@@ -65,11 +65,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from evaltui.engine.run import ending
-
-    # The datasets end together (a batch: ending.py) and are scored in one request (score_many).
-    monkeypatch.setattr(ending, "BATCH_WAIT", 3600.0)
+def _requests_sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Every request sent to a worker process from now on (its kind first), as it is sent."""
     requests: list[tuple[Any, ...]] = []
     call = WorkerProcess._call
 
@@ -78,6 +75,15 @@ def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: P
         return await call(self, request)
 
     monkeypatch.setattr(WorkerProcess, "_call", counted)
+    return requests
+
+
+def test_the_scoring_process_writes_the_results_the_run_itself_would(tmp_path: Path, sim_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from evaltui.engine.run import ending
+
+    # The datasets end together (a batch: ending.py) and are scored in one request (score_many).
+    monkeypatch.setattr(ending, "BATCH_WAIT", 3600.0)
+    requests = _requests_sent(monkeypatch)
     sim = sim_factory(SimConfig(answer_key=_key(6), models={"m": ModelProfile(accuracy=0.5)}))
     scored = {}
     for choice in ("always", "never"):
@@ -101,14 +107,7 @@ def test_the_done_files_made_in_the_worker_process_are_those_made_here(tmp_path:
     """A batch of small datasets' `done` files (ending.py) made in the worker process under
     temporary names and put in place here: the same predictions and status files as a run that
     makes them itself, and no temporary left."""
-    requests: list[str] = []
-    call = WorkerProcess._call
-
-    async def counted(self, request):  # type: ignore[no-untyped-def]
-        requests.append(request[0])
-        return await call(self, request)
-
-    monkeypatch.setattr(WorkerProcess, "_call", counted)
+    requests = _requests_sent(monkeypatch)
     sim = sim_factory(SimConfig(answer_key=_key(40), models={"m": ModelProfile(accuracy=0.5, latency=0.005)}))
     files = {}
     for choice in ("always", "never"):
@@ -120,7 +119,7 @@ def test_the_done_files_made_in_the_worker_process_are_those_made_here(tmp_path:
             for folder in ("predictions", "infer_status") for p in sorted((out / folder).rglob("*.json"))
         }
         assert not list(out.rglob(".*.tmp")), "a temporary left behind"
-    assert "files" in requests  # the batches went to the worker process
+    assert "files" in [r[0] for r in requests]  # the batches went to the worker process
     assert len(files["always"]) == 80 and files["always"] == files["never"]
 
 
@@ -132,19 +131,12 @@ def test_a_batch_the_worker_process_is_late_with_is_written_here_and_its_late_fi
     from evaltui.engine.run import ending
 
     monkeypatch.setattr(ending, "ELSEWHERE_WAIT", 0.0)
-    requests: list[str] = []
-    call = WorkerProcess._call
-
-    async def counted(self, request):  # type: ignore[no-untyped-def]
-        requests.append(request[0])
-        return await call(self, request)
-
-    monkeypatch.setattr(WorkerProcess, "_call", counted)
+    requests = _requests_sent(monkeypatch)
     sim = sim_factory(SimConfig(answer_key=_key(30), default=ModelProfile(latency=0.005)))
     code, events, _ = run_plan(_plan(tmp_path, sim.url, 30, "always", max_workers=4))
     assert code == 0
     out = tmp_path / "out-always"
-    assert requests.count("files") == 1
+    assert [r[0] for r in requests].count("files") == 1
     assert all(r.get("accuracy") == 100.0 for r in _results(out).values()) and len(_results(out)) == 30
     assert not list(out.rglob(".*.tmp")), "a temporary left behind"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from evaltui.engine.run.resume import plan_chunk
 from evaltui.engine.score.frames import UP, Planned, frame, portable, read_frame
 from evaltui.engine.score.pairscore import ScoringFailed, failure_message, score_pair
 from evaltui.engine.stream import events as ev
+from evaltui.fsutil import discard
 from evaltui.plan import Plan
 
 
@@ -67,7 +67,7 @@ def main() -> int:
             out.write(frame(reply, by_abbr=True))
             out.flush()
         except BaseException:  # the parent is gone (a broken pipe) or stops it: nobody will put these results in place
-            _unlink(kept)
+            discard(kept)
             return 0
     return 0
 
@@ -94,7 +94,7 @@ def _score(plan: Plan, workdir: WorkDir, workers: int, job_id: int, model: str, 
         scored = score_pair(plan, workdir, model, dataset, workers, lambda tmp, _path: kept.append(tmp), statuses=statuses)
         return (job_id, kept[-1], scored, None), (kept[-1],)
     except Exception as e:  # the pair's error result is the parent's to write, as for a thread
-        _unlink(kept)
+        discard(kept)
         return (job_id, None, None, ScoringFailed(failure_message(e))), ()
 
 
@@ -109,7 +109,7 @@ def _score_many(plan: Plan, workdir: WorkDir, workers: int, job_id: int, pairs: 
             temporaries.append(tmp)
             outcomes.append(scored if error is None else error)
     except BaseException:  # stopped half way (SIGUSR1): those scored so far go into no reply
-        _unlink(t for t in temporaries if t)
+        discard(t for t in temporaries if t)
         raise
     kept = tuple(t for t in temporaries if t)
     return (job_id, tuple(temporaries), tuple(outcomes), None), kept
@@ -131,19 +131,15 @@ def _make_files(statuses: StatusWriter, job_id: int, files: tuple[DoneFiles, ...
             try:
                 done.write(statuses, replace=left)
             except Exception:
-                _unlink(tmp for tmp, _ in mine)
+                discard(tmp for tmp, _ in mine)
                 break
             made.append(mine)
     except BaseException:  # stopped half way (SIGUSR1): none of it goes into a reply
-        _unlink(tmp for one in (*made, mine) for tmp, _ in one)
+        discard(tmp for one in (*made, mine) for tmp, _ in one)
         raise
     temporaries = tuple(tmp for one in made for tmp, _ in one)
     return (job_id, temporaries, made, None), temporaries
 
-
-def _unlink(temporaries: Iterable[str]) -> None:
-    for tmp in temporaries:
-        Path(tmp).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

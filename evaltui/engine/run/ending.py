@@ -14,7 +14,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 import anyio
@@ -24,6 +24,7 @@ from evaltui.engine.disk.workdir import StatusWriter, WorkDir
 from evaltui.engine.run.runs import DatasetRun, ShardRun, where_it_fits
 from evaltui.engine.stream import events as ev
 from evaltui.engine.stream.events import PairStatus
+from evaltui.fsutil import discard
 from evaltui.plan import DatasetConfig
 
 
@@ -188,7 +189,7 @@ class PairEnding:
             for run, shard, end in ends:
                 mine = next(made, None) if end.files is not None else None
                 if back:  # after one that was not put in place: in order, here
-                    _unlink(tmp for tmp, _ in mine or ())
+                    discard(tmp for tmp, _ in mine or ())
                     back.append((run, shard))
                 elif end.files is not None and not self._put_in_place(mine, end.files):
                     back.append((run, shard))
@@ -206,7 +207,7 @@ class PairEnding:
             for tmp, path in made:
                 os.replace(tmp, path)
         except OSError:
-            _unlink(tmp for tmp, _ in made or ())
+            discard(tmp for tmp, _ in made or ())
             return False
         self.statuses.settled(*files.status[:5])
         return True
@@ -364,9 +365,3 @@ class PairEnding:
                     # (OSError: the disk that stopped the run; the next run re-plans the shard anyway)
                     with contextlib.suppress(OSError):
                         self.write_status(run, s, "pending", "interrupted; run again to resume")
-
-
-def _unlink(temporaries: Iterable[str]) -> None:
-    for tmp in temporaries:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)

@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import anyio
@@ -38,6 +37,7 @@ from evaltui.engine.score.frames import HEADER, UP, PlanLinks, Planned, frame
 from evaltui.engine.score.pairscore import Replace, Scored
 from evaltui.engine.stream import events as ev
 from evaltui.engine.unit.heap import made_for_the_run
+from evaltui.fsutil import discard
 from evaltui.plan import DatasetConfig, Plan
 
 LOG_NAME = "scorer_process.log"  # in logs/: what the child printed (an evaluator's prints, a crash's traceback)
@@ -316,9 +316,7 @@ def _planned(reply: Reply) -> bool:
 
 
 def _remove(tmp: str | tuple[str | None, ...] | None) -> None:
-    for name in tmp if isinstance(tmp, tuple) else (tmp,):
-        if name:
-            Path(name).unlink(missing_ok=True)
+    discard(tmp if isinstance(tmp, tuple) else (tmp,))
 
 
 async def _exit_code(proc: Process) -> int | None:
